@@ -1,0 +1,255 @@
+//===- GraphBuilder.cpp - ModelSpec to tfm IR -----------------------------===//
+//
+// Emits the forward graph of one training step. Each layer is pre-norm:
+//
+//   sequential:  r = x + attn(norm1(x));  y = r + mlp(norm2(r))
+//   parallel:    y = x + attn(norm1(x)) + mlp(norm2(x))        (GPT-NeoX)
+//
+// Parameter names are canonical ("layers.3.attn.q.weight"), independent of
+// the source format, so that checkpoints and shardings name tensors alike.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Import/GraphBuilder.h"
+#include "dialects/tfm/TfmOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace partita {
+namespace {
+
+class GraphBuilder {
+public:
+  GraphBuilder(const ModelSpec &spec, MLIRContext &ctx)
+      : spec(spec), m(spec.model), b(&ctx),
+        fileLoc(FileLineColLoc::get(&ctx, spec.sourceFile, 0, 0)) {
+    switch (spec.training.dtype) {
+    case DType::BF16:
+      elementType = b.getBF16Type();
+      break;
+    case DType::F16:
+      elementType = b.getF16Type();
+      break;
+    case DType::F32:
+      elementType = b.getF32Type();
+      break;
+    }
+  }
+
+  OwningOpRef<ModuleOp> build();
+
+private:
+  /// Ops are located at the spec file, named after the part of the model
+  /// they implement.
+  Location loc(const Twine &name) {
+    return NameLoc::get(b.getStringAttr(name), fileLoc);
+  }
+  RankedTensorType tensor(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, elementType);
+  }
+  RankedTensorType activation(int64_t features) {
+    return tensor({spec.training.globalBatch, spec.training.seqLen, features});
+  }
+
+  Value param(const Twine &name, ArrayRef<int64_t> shape, tfm::InitKind init,
+              double std = 0.0) {
+    std::string n = name.str();
+    FloatAttr stdAttr =
+        init == tfm::InitKind::normal ? b.getF64FloatAttr(std) : FloatAttr();
+    return tfm::ParamOp::create(b, loc(n), tensor(shape), b.getStringAttr(n),
+                                  tfm::InitKindAttr::get(b.getContext(), init),
+                                  stdAttr);
+  }
+
+  /// A linear layer [in -> out] named `prefix`, with an optional bias. Output
+  /// projections get the 1/sqrt(2 * layers) scaled init of GPT-2/Megatron.
+  Value linear(Value x, const Twine &prefix, int64_t in, int64_t out,
+               bool bias, bool outputProjection = false) {
+    double std = m.initStd;
+    if (outputProjection)
+      std /= std::sqrt(2.0 * m.numLayers);
+    Value w = param(prefix + ".weight", {out, in}, tfm::InitKind::normal, std);
+    Value bv = bias ? param(prefix + ".bias", {out}, tfm::InitKind::zeros)
+                    : Value();
+    auto xType = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(xType.getShape());
+    shape.back() = out;
+    return tfm::LinearOp::create(b, loc(prefix), tensor(shape), x, w, bv);
+  }
+
+  Value norm(Value x, const Twine &prefix) {
+    int64_t h = m.hiddenSize;
+    Value w = param(prefix + ".weight", {h}, tfm::InitKind::ones);
+    FloatAttr eps = b.getF64FloatAttr(m.normEps);
+    if (m.norm == NormKind::RmsNorm)
+      return tfm::RmsNormOp::create(b, loc(prefix), x.getType(), x, w, eps);
+    Value bias = m.normBias ? param(prefix + ".bias", {h}, tfm::InitKind::zeros)
+                            : Value();
+    return tfm::LayerNormOp::create(b, loc(prefix), x.getType(), x, w, bias,
+                                      eps);
+  }
+
+  Value rotary(Value x, const Twine &name, int64_t heads) {
+    tfm::RopeScalingAttr scaling;
+    if (m.ropeScaling) {
+      const RopeScaling &s = *m.ropeScaling;
+      scaling = tfm::RopeScalingAttr::get(
+          b.getContext(),
+          s.kind == RopeScaling::Kind::Llama3 ? tfm::RopeScalingKind::llama3
+                                              : tfm::RopeScalingKind::linear,
+          APFloat(s.factor), APFloat(s.lowFreqFactor),
+          APFloat(s.highFreqFactor), s.originalMaxPositions);
+    }
+    return tfm::RotaryOp::create(b, loc(name), x.getType(), x,
+                                   b.getI64IntegerAttr(heads),
+                                   b.getI64IntegerAttr(m.rotaryDim()),
+                                   b.getF64FloatAttr(m.ropeTheta), scaling);
+  }
+
+  Value attention(Value x, const std::string &layer);
+  Value mlp(Value x, const std::string &layer);
+  Value block(Value x, int64_t index);
+
+  const ModelSpec &spec;
+  const ModelConfig &m;
+  OpBuilder b;
+  Location fileLoc;
+  Type elementType;
+};
+
+Value GraphBuilder::attention(Value x, const std::string &layer) {
+  std::string p = layer + ".attn";
+  int64_t h = m.hiddenSize, hd = m.headDimension();
+  int64_t qWidth = m.numHeads * hd, kvWidth = m.kvHeads() * hd;
+  Value q = linear(x, p + ".q", h, qWidth, m.qkvBias);
+  Value k = linear(x, p + ".k", h, kvWidth, m.qkvBias);
+  Value v = linear(x, p + ".v", h, kvWidth, m.qkvBias);
+  if (m.position == PositionEmbedding::Rope) {
+    q = rotary(q, p + ".rotary_q", m.numHeads);
+    k = rotary(k, p + ".rotary_k", m.kvHeads());
+  }
+  IntegerAttr window =
+      m.slidingWindow ? b.getI64IntegerAttr(*m.slidingWindow) : IntegerAttr();
+  Value core = tfm::AttentionOp::create(b, 
+      loc(p + ".core"), q.getType(), q, k, v, b.getI64IntegerAttr(m.numHeads),
+      b.getI64IntegerAttr(m.kvHeads()), b.getUnitAttr(), window);
+  return linear(core, p + ".out", qWidth, h, m.attnOutBias,
+                /*outputProjection=*/true);
+}
+
+Value GraphBuilder::mlp(Value x, const std::string &layer) {
+  std::string p = layer + ".mlp";
+  int64_t h = m.hiddenSize, f = m.ffnHiddenSize;
+  Value hidden;
+  if (m.activation == Activation::SwiGlu) {
+    Value gate = linear(x, p + ".gate", h, f, m.mlpBias);
+    Value up = linear(x, p + ".up", h, f, m.mlpBias);
+    hidden = tfm::SwigluOp::create(b, loc(p + ".act"), gate.getType(), gate, up);
+  } else {
+    Value up = linear(x, p + ".up", h, f, m.mlpBias);
+    auto approx = m.activation == Activation::GeluTanh
+                      ? tfm::GeluApproximation::tanh
+                      : tfm::GeluApproximation::none;
+    hidden = tfm::GeluOp::create(b, 
+        loc(p + ".act"), up.getType(), up,
+        tfm::GeluApproximationAttr::get(b.getContext(), approx));
+  }
+  return linear(hidden, p + ".down", f, h, m.mlpBias,
+                /*outputProjection=*/true);
+}
+
+Value GraphBuilder::block(Value x, int64_t index) {
+  std::string layer = "layers." + std::to_string(index);
+  Type type = x.getType();
+  auto op = tfm::BlockOp::create(b, loc(layer), TypeRange{type}, index,
+                                   ValueRange{x});
+  OpBuilder::InsertionGuard guard(b);
+  Block *body = b.createBlock(&op.getBody(), {}, {type}, {loc(layer)});
+  Value in = body->getArgument(0);
+
+  Value attn = attention(norm(in, layer + ".attn_norm"), layer);
+  Value out;
+  if (m.parallelResidual) {
+    Value ffn = mlp(norm(in, layer + ".mlp_norm"), layer);
+    out = tfm::AddOp::create(b, loc(layer + ".residual"), type,
+                               ValueRange{in, attn, ffn});
+  } else {
+    Value mid = tfm::AddOp::create(b, loc(layer + ".attn_residual"), type,
+                                     ValueRange{in, attn});
+    Value ffn = mlp(norm(mid, layer + ".mlp_norm"), layer);
+    out = tfm::AddOp::create(b, loc(layer + ".mlp_residual"), type,
+                               ValueRange{mid, ffn});
+  }
+  tfm::YieldOp::create(b, loc(layer), ValueRange{out});
+  return op.getResult(0);
+}
+
+OwningOpRef<ModuleOp> GraphBuilder::build() {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto model = tfm::ModelOp::create(b, loc(spec.name), spec.name);
+  const TrainingConfig &t = spec.training;
+  auto tokenType =
+      RankedTensorType::get({t.globalBatch, t.seqLen}, b.getI32Type());
+  Block *body = b.createBlock(&model.getBody(), {}, {tokenType, tokenType},
+                              {loc("tokens"), loc("labels")});
+  Value tokens = body->getArgument(0), labels = body->getArgument(1);
+
+  int64_t h = m.hiddenSize, v = m.vocabSize;
+  Value table = param("embed.tokens.weight", {v, h}, tfm::InitKind::normal,
+                      m.initStd);
+  Value x = tfm::EmbeddingOp::create(b, loc("embed.tokens"), activation(h),
+                                       table, tokens);
+  if (m.position == PositionEmbedding::Learned) {
+    Value positions = param("embed.positions.weight",
+                            {m.maxPositionEmbeddings, h},
+                            tfm::InitKind::normal, m.initStd);
+    x = tfm::PositionEmbeddingOp::create(b, loc("embed.positions"),
+                                           x.getType(), x, positions);
+  }
+  for (int64_t i = 0; i < m.numLayers; ++i)
+    x = block(x, i);
+  x = norm(x, "final_norm");
+  Value head = m.tieEmbeddings ? table
+                               : param("lm_head.weight", {v, h},
+                                       tfm::InitKind::normal, m.initStd);
+  Value logits =
+      tfm::LmHeadOp::create(b, loc("lm_head"), activation(v), x, head);
+  Value loss = tfm::CrossEntropyOp::create(b, 
+      loc("loss"), RankedTensorType::get({}, b.getF32Type()), logits, labels);
+  tfm::YieldOp::create(b, loc("loss"), ValueRange{loss});
+
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildModelModule(const ModelSpec &spec,
+                                       MLIRContext &context) {
+  context.getOrLoadDialect<tfm::TfmDialect>();
+  return GraphBuilder(spec, context).build();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+importModelFile(StringRef path, const TrainingOverrides &overrides,
+                MLIRContext &context) {
+  llvm::Expected<ModelSpec> spec = readModelSpecFile(path, overrides);
+  if (!spec)
+    return spec.takeError();
+  OwningOpRef<ModuleOp> module = buildModelModule(*spec, context);
+  if (!module)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "%s: the imported model graph does not verify (see above)",
+        path.str().c_str());
+  return module;
+}
+
+} // namespace partita

@@ -1,0 +1,279 @@
+//===- JsonReader.cpp - Reading JSON documents with located errors --------===//
+
+#include "compiler/Import/JsonReader.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ConvertUTF.h"
+
+#include <cmath>
+#include <cstdio>
+
+using json = nlohmann::json;
+using llvm::StringRef;
+
+namespace partita {
+
+void ErrorList::add(const std::string &where, const llvm::Twine &message) {
+  messages.push_back(where + ": " + message.str());
+}
+
+llvm::Error ErrorList::takeError() {
+  if (messages.empty())
+    return llvm::Error::success();
+  std::string joined = llvm::join(messages, "\n");
+  messages.clear();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), joined);
+}
+
+std::string escapeJsonPointerToken(StringRef key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string formatNumber(double value) {
+  char buffer[32];
+  snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
+
+std::string describeJsonValue(const json &value) {
+  switch (value.type()) {
+  case json::value_t::null:
+    return "null";
+  case json::value_t::boolean:
+    return value.get<bool>() ? "true" : "false";
+  case json::value_t::string: {
+    std::string s = value.get<std::string>();
+    if (s.size() > 40)
+      s = s.substr(0, 40) + "...";
+    return "string \"" + s + "\"";
+  }
+  case json::value_t::number_integer:
+  case json::value_t::number_unsigned:
+  case json::value_t::number_float:
+    return "number " + value.dump();
+  case json::value_t::object:
+    return "an object";
+  case json::value_t::array:
+    return "an array";
+  default:
+    return "an unsupported value";
+  }
+}
+
+std::optional<json> parseJsonDocument(StringRef text, StringRef fileName,
+                                      ErrorList &errors) {
+  std::string file = fileName.str();
+  if (text.trim().empty()) {
+    errors.add(file, "the file is empty; expected a JSON object");
+    return std::nullopt;
+  }
+  if (size_t nul = text.find('\0'); nul != StringRef::npos) {
+    errors.add(file, "not a text file (NUL byte at offset " +
+                         llvm::Twine(nul) + "); expected a JSON object");
+    return std::nullopt;
+  }
+  const auto *utf8 = reinterpret_cast<const llvm::UTF8 *>(text.begin());
+  if (!llvm::isLegalUTF8String(
+          &utf8, reinterpret_cast<const llvm::UTF8 *>(text.end()))) {
+    errors.add(file, "not valid UTF-8 text; expected a JSON object");
+    return std::nullopt;
+  }
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception &e) {
+    // nlohmann's messages read "[json.exception.parse_error.101] parse error
+    // at line 3, column 5: ..."; keep the part a user needs.
+    StringRef message(e.what());
+    if (size_t close = message.find("] "); close != StringRef::npos)
+      message = message.drop_front(close + 2);
+    errors.add(file, "invalid JSON: " + message);
+    return std::nullopt;
+  }
+}
+
+ObjectReader::ObjectReader(const json &object, std::string fileName,
+                           std::string pointer, ErrorList &errors)
+    : obj(&object), file(std::move(fileName)), pointer(std::move(pointer)),
+      errorList(&errors) {}
+
+std::string ObjectReader::where() const {
+  return file + ": " + (pointer.empty() ? std::string("/") : pointer);
+}
+
+std::string ObjectReader::where(StringRef key) const {
+  return file + ": " + pointer + "/" + escapeJsonPointerToken(key);
+}
+
+bool ObjectReader::has(StringRef key) {
+  asked.insert(key);
+  auto it = obj->find(key.str());
+  return it != obj->end() && !it->is_null();
+}
+
+const json *ObjectReader::lookup(StringRef key, Need need) {
+  asked.insert(key);
+  auto it = obj->find(key.str());
+  if (it == obj->end() || it->is_null()) {
+    if (need == Required)
+      errorList->add(where(key), "required field is missing");
+    return nullptr;
+  }
+  return &*it;
+}
+
+void ObjectReader::typeError(StringRef key, StringRef expected,
+                             const json &value) {
+  errorList->add(where(key), "expected " + expected + ", got " +
+                                describeJsonValue(value));
+}
+
+std::optional<int64_t> ObjectReader::integer(StringRef key, Need need,
+                                             int64_t min, int64_t max) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  // Accept 4096 and 4096.0, but not 4096.5 or 1e300.
+  std::optional<int64_t> result;
+  if (value->is_number_integer() && !value->is_number_unsigned()) {
+    result = value->get<int64_t>();
+  } else if (value->is_number_unsigned()) {
+    uint64_t u = value->get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT64_MAX))
+      result = static_cast<int64_t>(u);
+  } else if (value->is_number_float()) {
+    double d = value->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15)
+      result = static_cast<int64_t>(d);
+  }
+  if (!result) {
+    typeError(key, "an integer", *value);
+    return std::nullopt;
+  }
+  if (*result < min || *result > max) {
+    std::string range = max == INT64_MAX
+                            ? "at least " + std::to_string(min)
+                            : "between " + std::to_string(min) + " and " +
+                                  std::to_string(max);
+    errorList->add(where(key), "must be " + range + ", got " +
+                                  std::to_string(*result));
+    return std::nullopt;
+  }
+  return result;
+}
+
+std::optional<double> ObjectReader::number(StringRef key, Need need,
+                                           double min, double max,
+                                           bool minExclusive) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_number()) {
+    typeError(key, "a number", *value);
+    return std::nullopt;
+  }
+  double d = value->get<double>();
+  bool belowMin = minExclusive ? !(d > min) : !(d >= min);
+  if (!std::isfinite(d) || belowMin || d > max) {
+    errorList->add(where(key), "must be " +
+                                  llvm::Twine(minExclusive ? "> " : ">= ") +
+                                  formatNumber(min) + " and <= " +
+                                  formatNumber(max) + ", got " +
+                                  value->dump());
+    return std::nullopt;
+  }
+  return d;
+}
+
+std::optional<bool> ObjectReader::boolean(StringRef key, Need need) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_boolean()) {
+    typeError(key, "true or false", *value);
+    return std::nullopt;
+  }
+  return value->get<bool>();
+}
+
+std::optional<std::string> ObjectReader::string(StringRef key, Need need) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_string()) {
+    typeError(key, "a string", *value);
+    return std::nullopt;
+  }
+  return value->get<std::string>();
+}
+
+std::optional<std::string>
+ObjectReader::oneOf(StringRef key, Need need,
+                    llvm::ArrayRef<StringRef> choices) {
+  std::optional<std::string> value = string(key, need);
+  if (!value)
+    return std::nullopt;
+  if (llvm::is_contained(choices, StringRef(*value)))
+    return value;
+  std::string list;
+  for (StringRef choice : choices)
+    list += (list.empty() ? "\"" : ", \"") + choice.str() + "\"";
+  errorList->add(where(key), "unknown value \"" + *value + "\"; expected one of " +
+                                list);
+  return std::nullopt;
+}
+
+std::optional<ObjectReader> ObjectReader::object(StringRef key, Need need) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_object()) {
+    typeError(key, "an object", *value);
+    return std::nullopt;
+  }
+  return ObjectReader(*value, file, pointer + "/" + escapeJsonPointerToken(key),
+                      *errorList);
+}
+
+std::optional<std::string> ObjectReader::firstString(StringRef key,
+                                                     Need need) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_array() || value->empty() || !(*value)[0].is_string()) {
+    typeError(key, "a non-empty array of strings", *value);
+    return std::nullopt;
+  }
+  return (*value)[0].get<std::string>();
+}
+
+void ObjectReader::rejectUnknownKeys(llvm::ArrayRef<StringRef> alsoKnown) {
+  for (auto it = obj->begin(); it != obj->end(); ++it) {
+    StringRef key = it.key();
+    if (asked.contains(key) || llvm::is_contained(alsoKnown, key))
+      continue;
+    std::string message = "unknown field";
+    StringRef best;
+    unsigned bestDistance = 3; // suggest only near misses
+    for (const auto &known : asked) {
+      unsigned distance = key.edit_distance(known.getKey(), true, bestDistance);
+      if (distance < bestDistance) {
+        bestDistance = distance;
+        best = known.getKey();
+      }
+    }
+    if (!best.empty())
+      message += "; did you mean \"" + best.str() + "\"?";
+    errorList->add(where(key), message);
+  }
+}
+
+} // namespace partita

@@ -1,0 +1,585 @@
+//===- ModelSpec.cpp - Partita model specs and HF config.json import ------===//
+//
+// Two readers fill one ModelConfig: the Hugging Face reader maps each
+// supported architecture's config.json keys, and the spec reader applies
+// Partita's canonical keys (on their own, or over an HF config named by
+// "hf_config"). One validation pass then checks the cross-field rules and
+// reports each problem at the key it came from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Import/ModelSpec.h"
+#include "compiler/Import/JsonReader.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+using json = nlohmann::json;
+using llvm::StringRef;
+
+namespace partita {
+
+StringRef toString(NormKind kind) {
+  return kind == NormKind::LayerNorm ? "layer_norm" : "rms_norm";
+}
+StringRef toString(Activation kind) {
+  switch (kind) {
+  case Activation::Gelu:
+    return "gelu";
+  case Activation::GeluTanh:
+    return "gelu_tanh";
+  case Activation::SwiGlu:
+    return "swiglu";
+  }
+  return "";
+}
+StringRef toString(PositionEmbedding kind) {
+  return kind == PositionEmbedding::Learned ? "learned" : "rope";
+}
+StringRef toString(DType type) {
+  switch (type) {
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  case DType::F32:
+    return "f32";
+  }
+  return "";
+}
+
+int64_t ModelConfig::rotaryDim() const {
+  // Rounded down to an even channel count, as GPT-NeoX does.
+  int64_t dim = static_cast<int64_t>(headDimension() * rotaryFraction);
+  return dim - dim % 2;
+}
+
+namespace {
+
+/// Upper bound on any single model dimension; keeps products of shapes far
+/// from int64 overflow while allowing every real model.
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+
+/// Where each canonical field got its value, for cross-field messages.
+using FieldSources = llvm::StringMap<std::string>;
+
+std::optional<DType> parseDType(StringRef name) {
+  return llvm::StringSwitch<std::optional<DType>>(name)
+      .Cases({"bf16", "bfloat16"}, DType::BF16)
+      .Cases({"f16", "fp16", "float16"}, DType::F16)
+      .Cases({"f32", "fp32", "float32"}, DType::F32)
+      .Default(std::nullopt);
+}
+constexpr StringRef kDTypeNames[] = {"bf16", "f16", "f32"};
+
+/// Reads `key` as an integer into `field`, recording where it came from.
+template <typename T>
+void readInto(ObjectReader &r, StringRef key, StringRef canonical, T &field,
+              FieldSources &sources, ObjectReader::Need need,
+              int64_t min = 1, int64_t max = kMaxDim) {
+  if (auto v = r.integer(key, need, min, max)) {
+    field = *v;
+    sources[canonical] = r.where(key);
+  }
+}
+
+void readBool(ObjectReader &r, StringRef key, bool &field) {
+  if (auto v = r.boolean(key, ObjectReader::Optional))
+    field = *v;
+}
+
+//===----------------------------------------------------------------------===//
+// Rope scaling (same shape in HF configs and in specs)
+//===----------------------------------------------------------------------===//
+
+void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
+                     FieldSources &sources) {
+  std::optional<ObjectReader> r = parent.object(key, ObjectReader::Optional);
+  if (!r)
+    return;
+  sources["rope_scaling"] = parent.where(key);
+  // HF spells the kind "rope_type" (newer) or "type" (older).
+  StringRef typeKey = r->has("rope_type") ? "rope_type" : "type";
+  std::optional<std::string> type = r->oneOf(
+      typeKey, ObjectReader::Required, {"default", "linear", "llama3"});
+  if (!type || *type == "default") {
+    r->rejectUnknownKeys({"factor"});
+    return;
+  }
+  RopeScaling scaling;
+  if (auto factor = r->number("factor", ObjectReader::Required, 1.0))
+    scaling.factor = *factor;
+  if (*type == "llama3") {
+    scaling.kind = RopeScaling::Kind::Llama3;
+    if (auto v = r->number("low_freq_factor", ObjectReader::Required, 0.0,
+                           1e308, true))
+      scaling.lowFreqFactor = *v;
+    if (auto v = r->number("high_freq_factor", ObjectReader::Required, 0.0,
+                           1e308, true))
+      scaling.highFreqFactor = *v;
+    if (auto v = r->integer("original_max_position_embeddings",
+                            ObjectReader::Required, 1, kMaxDim))
+      scaling.originalMaxPositions = *v;
+    if (scaling.highFreqFactor <= scaling.lowFreqFactor)
+      r->errors().add(r->where("high_freq_factor"),
+                      "must be greater than low_freq_factor");
+  }
+  r->rejectUnknownKeys();
+  cfg.ropeScaling = scaling;
+}
+
+//===----------------------------------------------------------------------===//
+// Hugging Face config.json
+//===----------------------------------------------------------------------===//
+
+constexpr StringRef kSupportedArchitectures[] = {
+    "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM",
+    "Qwen2ForCausalLM", "GPTNeoXForCausalLM"};
+
+std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
+                                       StringRef fallback, bool gated) {
+  std::string name = fallback.str();
+  if (r.has(key))
+    if (auto v = r.string(key, ObjectReader::Optional))
+      name = *v;
+  if (gated) {
+    if (name == "silu" || name == "swish")
+      return Activation::SwiGlu;
+  } else {
+    if (name == "gelu")
+      return Activation::Gelu;
+    if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
+        name == "gelu_fast")
+      return Activation::GeluTanh;
+  }
+  r.errors().add(r.where(key), "activation \"" + name +
+                                   "\" is not supported for this architecture");
+  return std::nullopt;
+}
+
+void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
+  using N = ObjectReader::Need;
+  readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
+  readInto(r, "n_embd", "hidden_size", cfg.hiddenSize, src, N::Required);
+  readInto(r, "n_layer", "num_layers", cfg.numLayers, src, N::Required);
+  readInto(r, "n_head", "num_heads", cfg.numHeads, src, N::Required);
+  readInto(r, "n_positions", "max_position_embeddings",
+           cfg.maxPositionEmbeddings, src, N::Required);
+  cfg.ffnHiddenSize = 4 * cfg.hiddenSize;
+  src["ffn_hidden_size"] = r.where("n_embd");
+  readInto(r, "n_inner", "ffn_hidden_size", cfg.ffnHiddenSize, src,
+           N::Optional);
+  if (auto a = hfActivation(r, "activation_function", "gelu_new", false))
+    cfg.activation = *a;
+  cfg.norm = NormKind::LayerNorm;
+  cfg.normBias = true;
+  if (auto eps = r.number("layer_norm_epsilon", N::Optional, 0.0, 1.0, true))
+    cfg.normEps = *eps;
+  cfg.position = PositionEmbedding::Learned;
+  cfg.qkvBias = cfg.attnOutBias = cfg.mlpBias = true;
+  cfg.tieEmbeddings = true;
+  readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
+}
+
+/// Llama, Mistral and Qwen2 share one layout: pre-RMSNorm, rotary, GQA and a
+/// SwiGLU MLP; they differ in biases, defaults and sliding windows.
+void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
+                     FieldSources &src) {
+  using N = ObjectReader::Need;
+  readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
+  readInto(r, "hidden_size", "hidden_size", cfg.hiddenSize, src, N::Required);
+  readInto(r, "intermediate_size", "ffn_hidden_size", cfg.ffnHiddenSize, src,
+           N::Required);
+  readInto(r, "num_hidden_layers", "num_layers", cfg.numLayers, src,
+           N::Required);
+  readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
+           N::Required);
+  readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
+           N::Optional);
+  readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
+  readInto(r, "max_position_embeddings", "max_position_embeddings",
+           cfg.maxPositionEmbeddings, src, N::Optional);
+  if (auto a = hfActivation(r, "hidden_act", "silu", true))
+    cfg.activation = *a;
+  cfg.norm = NormKind::RmsNorm;
+  if (auto eps = r.number("rms_norm_eps", N::Optional, 0.0, 1.0, true))
+    cfg.normEps = *eps;
+  cfg.position = PositionEmbedding::Rope;
+  if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
+    cfg.ropeTheta = *theta;
+  readRopeScaling(r, "rope_scaling", cfg, src);
+  cfg.tieEmbeddings = false;
+  readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
+
+  if (arch == "Qwen2ForCausalLM") {
+    cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
+    // Qwen2 keeps a sliding_window value even when it is switched off.
+    bool useWindow = false;
+    readBool(r, "use_sliding_window", useWindow);
+    if (useWindow)
+      readInto(r, "sliding_window", "sliding_window", cfg.slidingWindow.emplace(),
+               src, N::Required);
+  } else if (arch == "MistralForCausalLM") {
+    if (r.has("sliding_window"))
+      readInto(r, "sliding_window", "sliding_window",
+               cfg.slidingWindow.emplace(), src, N::Required, 1,
+               INT64_MAX);
+  } else { // Llama
+    bool attentionBias = false;
+    readBool(r, "attention_bias", attentionBias);
+    cfg.qkvBias = cfg.attnOutBias = attentionBias;
+    readBool(r, "mlp_bias", cfg.mlpBias);
+  }
+}
+
+void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
+  using N = ObjectReader::Need;
+  readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
+  readInto(r, "hidden_size", "hidden_size", cfg.hiddenSize, src, N::Required);
+  readInto(r, "intermediate_size", "ffn_hidden_size", cfg.ffnHiddenSize, src,
+           N::Required);
+  readInto(r, "num_hidden_layers", "num_layers", cfg.numLayers, src,
+           N::Required);
+  readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
+           N::Required);
+  readInto(r, "max_position_embeddings", "max_position_embeddings",
+           cfg.maxPositionEmbeddings, src, N::Optional);
+  if (auto a = hfActivation(r, "hidden_act", "gelu", false))
+    cfg.activation = *a;
+  cfg.norm = NormKind::LayerNorm;
+  cfg.normBias = true;
+  if (auto eps = r.number("layer_norm_eps", N::Optional, 0.0, 1.0, true))
+    cfg.normEps = *eps;
+  cfg.position = PositionEmbedding::Rope;
+  cfg.rotaryFraction = 0.25;
+  if (auto pct = r.number("rotary_pct", N::Optional, 0.0, 1.0, true)) {
+    cfg.rotaryFraction = *pct;
+    src["rotary_fraction"] = r.where("rotary_pct");
+  }
+  StringRef baseKey = r.has("rotary_emb_base") ? "rotary_emb_base" : "rope_theta";
+  if (auto base = r.number(baseKey, N::Optional, 0.0, 1e308, true))
+    cfg.ropeTheta = *base;
+  readRopeScaling(r, "rope_scaling", cfg, src);
+  bool attentionBias = true;
+  readBool(r, "attention_bias", attentionBias);
+  cfg.qkvBias = cfg.attnOutBias = attentionBias;
+  cfg.mlpBias = true;
+  cfg.parallelResidual = true;
+  readBool(r, "use_parallel_residual", cfg.parallelResidual);
+  cfg.tieEmbeddings = false;
+  readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
+}
+
+/// Reads an HF config.json object. Unknown keys are normal in HF configs and
+/// are ignored, and so is torch_dtype: it is the checkpoint's storage type,
+/// not a training choice.
+void readHFConfig(ObjectReader &r, ModelConfig &cfg,
+                                  FieldSources &src) {
+  std::optional<std::string> arch =
+      r.firstString("architectures", ObjectReader::Optional);
+  if (!arch) {
+    // Older configs carry only model_type.
+    std::optional<std::string> type =
+        r.string("model_type", ObjectReader::Optional);
+    static const llvm::StringMap<StringRef> byModelType = {
+        {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
+        {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
+        {"gpt_neox", "GPTNeoXForCausalLM"}};
+    if (type && byModelType.count(*type))
+      arch = byModelType.lookup(*type).str();
+    else if (!type) {
+      r.errors().add(r.where(), "neither \"architectures\" nor "
+                                "\"model_type\" says which model this is");
+      return;
+    } else {
+      arch = *type;
+    }
+  }
+  if (!llvm::is_contained(kSupportedArchitectures, StringRef(*arch))) {
+    std::string list;
+    for (StringRef a : kSupportedArchitectures)
+      list += (list.empty() ? "" : ", ") + a.str();
+    r.errors().add(r.has("architectures") ? r.where("architectures") + "/0"
+                                          : r.where("model_type"),
+                   "unknown architecture \"" + *arch + "\"; supported: " +
+                       list);
+    return;
+  }
+  cfg.architecture = *arch;
+  if (*arch == "GPT2LMHeadModel")
+    readGpt2(r, cfg, src);
+  else if (*arch == "GPTNeoXForCausalLM")
+    readGptNeoX(r, cfg, src);
+  else
+    readLlamaFamily(r, *arch, cfg, src);
+  if (auto init = r.number("initializer_range", ObjectReader::Optional, 0.0,
+                           1.0, true))
+    cfg.initStd = *init;
+}
+
+//===----------------------------------------------------------------------===//
+// Partita's spec: canonical "model" keys
+//===----------------------------------------------------------------------===//
+
+/// Applies the canonical keys of a spec's "model" object to `cfg`. With a
+/// base from an HF config every key is optional; without one the sizes are
+/// required.
+void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
+                        bool hasBase) {
+  using N = ObjectReader::Need;
+  N sizeNeed = hasBase ? N::Optional : N::Required;
+  readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, sizeNeed);
+  readInto(r, "hidden_size", "hidden_size", cfg.hiddenSize, src, sizeNeed);
+  readInto(r, "num_layers", "num_layers", cfg.numLayers, src, sizeNeed);
+  readInto(r, "num_heads", "num_heads", cfg.numHeads, src, sizeNeed);
+  readInto(r, "num_kv_heads", "num_kv_heads", cfg.numKVHeads, src,
+           N::Optional);
+  readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
+  readInto(r, "ffn_hidden_size", "ffn_hidden_size", cfg.ffnHiddenSize, src,
+           sizeNeed);
+  readInto(r, "max_position_embeddings", "max_position_embeddings",
+           cfg.maxPositionEmbeddings, src, N::Optional);
+
+  if (auto norm = r.oneOf("norm", sizeNeed, {"layer_norm", "rms_norm"})) {
+    cfg.norm = *norm == "layer_norm" ? NormKind::LayerNorm : NormKind::RmsNorm;
+    cfg.normBias = cfg.norm == NormKind::LayerNorm;
+  }
+  readBool(r, "norm_bias", cfg.normBias);
+  if (auto eps = r.number("norm_eps", N::Optional, 0.0, 1.0, true))
+    cfg.normEps = *eps;
+  if (auto act =
+          r.oneOf("activation", sizeNeed, {"gelu", "gelu_tanh", "swiglu"}))
+    cfg.activation = *act == "gelu"        ? Activation::Gelu
+                     : *act == "gelu_tanh" ? Activation::GeluTanh
+                                           : Activation::SwiGlu;
+  if (auto pos =
+          r.oneOf("position_embedding", sizeNeed, {"learned", "rope"})) {
+    cfg.position =
+        *pos == "learned" ? PositionEmbedding::Learned : PositionEmbedding::Rope;
+    src["position_embedding"] = r.where("position_embedding");
+  }
+  if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
+    cfg.ropeTheta = *theta;
+  if (auto fraction =
+          r.number("rotary_fraction", N::Optional, 0.0, 1.0, true)) {
+    cfg.rotaryFraction = *fraction;
+    src["rotary_fraction"] = r.where("rotary_fraction");
+  }
+  readRopeScaling(r, "rope_scaling", cfg, src);
+  if (r.has("sliding_window"))
+    readInto(r, "sliding_window", "sliding_window", cfg.slidingWindow.emplace(),
+             src, N::Required, 1, INT64_MAX);
+  readBool(r, "qkv_bias", cfg.qkvBias);
+  readBool(r, "attn_out_bias", cfg.attnOutBias);
+  readBool(r, "mlp_bias", cfg.mlpBias);
+  readBool(r, "tie_embeddings", cfg.tieEmbeddings);
+  readBool(r, "parallel_residual", cfg.parallelResidual);
+  if (auto init = r.number("init_std", N::Optional, 0.0, 1.0, true))
+    cfg.initStd = *init;
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-field validation
+//===----------------------------------------------------------------------===//
+
+void validate(const ModelSpec &spec, const FieldSources &src,
+              ErrorList &errors) {
+  const ModelConfig &m = spec.model;
+  auto at = [&](StringRef field) {
+    auto it = src.find(field);
+    return it != src.end() ? it->second : spec.sourceFile;
+  };
+  if (m.headDim == 0 && m.hiddenSize % m.numHeads != 0)
+    errors.add(at("num_heads"),
+               llvm::Twine("num_heads ") + llvm::Twine(m.numHeads) +
+                   " does not divide hidden_size " + llvm::Twine(m.hiddenSize));
+  if (m.kvHeads() > m.numHeads || m.numHeads % m.kvHeads() != 0)
+    errors.add(at("num_kv_heads"),
+               llvm::Twine("num_kv_heads ") + llvm::Twine(m.kvHeads()) +
+                   " does not divide num_heads " + llvm::Twine(m.numHeads));
+  if (m.position == PositionEmbedding::Rope && m.headDimension() > 0 &&
+      m.rotaryDim() < 2)
+    errors.add(at("rotary_fraction"),
+               "rotary embedding covers " + llvm::Twine(m.rotaryDim()) +
+                   " channels of head_dim " + llvm::Twine(m.headDimension()) +
+                   "; need at least 2");
+  const TrainingConfig &t = spec.training;
+  if (m.position == PositionEmbedding::Learned) {
+    if (m.maxPositionEmbeddings == 0)
+      errors.add(at("position_embedding"),
+                 "learned position embeddings need max_position_embeddings");
+    else if (t.seqLen > m.maxPositionEmbeddings)
+      errors.add(at("seq_len"),
+                 "seq_len " + llvm::Twine(t.seqLen) + " exceeds the " +
+                     llvm::Twine(m.maxPositionEmbeddings) +
+                     " learned positions of the model");
+  }
+  // The largest activation is the logits tensor [batch, seq, vocab].
+  if (t.seqLen > 0 && t.globalBatch > 0 &&
+      t.globalBatch > (int64_t(1) << 62) / t.seqLen / std::max<int64_t>(
+                                                         {m.vocabSize,
+                                                          m.ffnHiddenSize,
+                                                          m.hiddenSize, 1}))
+    errors.add(at("global_batch"),
+               "global_batch x seq_len x vocab_size overflows 64-bit sizes");
+}
+
+void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
+                  ModelSpec &spec,
+                  FieldSources &src, ErrorList &errors) {
+  TrainingConfig &t = spec.training;
+  constexpr int64_t kMaxBatch = int64_t(1) << 30;
+  if (r) {
+    readInto(*r, "seq_len", "seq_len", t.seqLen, src, ObjectReader::Optional,
+             1, kMaxDim);
+    readInto(*r, "global_batch", "global_batch", t.globalBatch, src,
+             ObjectReader::Optional, 1, kMaxBatch);
+    if (auto name = r->oneOf("dtype", ObjectReader::Optional, kDTypeNames))
+      t.dtype = *parseDType(*name);
+    r->rejectUnknownKeys();
+  }
+  // The command line wins over the file.
+  auto flag = [&](StringRef name, std::optional<int64_t> value, int64_t max,
+                  int64_t &field, StringRef canonical) {
+    if (!value)
+      return;
+    if (*value < 1 || *value > max) {
+      errors.add("--" + name.str(), "must be between 1 and " +
+                                        llvm::Twine(max) + ", got " +
+                                        llvm::Twine(*value));
+      return;
+    }
+    field = *value;
+    src[canonical] = "--" + name.str();
+  };
+  flag("seq-len", overrides.seqLen, kMaxDim, t.seqLen, "seq_len");
+  flag("global-batch", overrides.globalBatch, kMaxBatch, t.globalBatch,
+       "global_batch");
+  if (overrides.dtype) {
+    if (auto dtype = parseDType(*overrides.dtype))
+      t.dtype = *dtype;
+    else
+      errors.add("--dtype", "unknown dtype \"" + *overrides.dtype +
+                                "\"; expected bf16, f16 or f32");
+  }
+  std::string where = r ? r->where() : spec.sourceFile;
+  if (t.seqLen == 0)
+    errors.add(where, "training setting seq_len is missing: give "
+                      "\"training\": {\"seq_len\": N} or --seq-len=N");
+  if (t.globalBatch == 0)
+    errors.add(where, "training setting global_batch is missing: give "
+                      "\"training\": {\"global_batch\": N} or "
+                      "--global-batch=N");
+}
+
+std::optional<std::pair<std::string, std::string>>
+readFile(StringRef path, ErrorList &errors) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    errors.add(path.str(), "cannot read file: " + buffer.getError().message());
+    return std::nullopt;
+  }
+  std::string dir = llvm::sys::path::parent_path(path).str();
+  return std::make_pair((*buffer)->getBuffer().str(), dir);
+}
+
+std::string stem(StringRef fileName) {
+  StringRef s = llvm::sys::path::stem(fileName);
+  if (s == "config") // HF: name the model after its folder
+    s = llvm::sys::path::filename(llvm::sys::path::parent_path(fileName));
+  return s.empty() ? "model" : s.str();
+}
+
+} // namespace
+
+llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
+                                        StringRef baseDir,
+                                        const TrainingOverrides &overrides) {
+  ErrorList errors;
+  ModelSpec spec;
+  spec.sourceFile = fileName.str();
+  spec.name = stem(fileName);
+  std::optional<json> doc = parseJsonDocument(text, fileName, errors);
+  if (!doc)
+    return errors.takeError();
+  if (!doc->is_object()) {
+    errors.add(fileName.str() + ": /",
+               "expected a JSON object, got " + describeJsonValue(*doc));
+    return errors.takeError();
+  }
+  ObjectReader root(*doc, fileName.str(), "", errors);
+  FieldSources src;
+  std::optional<ObjectReader> training;
+
+  bool isSpec = root.has("version") || root.has("model");
+  bool isHF = root.has("architectures") || root.has("model_type");
+  if (isSpec) {
+    if (auto version = root.integer("version", ObjectReader::Required, 1)) {
+      if (*version != 1)
+        errors.add(root.where("version"),
+                   "unsupported spec version " + llvm::Twine(*version) +
+                       "; this Partita reads version 1");
+    }
+    if (auto name = root.string("name", ObjectReader::Optional))
+      spec.name = *name;
+    std::optional<ObjectReader> model =
+        root.object("model", ObjectReader::Required);
+    // Keeps the HF document alive while its reader is in use.
+    std::optional<json> hfDoc;
+    if (model) {
+      bool hasBase = false;
+      if (auto hfPath = model->string("hf_config", ObjectReader::Optional)) {
+        llvm::SmallString<256> path(*hfPath);
+        if (!llvm::sys::path::is_absolute(path) && !baseDir.empty())
+          path = (baseDir + "/" + *hfPath).str();
+        if (auto contents = readFile(path, errors)) {
+          hfDoc = parseJsonDocument(contents->first, path, errors);
+          if (hfDoc && !hfDoc->is_object())
+            errors.add(path.str().str() + ": /", "expected a JSON object");
+          else if (hfDoc) {
+            ObjectReader hf(*hfDoc, path.str().str(), "", errors);
+            readHFConfig(hf, spec.model, src);
+            hasBase = true;
+          }
+        }
+        if (!hasBase)
+          return errors.takeError();
+      }
+      readCanonicalModel(*model, spec.model, src, hasBase);
+      model->rejectUnknownKeys();
+    }
+    training = root.object("training", ObjectReader::Optional);
+    root.rejectUnknownKeys();
+  } else if (isHF) {
+    readHFConfig(root, spec.model, src);
+  } else {
+    errors.add(fileName.str() + ": /",
+               "neither a Partita model spec (no \"version\" and \"model\") "
+               "nor a Hugging Face config.json (no \"architectures\" or "
+               "\"model_type\")");
+  }
+  if (!errors.empty())
+    return errors.takeError();
+
+  readTraining(training ? &*training : nullptr, overrides, spec,
+               src, errors);
+  if (errors.empty())
+    validate(spec, src, errors);
+  if (!errors.empty())
+    return errors.takeError();
+  return spec;
+}
+
+llvm::Expected<ModelSpec>
+readModelSpecFile(StringRef path, const TrainingOverrides &overrides) {
+  ErrorList errors;
+  auto contents = readFile(path, errors);
+  if (!contents)
+    return errors.takeError();
+  return readModelSpec(contents->first, path, contents->second, overrides);
+}
+
+} // namespace partita

@@ -1,0 +1,112 @@
+//===- ModelSpec.h - What a user declares about a model ---------*- C++ -*-===//
+//
+// The importers (Partita's JSON model spec and Hugging Face config.json) fill
+// a ModelSpec; the graph builder turns it into a tfm.model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_COMPILER_IMPORT_MODELSPEC_H
+#define PARTITA_COMPILER_IMPORT_MODELSPEC_H
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace partita {
+
+enum class NormKind { LayerNorm, RmsNorm };
+enum class Activation { Gelu, GeluTanh, SwiGlu };
+enum class PositionEmbedding { Learned, Rope };
+enum class DType { BF16, F16, F32 };
+
+llvm::StringRef toString(NormKind kind);
+llvm::StringRef toString(Activation kind);
+llvm::StringRef toString(PositionEmbedding kind);
+llvm::StringRef toString(DType type);
+
+struct RopeScaling {
+  enum class Kind { Linear, Llama3 } kind = Kind::Linear;
+  double factor = 1.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 4.0;
+  int64_t originalMaxPositions = 0;
+};
+
+/// The architecture of a decoder-only Transformer. Field names follow the
+/// canonical keys of the model spec's "model" object (docs/model-spec.md).
+struct ModelConfig {
+  /// Where the architecture came from, e.g. "LlamaForCausalLM" or "spec".
+  std::string architecture = "spec";
+  int64_t vocabSize = 0;
+  int64_t hiddenSize = 0;
+  int64_t numLayers = 0;
+  int64_t numHeads = 0;
+  int64_t numKVHeads = 0;      // 0: same as numHeads
+  int64_t headDim = 0;         // 0: hiddenSize / numHeads
+  int64_t ffnHiddenSize = 0;
+  int64_t maxPositionEmbeddings = 0;
+  NormKind norm = NormKind::RmsNorm;
+  double normEps = 1e-5;
+  bool normBias = false;
+  Activation activation = Activation::SwiGlu;
+  PositionEmbedding position = PositionEmbedding::Rope;
+  double ropeTheta = 10000.0;
+  double rotaryFraction = 1.0;
+  std::optional<RopeScaling> ropeScaling;
+  std::optional<int64_t> slidingWindow;
+  bool qkvBias = false;
+  bool attnOutBias = false;
+  bool mlpBias = false;
+  bool tieEmbeddings = false;
+  bool parallelResidual = false;
+  double initStd = 0.02;
+
+  int64_t kvHeads() const { return numKVHeads ? numKVHeads : numHeads; }
+  int64_t headDimension() const {
+    return headDim ? headDim : (numHeads ? hiddenSize / numHeads : 0);
+  }
+  int64_t rotaryDim() const;
+};
+
+/// Settings of one training step.
+struct TrainingConfig {
+  int64_t seqLen = 0;
+  int64_t globalBatch = 0; // in sequences
+  DType dtype = DType::BF16;
+};
+
+/// Command-line values that complete or override a spec's training settings.
+struct TrainingOverrides {
+  std::optional<int64_t> seqLen;
+  std::optional<int64_t> globalBatch;
+  std::optional<std::string> dtype;
+};
+
+struct ModelSpec {
+  std::string name;
+  /// The file the spec was read from; used in locations and messages.
+  std::string sourceFile;
+  ModelConfig model;
+  TrainingConfig training;
+};
+
+/// Reads a model spec: Partita's JSON spec (which may point at an HF
+/// config.json) or an HF config.json itself. Every problem is reported as
+/// "FILE: /json/pointer: what is wrong", one per line, in the error.
+llvm::Expected<ModelSpec> readModelSpecFile(llvm::StringRef path,
+                                            const TrainingOverrides &overrides);
+
+/// As readModelSpecFile, for a document already in memory. `baseDir` resolves
+/// a relative "hf_config" path.
+llvm::Expected<ModelSpec> readModelSpec(llvm::StringRef text,
+                                        llvm::StringRef fileName,
+                                        llvm::StringRef baseDir,
+                                        const TrainingOverrides &overrides);
+
+} // namespace partita
+
+#endif // PARTITA_COMPILER_IMPORT_MODELSPEC_H

@@ -1,0 +1,110 @@
+//===- TfmDialect.cpp - The tfm model-graph dialect -----------------------===//
+
+#include "dialects/tfm/TfmDialect.h"
+#include "dialects/tfm/TfmOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace partita::tfm;
+
+#include "dialects/tfm/TfmDialect.cpp.inc"
+#include "dialects/tfm/TfmEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/tfm/TfmAttrs.cpp.inc"
+
+void TfmDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/tfm/TfmOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/tfm/TfmAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// RopeScalingAttr
+//===----------------------------------------------------------------------===//
+
+// #tfm.rope_scaling<linear, factor = 2.0>
+// #tfm.rope_scaling<llama3, factor = 8.0, low_freq_factor = 1.0,
+//                   high_freq_factor = 4.0, original_max_positions = 8192>
+Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
+  StringRef kindName;
+  if (parser.parseLess() || parser.parseKeyword(&kindName))
+    return {};
+  std::optional<RopeScalingKind> kind = symbolizeRopeScalingKind(kindName);
+  if (!kind) {
+    parser.emitError(parser.getCurrentLocation(),
+                     "unknown rope scaling kind '")
+        << kindName << "', expected 'linear' or 'llama3'";
+    return {};
+  }
+  double factor = 1.0, lowFreq = 1.0, highFreq = 1.0;
+  int64_t originalMaxPositions = 0;
+  auto parseKeyValue = [&](StringRef key) -> ParseResult {
+    if (parser.parseEqual())
+      return failure();
+    if (key == "factor")
+      return parser.parseFloat(factor);
+    if (key == "low_freq_factor")
+      return parser.parseFloat(lowFreq);
+    if (key == "high_freq_factor")
+      return parser.parseFloat(highFreq);
+    if (key == "original_max_positions")
+      return parser.parseInteger(originalMaxPositions);
+    return parser.emitError(parser.getCurrentLocation(),
+                            "unknown rope scaling field '")
+           << key << "'";
+  };
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    if (parser.parseKeyword(&key) || parseKeyValue(key))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<RopeScalingAttr>(
+      parser.getContext(), *kind, APFloat(factor), APFloat(lowFreq),
+      APFloat(highFreq), originalMaxPositions);
+}
+
+void RopeScalingAttr::print(AsmPrinter &printer) const {
+  printer << '<' << stringifyRopeScalingKind(getKind()) << ", factor = ";
+  printer.printFloat(getFactor());
+  if (getKind() == RopeScalingKind::llama3) {
+    printer << ", low_freq_factor = ";
+    printer.printFloat(getLowFreqFactor());
+    printer << ", high_freq_factor = ";
+    printer.printFloat(getHighFreqFactor());
+    printer << ", original_max_positions = " << getOriginalMaxPositions();
+  }
+  printer << '>';
+}
+
+LogicalResult
+RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        RopeScalingKind kind, APFloat factor, APFloat lowFreq,
+                        APFloat highFreq, int64_t originalMaxPositions) {
+  if (!(factor.convertToDouble() >= 1.0))
+    return emitError() << "rope scaling factor must be >= 1, got "
+                       << factor.convertToDouble();
+  if (kind != RopeScalingKind::llama3)
+    return success();
+  if (!(lowFreq.convertToDouble() > 0.0) ||
+      !(highFreq.convertToDouble() > lowFreq.convertToDouble()))
+    return emitError() << "llama3 rope scaling needs 0 < low_freq_factor < "
+                          "high_freq_factor, got "
+                       << lowFreq.convertToDouble() << " and "
+                       << highFreq.convertToDouble();
+  if (originalMaxPositions <= 0)
+    return emitError() << "llama3 rope scaling needs original_max_positions "
+                          "> 0, got "
+                       << originalMaxPositions;
+  return success();
+}

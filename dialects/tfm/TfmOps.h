@@ -1,0 +1,24 @@
+//===- TfmOps.h - tfm operations and attributes -----------------*- C++ -*-===//
+
+#ifndef PARTITA_DIALECTS_TFM_TFMOPS_H
+#define PARTITA_DIALECTS_TFM_TFMOPS_H
+
+#include "dialects/tfm/TfmDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/tfm/TfmEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/tfm/TfmAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/tfm/TfmOps.h.inc"
+
+#endif // PARTITA_DIALECTS_TFM_TFMOPS_H

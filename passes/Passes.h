@@ -1,0 +1,23 @@
+//===- Passes.h - Partita compiler passes -----------------------*- C++ -*-===//
+
+#ifndef PARTITA_PASSES_PASSES_H
+#define PARTITA_PASSES_PASSES_H
+
+#include "dialects/tfm/TfmOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace partita {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// Registers every Partita pass and named pipeline with the global registry.
+void registerPartitaPassesAndPipelines();
+
+} // namespace partita
+
+#endif // PARTITA_PASSES_PASSES_H

@@ -1,0 +1,31 @@
+//===- Pipelines.h - Named pass pipelines -----------------------*- C++ -*-===//
+
+#ifndef PARTITA_PASSES_PIPELINES_H
+#define PARTITA_PASSES_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
+namespace partita {
+
+/// Options of the `partita-compile` pipeline, the one plan-opt runs on a
+/// model spec when no passes are named on its command line.
+struct CompilePipelineOptions
+    : public mlir::PassPipelineOptions<CompilePipelineOptions> {
+  Option<bool> summarize{*this, "summarize",
+                         llvm::cl::desc("Print the model summary "
+                                        "(tfm-summarize-model)"),
+                         llvm::cl::init(true)};
+};
+
+/// The compile pipeline. Today: summarise the imported model; the strategy
+/// search, partitioning and plan export join it as they land.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompilePipelineOptions &options);
+
+} // namespace partita
+
+#endif // PARTITA_PASSES_PIPELINES_H

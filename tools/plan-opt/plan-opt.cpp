@@ -1,0 +1,122 @@
+//===- plan-opt.cpp - The Partita compiler driver -------------------------===//
+//
+// mlir-opt for Partita: every standard flag works. In addition the input may
+// be a model spec (Partita's JSON spec or a Hugging Face config.json); it is
+// imported into the tfm dialect first and, unless passes are named on the
+// command line, compiled with the `partita-compile` pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Import/GraphBuilder.h"
+#include "dialects/tfm/TfmDialect.h"
+#include "passes/Passes.h"
+#include "passes/Pipelines.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+
+namespace {
+
+llvm::cl::OptionCategory importCategory(
+    "Model import options",
+    "Used when the input is a model spec (.json): a Partita spec or a "
+    "Hugging Face config.json");
+
+llvm::cl::opt<int64_t>
+    seqLen("seq-len", llvm::cl::desc("Sequence length of a training step"),
+           llvm::cl::value_desc("tokens"), llvm::cl::cat(importCategory));
+llvm::cl::opt<int64_t>
+    globalBatch("global-batch",
+                llvm::cl::desc("Global batch of a training step"),
+                llvm::cl::value_desc("sequences"),
+                llvm::cl::cat(importCategory));
+llvm::cl::opt<std::string>
+    dtype("dtype", llvm::cl::desc("Training element type: bf16, f16 or f32"),
+          llvm::cl::value_desc("type"), llvm::cl::cat(importCategory));
+
+bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
+
+/// Imports a model spec and prints it, with its locations, as the text that
+/// MlirOptMain then parses: the passes see exactly what an .mlir input with
+/// the same content would give them.
+std::unique_ptr<llvm::MemoryBuffer>
+importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
+  partita::TrainingOverrides overrides;
+  if (seqLen.getNumOccurrences())
+    overrides.seqLen = seqLen;
+  if (globalBatch.getNumOccurrences())
+    overrides.globalBatch = globalBatch;
+  if (dtype.getNumOccurrences())
+    overrides.dtype = dtype;
+
+  MLIRContext context(registry);
+  auto module = partita::importModelFile(path, overrides, context);
+  if (!module) {
+    llvm::handleAllErrors(module.takeError(), [](const llvm::ErrorInfoBase &e) {
+      llvm::WithColor::error(llvm::errs(), "plan-opt") << e.message() << "\n";
+    });
+    return nullptr;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  (*module)->print(os, OpPrintingFlags().enableDebugInfo(true, false));
+  return llvm::MemoryBuffer::getMemBufferCopy(text, path);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  DialectRegistry registry;
+  registry.insert<partita::tfm::TfmDialect>();
+  partita::registerPartitaPassesAndPipelines();
+
+  auto [inputFile, outputFile] = registerAndParseCLIOptions(
+      argc, argv, "Partita plan compiler: model spec or .mlir in, IR out\n",
+      registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  if (isModelSpec(inputFile)) {
+    input = importToBuffer(inputFile, registry);
+    if (!input)
+      return EXIT_FAILURE;
+    // Run the compile pipeline unless the command line names passes.
+    MlirOptMainConfig userConfig = config;
+    config.setPassPipelineSetupFn([userConfig](PassManager &pm) {
+      if (failed(userConfig.setupPassPipeline(pm)))
+        return failure();
+      if (pm.size() == 0)
+        partita::buildCompilePipeline(pm, partita::CompilePipelineOptions());
+      return success();
+    });
+  } else {
+    std::string error;
+    input = openInputFile(inputFile, &error);
+    if (!input) {
+      llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
+      return EXIT_FAILURE;
+    }
+  }
+
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+    return EXIT_FAILURE;
+  output->keep();
+  return EXIT_SUCCESS;
+}
