@@ -61,6 +61,9 @@ namespace {
 /// Upper bound on any single model dimension; keeps products of shapes far
 /// from int64 overflow while allowing every real model.
 constexpr int64_t kMaxDim = int64_t(1) << 24;
+/// The deepest real models have a few hundred layers; the bound keeps a
+/// mistyped depth from building millions of ops.
+constexpr int64_t kMaxLayers = 10000;
 
 /// Where each canonical field got its value, for cross-field messages.
 using FieldSources = llvm::StringMap<std::string>;
@@ -163,7 +166,8 @@ void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   using N = ObjectReader::Need;
   readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
   readInto(r, "n_embd", "hidden_size", cfg.hiddenSize, src, N::Required);
-  readInto(r, "n_layer", "num_layers", cfg.numLayers, src, N::Required);
+  readInto(r, "n_layer", "num_layers", cfg.numLayers, src, N::Required, 1,
+           kMaxLayers);
   readInto(r, "n_head", "num_heads", cfg.numHeads, src, N::Required);
   readInto(r, "n_positions", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Required);
@@ -193,7 +197,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   readInto(r, "intermediate_size", "ffn_hidden_size", cfg.ffnHiddenSize, src,
            N::Required);
   readInto(r, "num_hidden_layers", "num_layers", cfg.numLayers, src,
-           N::Required);
+           N::Required, 1, kMaxLayers);
   readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
            N::Required);
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
@@ -241,7 +245,7 @@ void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   readInto(r, "intermediate_size", "ffn_hidden_size", cfg.ffnHiddenSize, src,
            N::Required);
   readInto(r, "num_hidden_layers", "num_layers", cfg.numLayers, src,
-           N::Required);
+           N::Required, 1, kMaxLayers);
   readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
            N::Required);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
@@ -332,7 +336,8 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   N sizeNeed = hasBase ? N::Optional : N::Required;
   readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, sizeNeed);
   readInto(r, "hidden_size", "hidden_size", cfg.hiddenSize, src, sizeNeed);
-  readInto(r, "num_layers", "num_layers", cfg.numLayers, src, sizeNeed);
+  readInto(r, "num_layers", "num_layers", cfg.numLayers, src, sizeNeed, 1,
+           kMaxLayers);
   readInto(r, "num_heads", "num_heads", cfg.numHeads, src, sizeNeed);
   readInto(r, "num_kv_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);

@@ -15,7 +15,9 @@ def Tfm_InitKind : I32EnumAttr<"InitKind",
   let cppNamespace = "::partita::tfm";
   let genSpecializedAttr = 0;
 }
-def Tfm_InitKindAttr : EnumAttr<Tfm_Dialect, Tfm_InitKind, "init">;
+def Tfm_InitKindAttr : EnumAttr<Tfm_Dialect, Tfm_InitKind, "init"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Tfm_GeluExact : I32EnumAttrCase<"none", 0>;
 def Tfm_GeluTanh : I32EnumAttrCase<"tanh", 1>;
@@ -25,7 +27,9 @@ def Tfm_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let genSpecializedAttr = 0;
 }
 def Tfm_GeluApproximationAttr
-    : EnumAttr<Tfm_Dialect, Tfm_GeluApproximation, "gelu_approximation">;
+    : EnumAttr<Tfm_Dialect, Tfm_GeluApproximation, "gelu_approximation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Tfm_RopeScalingLinear : I32EnumAttrCase<"linear", 0>;
 def Tfm_RopeScalingLlama3 : I32EnumAttrCase<"llama3", 1>;

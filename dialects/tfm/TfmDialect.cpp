@@ -7,6 +7,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using namespace partita::tfm;
 
@@ -25,6 +27,12 @@ void TfmDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "dialects/tfm/TfmAttrs.cpp.inc"
       >();
+}
+
+std::string partita::tfm::formatForDiagnostic(double value) {
+  char buffer[32];
+  snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
 }
 
 //===----------------------------------------------------------------------===//
@@ -93,15 +101,16 @@ RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         APFloat highFreq, int64_t originalMaxPositions) {
   if (!(factor.convertToDouble() >= 1.0))
     return emitError() << "rope scaling factor must be >= 1, got "
-                       << factor.convertToDouble();
+                       << formatForDiagnostic(factor.convertToDouble());
   if (kind != RopeScalingKind::llama3)
     return success();
   if (!(lowFreq.convertToDouble() > 0.0) ||
       !(highFreq.convertToDouble() > lowFreq.convertToDouble()))
     return emitError() << "llama3 rope scaling needs 0 < low_freq_factor < "
                           "high_freq_factor, got "
-                       << lowFreq.convertToDouble() << " and "
-                       << highFreq.convertToDouble();
+                       << formatForDiagnostic(lowFreq.convertToDouble())
+                       << " and "
+                       << formatForDiagnostic(highFreq.convertToDouble());
   if (originalMaxPositions <= 0)
     return emitError() << "llama3 rope scaling needs original_max_positions "
                           "> 0, got "

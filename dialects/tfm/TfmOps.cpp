@@ -91,7 +91,8 @@ static LogicalResult verifyNormCommon(Operation *op, Value input,
   if (bias && failed(verifyFeatureVector(op, bias, "bias", features)))
     return failure();
   if (!(eps > 0.0))
-    return op->emitOpError("eps must be positive, got ") << eps;
+    return op->emitOpError("eps must be positive, got ")
+           << formatForDiagnostic(eps);
   if (op->getResult(0).getType() != inputType)
     return op->emitOpError("result type ")
            << op->getResult(0).getType() << " differs from the input type "
@@ -171,8 +172,10 @@ void BlockOp::getAsmBlockArgumentNames(Region &region,
 }
 
 LogicalResult BlockOp::verifyRegions() {
-  if (getLayer() < 0)
-    return emitOpError("layer index must be >= 0, got ") << getLayer();
+  // I64Attr reads back unsigned; the index is meant signed.
+  auto layer = static_cast<int64_t>(getLayer());
+  if (layer < 0)
+    return emitOpError("layer index must be >= 0, got ") << layer;
   Block &body = getBody().front();
   if (body.getArgumentTypes() != getInputs().getTypes())
     return emitOpError("region arguments (")
@@ -251,7 +254,7 @@ LogicalResult ParamOp::verify() {
   if (isNormal && !(getStd()->convertToDouble() > 0.0))
     return emitOpError("parameter '")
            << getParamName() << "': standard deviation must be positive, got "
-           << getStd()->convertToDouble();
+           << formatForDiagnostic(getStd()->convertToDouble());
   return success();
 }
 
@@ -313,7 +316,7 @@ LogicalResult RotaryOp::verify() {
            << headDim << "], got " << rotaryDim;
   if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError("theta must be positive, got ")
-           << getTheta().convertToDouble();
+           << formatForDiagnostic(getTheta().convertToDouble());
   if (getType() != getInput().getType())
     return emitOpError("result type ")
            << getType() << " differs from the input type "
@@ -377,7 +380,8 @@ LogicalResult LmHeadOp::verify() {
 //===----------------------------------------------------------------------===//
 
 int64_t AttentionOp::getHeadDim() {
-  return getQuery().getType().getDimSize(2) / getNumHeads();
+  return getQuery().getType().getDimSize(2) /
+         static_cast<int64_t>(getNumHeads());
 }
 
 LogicalResult AttentionOp::verify() {

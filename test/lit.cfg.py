@@ -1,0 +1,28 @@
+# Lit configuration for Partita's compiler tests.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Partita"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.partita_obj_root, "test")
+# Inputs/ holds files that tests read; unit/ and fuzz/ are built by CMake.
+config.excludes = ["Inputs", "CMakeLists.txt", "unit", "fuzz", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+
+config.substitutions.append(("%examples",
+                             os.path.join(config.partita_src_root, "examples")))
+config.substitutions.append(("%inputs",
+                             os.path.join(config.test_source_root, "Import",
+                                          "Inputs")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.partita_tools_dir,
+                             append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tool_dirs = [config.partita_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["plan-opt", "importer-corpus-replay"],
+                                   tool_dirs)
