@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -454,6 +455,7 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       errors.add("--" + name.str(), "must be between 1 and " +
                                         llvm::Twine(max) + ", got " +
                                         llvm::Twine(*value));
+      src[canonical] = "--" + name.str(); // reported; not missing
       return;
     }
     field = *value;
@@ -470,10 +472,10 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
                                 "\"; expected bf16, f16 or f32");
   }
   std::string where = r ? r->where() : spec.sourceFile;
-  if (t.seqLen == 0)
+  if (t.seqLen == 0 && !src.count("seq_len"))
     errors.add(where, "training setting seq_len is missing: give "
                       "\"training\": {\"seq_len\": N} or --seq-len=N");
-  if (t.globalBatch == 0)
+  if (t.globalBatch == 0 && !src.count("global_batch"))
     errors.add(where, "training setting global_batch is missing: give "
                       "\"training\": {\"global_batch\": N} or "
                       "--global-batch=N");
@@ -522,12 +524,15 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
   bool isSpec = root.has("version") || root.has("model");
   bool isHF = root.has("architectures") || root.has("model_type");
   if (isSpec) {
-    if (auto version = root.integer("version", ObjectReader::Required, 1)) {
-      if (*version != 1)
-        errors.add(root.where("version"),
-                   "unsupported spec version " + llvm::Twine(*version) +
-                       "; this Partita reads version 1");
-    }
+    // Another version's schema may differ: check nothing else against it.
+    std::optional<int64_t> version =
+        root.integer("version", ObjectReader::Required, 1);
+    if (version && *version != 1)
+      errors.add(root.where("version"),
+                 "unsupported spec version " + llvm::Twine(*version) +
+                     "; this Partita reads version 1");
+    if (!errors.empty())
+      return errors.takeError();
     if (auto name = root.string("name", ObjectReader::Optional))
       spec.name = *name;
     std::optional<ObjectReader> model =
@@ -540,7 +545,13 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
         llvm::SmallString<256> path(*hfPath);
         if (!llvm::sys::path::is_absolute(path) && !baseDir.empty())
           path = (baseDir + "/" + *hfPath).str();
-        if (auto contents = readFile(path, errors)) {
+        std::optional<std::pair<std::string, std::string>> contents;
+        if (llvm::sys::fs::exists(path))
+          contents = readFile(path, errors);
+        else
+          errors.add(model->where("hf_config"),
+                     "HF config \"" + path.str().str() + "\" does not exist");
+        if (contents) {
           hfDoc = parseJsonDocument(contents->first, path, errors);
           if (hfDoc && !hfDoc->is_object())
             errors.add(path.str().str() + ": /", "expected a JSON object");
@@ -565,12 +576,10 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
                "neither a Partita model spec (no \"version\" and \"model\") "
                "nor a Hugging Face config.json (no \"architectures\" or "
                "\"model_type\")");
-  }
-  if (!errors.empty())
     return errors.takeError();
-
-  readTraining(training ? &*training : nullptr, overrides, spec,
-               src, errors);
+  }
+  // Training problems are reported together with the model's.
+  readTraining(training ? &*training : nullptr, overrides, spec, src, errors);
   if (errors.empty())
     validate(spec, src, errors);
   if (!errors.empty())

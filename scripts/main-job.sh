@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The main job: install, build, and compile an example model.
+#   scripts/main-job.sh [MODEL_SPEC]     (default: examples/models/llama3-8b.json)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+model="${1:-$root/examples/models/llama3-8b.json}"
+
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+
+echo
+echo "== plan-opt $(basename "$model")"
+"$build/bin/plan-opt" "$model" -o "$build/main-job.mlir"
+echo
+echo "== the imported tfm graph ($build/main-job.mlir), first layer:"
+sed -n '1,/^    }$/p' "$build/main-job.mlir" | cut -c1-160
+echo
+echo "== the same model family from a Hugging Face config.json:"
+"$build/bin/plan-opt" "$root/examples/hf/llama-3.1-8b/config.json" \
+  --seq-len=8192 --global-batch=512 -o /dev/null
