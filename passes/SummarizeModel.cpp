@@ -25,15 +25,11 @@ std::string withThousands(int64_t value) {
   return out;
 }
 
-/// 8030261248 -> "8.03 B" (decimal units).
-std::string scaled(double value, llvm::StringRef unitSuffix) {
-  const char *units[] = {"", " K", " M", " B", " T"};
-  if (unitSuffix == "B") {
-    units[1] = " KB";
-    units[2] = " MB";
-    units[3] = " GB";
-    units[4] = " TB";
-  }
+/// 8030261248 -> "8.03 B", 8384 bytes -> "8.38 KB" (decimal units).
+std::string scaled(double value, llvm::StringRef unit) {
+  static const char *prefixes[] = {"", "K", "M", "B", "T"};
+  static const char *bytePrefixes[] = {"", "K", "M", "G", "T"};
+  bool bytes = unit == "B";
   int i = 0;
   while (value >= 1000.0 && i < 4) {
     value /= 1000.0;
@@ -41,9 +37,11 @@ std::string scaled(double value, llvm::StringRef unitSuffix) {
   }
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << llvm::format("%.2f", value) << units[i];
-  if (i == 0 && unitSuffix == "B")
-    os << " B";
+  if (i == 0)
+    os << llvm::format("%.0f", value) << (bytes ? " B" : "");
+  else
+    os << llvm::format("%.2f ", value)
+       << (bytes ? bytePrefixes[i] : prefixes[i]) << (bytes ? "B" : "");
   return s;
 }
 
@@ -53,9 +51,10 @@ void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
      << " blocks, hidden " << s.hiddenSize << ", " << s.numHeads
      << " heads (" << s.numKVHeads << " kv), vocab " << s.vocabSize
      << (s.tiedEmbeddings ? ", tied embeddings" : "") << "\n";
-  os << "  parameters        " << withThousands(s.numParameters) << " ("
-     << scaled(s.numParameters, "") << ") in " << s.numParameterTensors
-     << " tensors\n";
+  os << "  parameters        " << withThousands(s.numParameters);
+  if (s.numParameters >= 1000)
+    os << " (" << scaled(s.numParameters, "") << ")";
+  os << " in " << s.numParameterTensors << " tensors\n";
   os << "    in blocks       " << withThousands(s.blockParameters) << "\n";
   os << "    outside blocks  " << withThousands(s.otherParameters)
      << " (embeddings, final norm, LM head)\n";
