@@ -15,6 +15,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
@@ -45,6 +46,22 @@ llvm::cl::opt<std::string>
           llvm::cl::value_desc("type"), llvm::cl::cat(importCategory));
 
 bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
+
+/// True when the command line names a pass or pipeline (`--some-pass`,
+/// `--pass-pipeline=...`, `-p ...`), even one that expands to no passes.
+bool namesPasses(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (!arg.consume_front("-"))
+      continue;
+    arg.consume_front("-");
+    llvm::StringRef name = arg.split('=').first;
+    if (name == "pass-pipeline" || name == "p" ||
+        PassInfo::lookup(name) || PassPipelineInfo::lookup(name))
+      return true;
+  }
+  return false;
+}
 
 /// Imports a model spec and prints it, with its locations, as the text that
 /// MlirOptMain then parses: the passes see exactly what an .mlir input with
@@ -92,14 +109,11 @@ int main(int argc, char **argv) {
     if (!input)
       return EXIT_FAILURE;
     // Run the compile pipeline unless the command line names passes.
-    MlirOptMainConfig userConfig = config;
-    config.setPassPipelineSetupFn([userConfig](PassManager &pm) {
-      if (failed(userConfig.setupPassPipeline(pm)))
-        return failure();
-      if (pm.size() == 0)
+    if (!namesPasses(argc, argv))
+      config.setPassPipelineSetupFn([](PassManager &pm) {
         partita::buildCompilePipeline(pm, partita::CompilePipelineOptions());
-      return success();
-    });
+        return success();
+      });
   } else {
     std::string error;
     input = openInputFile(inputFile, &error);
