@@ -58,8 +58,12 @@ void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
   os << "    in blocks       " << withThousands(s.blockParameters) << "\n";
   os << "    outside blocks  " << withThousands(s.otherParameters)
      << " (embeddings, final norm, LM head)\n";
-  os << "  parameter memory  " << scaled(s.parameterBytes, "B") << " as "
-     << s.elementType << "\n";
+  os << "  parameter memory  " << scaled(s.parameterBytes, "B");
+  if (s.mixedElementTypes)
+    os << " in mixed element types";
+  else if (s.elementType)
+    os << " as " << s.elementType;
+  os << "\n";
   os << "  step              " << withThousands(s.globalBatch)
      << " sequences x " << withThousands(s.seqLen)
      << " tokens = " << withThousands(s.globalBatch * s.seqLen)

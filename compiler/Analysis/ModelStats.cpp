@@ -22,7 +22,10 @@ ModelStats computeModelStats(tfm::ModelOp model) {
       else
         stats.otherParameters += n;
       Type elem = param.getType().getElementType();
-      stats.elementType = elem;
+      if (stats.numParameterTensors == 1)
+        stats.elementType = elem;
+      else if (elem != stats.elementType)
+        stats.mixedElementTypes = true;
       stats.parameterBytes += n * elem.getIntOrFloatBitWidth() / 8;
     } else if (isa<tfm::BlockOp>(op)) {
       ++stats.numBlocks;

@@ -26,8 +26,10 @@ struct ModelStats {
   /// Taken from the first attention op (0 if there is none).
   int64_t numHeads = 0;
   int64_t numKVHeads = 0;
-  /// The model's floating-point element type.
+  /// The parameters' element type; null when there are none or when they
+  /// mix types (see mixedElementTypes).
   mlir::Type elementType;
+  bool mixedElementTypes = false;
   /// Bytes of one copy of the parameters in the model's element type.
   int64_t parameterBytes = 0;
   /// True when the LM head reuses the token embedding table.

@@ -71,7 +71,7 @@ private:
   Value linear(Value x, const Twine &prefix, int64_t in, int64_t out,
                bool bias, bool outputProjection = false) {
     double std = m.initStd;
-    if (outputProjection)
+    if (outputProjection && m.scaledOutputInit)
       std /= std::sqrt(2.0 * m.numLayers);
     Value w = param(prefix + ".weight", {out, in}, tfm::InitKind::normal, std);
     Value bv = bias ? param(prefix + ".bias", {out}, tfm::InitKind::zeros)
@@ -98,12 +98,14 @@ private:
     tfm::RopeScalingAttr scaling;
     if (m.ropeScaling) {
       const RopeScaling &s = *m.ropeScaling;
+      bool llama3 = s.kind == RopeScaling::Kind::Llama3;
+      // linear keeps the attribute's defaults for the llama3-only fields.
       scaling = tfm::RopeScalingAttr::get(
           b.getContext(),
-          s.kind == RopeScaling::Kind::Llama3 ? tfm::RopeScalingKind::llama3
-                                              : tfm::RopeScalingKind::linear,
-          APFloat(s.factor), APFloat(s.lowFreqFactor),
-          APFloat(s.highFreqFactor), s.originalMaxPositions);
+          llama3 ? tfm::RopeScalingKind::llama3 : tfm::RopeScalingKind::linear,
+          APFloat(s.factor), APFloat(llama3 ? s.lowFreqFactor : 1.0),
+          APFloat(llama3 ? s.highFreqFactor : 1.0),
+          llama3 ? s.originalMaxPositions : 0);
     }
     return tfm::RotaryOp::create(b, loc(name), x.getType(), x,
                                    b.getI64IntegerAttr(heads),
@@ -111,7 +113,7 @@ private:
                                    b.getF64FloatAttr(m.ropeTheta), scaling);
   }
 
-  Value attention(Value x, const std::string &layer);
+  Value attention(Value x, const std::string &layer, int64_t index);
   Value mlp(Value x, const std::string &layer);
   Value block(Value x, int64_t index);
 
@@ -122,7 +124,8 @@ private:
   Type elementType;
 };
 
-Value GraphBuilder::attention(Value x, const std::string &layer) {
+Value GraphBuilder::attention(Value x, const std::string &layer,
+                              int64_t index) {
   std::string p = layer + ".attn";
   int64_t h = m.hiddenSize, hd = m.headDimension();
   int64_t qWidth = m.numHeads * hd, kvWidth = m.kvHeads() * hd;
@@ -133,8 +136,9 @@ Value GraphBuilder::attention(Value x, const std::string &layer) {
     q = rotary(q, p + ".rotary_q", m.numHeads);
     k = rotary(k, p + ".rotary_k", m.kvHeads());
   }
-  IntegerAttr window =
-      m.slidingWindow ? b.getI64IntegerAttr(*m.slidingWindow) : IntegerAttr();
+  IntegerAttr window = m.slidingWindow && index >= m.slidingWindowFromLayer
+                           ? b.getI64IntegerAttr(*m.slidingWindow)
+                           : IntegerAttr();
   Value core = tfm::AttentionOp::create(b, 
       loc(p + ".core"), q.getType(), q, k, v, b.getI64IntegerAttr(m.numHeads),
       b.getI64IntegerAttr(m.kvHeads()), b.getUnitAttr(), window);
@@ -172,7 +176,7 @@ Value GraphBuilder::block(Value x, int64_t index) {
   Block *body = b.createBlock(&op.getBody(), {}, {type}, {loc(layer)});
   Value in = body->getArgument(0);
 
-  Value attn = attention(norm(in, layer + ".attn_norm"), layer);
+  Value attn = attention(norm(in, layer + ".attn_norm"), layer, index);
   Value out;
   if (m.parallelResidual) {
     Value ffn = mlp(norm(in, layer + ".mlp_norm"), layer);

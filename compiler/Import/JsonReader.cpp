@@ -2,6 +2,7 @@
 
 #include "compiler/Import/JsonReader.h"
 
+#include "support/Format.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ConvertUTF.h"
 
@@ -36,12 +37,6 @@ std::string escapeJsonPointerToken(StringRef key) {
       out += c;
   }
   return out;
-}
-
-std::string formatNumber(double value) {
-  char buffer[32];
-  snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
 }
 
 std::string describeJsonValue(const json &value) {
@@ -117,6 +112,12 @@ bool ObjectReader::has(StringRef key) {
   asked.insert(key);
   auto it = obj->find(key.str());
   return it != obj->end() && !it->is_null();
+}
+
+bool ObjectReader::isNull(StringRef key) {
+  asked.insert(key);
+  auto it = obj->find(key.str());
+  return it != obj->end() && it->is_null();
 }
 
 const json *ObjectReader::lookup(StringRef key, Need need) {

@@ -60,6 +60,8 @@ public:
   /// True when the key is present and not null (null counts as absent, as
   /// in Hugging Face configs).
   bool has(llvm::StringRef key);
+  /// True when the key is present with the value null.
+  bool isNull(llvm::StringRef key);
 
   /// The typed accessors return nullopt when the field is absent (an error
   /// if Required) or invalid (always an error).
@@ -95,9 +97,6 @@ private:
   ErrorList *errorList;
   llvm::StringSet<> asked;
 };
-
-/// Formats a number for a message: 1e-05, 0.25, 500000.
-std::string formatNumber(double value);
 
 /// A short description of a JSON value for messages: `string "abc"`,
 /// `number 1.5`, `object`, ...

@@ -11,6 +11,7 @@
 #include "compiler/Import/ModelSpec.h"
 #include "compiler/Import/JsonReader.h"
 
+#include "support/Format.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -52,9 +53,9 @@ StringRef toString(DType type) {
 }
 
 int64_t ModelConfig::rotaryDim() const {
-  // Rounded down to an even channel count, as GPT-NeoX does.
-  int64_t dim = static_cast<int64_t>(headDimension() * rotaryFraction);
-  return dim - dim % 2;
+  // int(head_dim * fraction), as GPT-NeoX computes it; validate() requires
+  // an even result.
+  return static_cast<int64_t>(headDimension() * rotaryFraction);
 }
 
 namespace {
@@ -65,6 +66,9 @@ constexpr int64_t kMaxDim = int64_t(1) << 24;
 /// The deepest real models have a few hundred layers; the bound keeps a
 /// mistyped depth from building millions of ops.
 constexpr int64_t kMaxLayers = 10000;
+/// A standard deviation that stays a positive double after the output
+/// projections' 1/sqrt(2 * layers) scaling.
+constexpr double kMinInitStd = 1e-30;
 
 /// Where each canonical field got its value, for cross-field messages.
 using FieldSources = llvm::StringMap<std::string>;
@@ -76,7 +80,6 @@ std::optional<DType> parseDType(StringRef name) {
       .Cases({"f32", "fp32", "float32"}, DType::F32)
       .Default(std::nullopt);
 }
-constexpr StringRef kDTypeNames[] = {"bf16", "f16", "f32"};
 
 /// Reads `key` as an integer into `field`, recording where it came from.
 template <typename T>
@@ -94,6 +97,14 @@ void readBool(ObjectReader &r, StringRef key, bool &field) {
     field = *v;
 }
 
+void readSlidingWindow(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
+                       ObjectReader::Need need) {
+  if (auto window = r.integer("sliding_window", need, 1, kMaxDim)) {
+    cfg.slidingWindow = *window;
+    src["sliding_window"] = r.where("sliding_window");
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Rope scaling (same shape in HF configs and in specs)
 //===----------------------------------------------------------------------===//
@@ -104,10 +115,24 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
   if (!r)
     return;
   sources["rope_scaling"] = parent.where(key);
-  // HF spells the kind "rope_type" (newer) or "type" (older).
-  StringRef typeKey = r->has("rope_type") ? "rope_type" : "type";
-  std::optional<std::string> type = r->oneOf(
-      typeKey, ObjectReader::Required, {"default", "linear", "llama3"});
+  // HF spells the kind "rope_type" (newer) or "type" (older); configs saved
+  // by newer versions carry both.
+  constexpr StringRef kinds[] = {"default", "linear", "llama3"};
+  std::optional<std::string> type;
+  if (r->has("rope_type"))
+    type = r->oneOf("rope_type", ObjectReader::Required, kinds);
+  if (r->has("type")) {
+    std::optional<std::string> old =
+        r->oneOf("type", ObjectReader::Required, kinds);
+    if (type && old && *old != *type)
+      r->errors().add(r->where("type"), "\"" + *old +
+                                            "\" disagrees with rope_type \"" +
+                                            *type + "\"");
+    else if (!type)
+      type = old;
+  }
+  if (!r->has("rope_type") && !r->has("type"))
+    r->errors().add(r->where("rope_type"), "required field is missing");
   if (!type || *type == "default") {
     r->rejectUnknownKeys({"factor"});
     return;
@@ -173,7 +198,6 @@ void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   readInto(r, "n_positions", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Required);
   cfg.ffnHiddenSize = 4 * cfg.hiddenSize;
-  src["ffn_hidden_size"] = r.where("n_embd");
   readInto(r, "n_inner", "ffn_hidden_size", cfg.ffnHiddenSize, src,
            N::Optional);
   if (auto a = hfActivation(r, "activation_function", "gelu_new", false))
@@ -209,6 +233,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   if (auto a = hfActivation(r, "hidden_act", "silu", true))
     cfg.activation = *a;
   cfg.norm = NormKind::RmsNorm;
+  cfg.normEps = 1e-6; // the HF default for all three
   if (auto eps = r.number("rms_norm_eps", N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
   cfg.position = PositionEmbedding::Rope;
@@ -217,20 +242,28 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   readRopeScaling(r, "rope_scaling", cfg, src);
   cfg.tieEmbeddings = false;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
+  // HF initialises every linear of these models with initializer_range.
+  cfg.scaledOutputInit = false;
 
   if (arch == "Qwen2ForCausalLM") {
     cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
-    // Qwen2 keeps a sliding_window value even when it is switched off.
+    // Qwen2 keeps a sliding_window value even when it is switched off; when
+    // on, layers from max_window_layers up use it.
     bool useWindow = false;
     readBool(r, "use_sliding_window", useWindow);
-    if (useWindow)
-      readInto(r, "sliding_window", "sliding_window", cfg.slidingWindow.emplace(),
-               src, N::Required);
+    if (useWindow) {
+      readSlidingWindow(r, cfg, src, N::Required);
+      readInto(r, "max_window_layers", "max_window_layers",
+               cfg.slidingWindowFromLayer, src, N::Optional, 0, kMaxLayers);
+    }
   } else if (arch == "MistralForCausalLM") {
-    if (r.has("sliding_window"))
-      readInto(r, "sliding_window", "sliding_window",
-               cfg.slidingWindow.emplace(), src, N::Required, 1,
-               INT64_MAX);
+    // HF's default is a 4096-token window; an explicit null means none.
+    if (r.isNull("sliding_window"))
+      cfg.slidingWindow.reset();
+    else if (r.has("sliding_window"))
+      readSlidingWindow(r, cfg, src, N::Required);
+    else
+      cfg.slidingWindow = 4096;
   } else { // Llama
     bool attentionBias = false;
     readBool(r, "attention_bias", attentionBias);
@@ -240,6 +273,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
 }
 
 void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
+  cfg.scaledOutputInit = false; // HF GPT-NeoX: plain initializer_range
   using N = ObjectReader::Need;
   readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
   readInto(r, "hidden_size", "hidden_size", cfg.hiddenSize, src, N::Required);
@@ -284,6 +318,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg,
                                   FieldSources &src) {
   std::optional<std::string> arch =
       r.firstString("architectures", ObjectReader::Optional);
+  if (!arch && r.has("architectures"))
+    return; // reported by firstString
   if (!arch) {
     // Older configs carry only model_type.
     std::optional<std::string> type =
@@ -319,8 +355,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg,
     readGptNeoX(r, cfg, src);
   else
     readLlamaFamily(r, *arch, cfg, src);
-  if (auto init = r.number("initializer_range", ObjectReader::Optional, 0.0,
-                           1.0, true))
+  if (auto init = r.number("initializer_range", ObjectReader::Optional,
+                           kMinInitStd, 1.0))
     cfg.initStd = *init;
 }
 
@@ -352,7 +388,10 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
     cfg.norm = *norm == "layer_norm" ? NormKind::LayerNorm : NormKind::RmsNorm;
     cfg.normBias = cfg.norm == NormKind::LayerNorm;
   }
-  readBool(r, "norm_bias", cfg.normBias);
+  if (auto bias = r.boolean("norm_bias", N::Optional)) {
+    cfg.normBias = *bias;
+    src["norm_bias"] = r.where("norm_bias");
+  }
   if (auto eps = r.number("norm_eps", N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
   if (auto act =
@@ -375,15 +414,15 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   }
   readRopeScaling(r, "rope_scaling", cfg, src);
   if (r.has("sliding_window"))
-    readInto(r, "sliding_window", "sliding_window", cfg.slidingWindow.emplace(),
-             src, N::Required, 1, INT64_MAX);
+    readSlidingWindow(r, cfg, src, N::Required);
   readBool(r, "qkv_bias", cfg.qkvBias);
   readBool(r, "attn_out_bias", cfg.attnOutBias);
   readBool(r, "mlp_bias", cfg.mlpBias);
   readBool(r, "tie_embeddings", cfg.tieEmbeddings);
   readBool(r, "parallel_residual", cfg.parallelResidual);
-  if (auto init = r.number("init_std", N::Optional, 0.0, 1.0, true))
+  if (auto init = r.number("init_std", N::Optional, kMinInitStd, 1.0))
     cfg.initStd = *init;
+  readBool(r, "scaled_output_init", cfg.scaledOutputInit);
 }
 
 //===----------------------------------------------------------------------===//
@@ -406,11 +445,26 @@ void validate(const ModelSpec &spec, const FieldSources &src,
                llvm::Twine("num_kv_heads ") + llvm::Twine(m.kvHeads()) +
                    " does not divide num_heads " + llvm::Twine(m.numHeads));
   if (m.position == PositionEmbedding::Rope && m.headDimension() > 0 &&
-      m.rotaryDim() < 2)
+      (m.rotaryDim() < 2 || m.rotaryDim() % 2 != 0))
     errors.add(at("rotary_fraction"),
                "rotary embedding covers " + llvm::Twine(m.rotaryDim()) +
                    " channels of head_dim " + llvm::Twine(m.headDimension()) +
-                   "; need at least 2");
+                   "; need an even count of at least 2");
+  if (m.norm == NormKind::RmsNorm && m.normBias)
+    errors.add(at("norm_bias"), "rms_norm has no bias");
+  // Attention widths are derived, not read: bound them like any dimension.
+  if (m.numHeads * m.headDimension() > kMaxDim)
+    errors.add(at("head_dim"), "num_heads x head_dim = " +
+                                   llvm::Twine(m.numHeads * m.headDimension()) +
+                                   " exceeds " + llvm::Twine(kMaxDim));
+  // A bound far above any real model (10^15 parameters) that keeps every
+  // count and byte size of the graph inside int64.
+  double h = m.hiddenSize, q = double(m.numHeads) * m.headDimension(),
+         kv = double(m.kvHeads()) * m.headDimension(), f = m.ffnHiddenSize;
+  double perLayer = h * (2 * q + 2 * kv) + 3 * h * f;
+  if (double(m.numLayers) * perLayer + 2.0 * m.vocabSize * h > 1e15)
+    errors.add(at("num_layers"),
+               "the model would have more than 10^15 parameters");
   const TrainingConfig &t = spec.training;
   if (m.position == PositionEmbedding::Learned) {
     if (m.maxPositionEmbeddings == 0)
@@ -442,8 +496,13 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
              1, kMaxDim);
     readInto(*r, "global_batch", "global_batch", t.globalBatch, src,
              ObjectReader::Optional, 1, kMaxBatch);
-    if (auto name = r->oneOf("dtype", ObjectReader::Optional, kDTypeNames))
-      t.dtype = *parseDType(*name);
+    if (auto name = r->string("dtype", ObjectReader::Optional)) {
+      if (auto dtype = parseDType(*name))
+        t.dtype = *dtype;
+      else
+        errors.add(r->where("dtype"), "unknown dtype \"" + *name +
+                                          "\"; expected bf16, f16 or f32");
+    }
     r->rejectUnknownKeys();
   }
   // The command line wins over the file.
@@ -472,6 +531,11 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
                                 "\"; expected bf16, f16 or f32");
   }
   std::string where = r ? r->where() : spec.sourceFile;
+  // A value that was given but invalid is already reported.
+  if (r && r->has("seq_len"))
+    src.try_emplace("seq_len", r->where("seq_len"));
+  if (r && r->has("global_batch"))
+    src.try_emplace("global_batch", r->where("global_batch"));
   if (t.seqLen == 0 && !src.count("seq_len"))
     errors.add(where, "training setting seq_len is missing: give "
                       "\"training\": {\"seq_len\": N} or --seq-len=N");
@@ -533,8 +597,11 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
                      "; this Partita reads version 1");
     if (!errors.empty())
       return errors.takeError();
-    if (auto name = root.string("name", ObjectReader::Optional))
+    if (auto name = root.string("name", ObjectReader::Optional)) {
+      if (name->empty())
+        errors.add(root.where("name"), "must not be empty");
       spec.name = *name;
+    }
     std::optional<ObjectReader> model =
         root.object("model", ObjectReader::Required);
     // Keeps the HF document alive while its reader is in use.
@@ -546,11 +613,12 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
         if (!llvm::sys::path::is_absolute(path) && !baseDir.empty())
           path = (baseDir + "/" + *hfPath).str();
         std::optional<std::pair<std::string, std::string>> contents;
-        if (llvm::sys::fs::exists(path))
+        if (llvm::sys::fs::is_regular_file(path))
           contents = readFile(path, errors);
         else
           errors.add(model->where("hf_config"),
-                     "HF config \"" + path.str().str() + "\" does not exist");
+                     "HF config \"" + path.str().str() +
+                         "\" is not a readable file");
         if (contents) {
           hfDoc = parseJsonDocument(contents->first, path, errors);
           if (hfDoc && !hfDoc->is_object())

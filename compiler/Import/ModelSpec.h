@@ -31,8 +31,9 @@ llvm::StringRef toString(DType type);
 struct RopeScaling {
   enum class Kind { Linear, Llama3 } kind = Kind::Linear;
   double factor = 1.0;
+  // llama3 only; the defaults are those of #tfm.rope_scaling.
   double lowFreqFactor = 1.0;
-  double highFreqFactor = 4.0;
+  double highFreqFactor = 1.0;
   int64_t originalMaxPositions = 0;
 };
 
@@ -58,12 +59,18 @@ struct ModelConfig {
   double rotaryFraction = 1.0;
   std::optional<RopeScaling> ropeScaling;
   std::optional<int64_t> slidingWindow;
+  /// Layers below this index attend to the full context (Qwen2's
+  /// max_window_layers); 0: the window applies to every layer.
+  int64_t slidingWindowFromLayer = 0;
   bool qkvBias = false;
   bool attnOutBias = false;
   bool mlpBias = false;
   bool tieEmbeddings = false;
   bool parallelResidual = false;
   double initStd = 0.02;
+  /// Output projections (attention out, MLP down) initialised with
+  /// initStd / sqrt(2 * numLayers), as GPT-2 and Megatron-LM do.
+  bool scaledOutputInit = true;
 
   int64_t kvHeads() const { return numKVHeads ? numKVHeads : numHeads; }
   int64_t headDimension() const {

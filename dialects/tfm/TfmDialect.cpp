@@ -6,8 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
-
-#include <cstdio>
+#include "support/Format.h"
 
 using namespace mlir;
 using namespace partita::tfm;
@@ -29,12 +28,6 @@ void TfmDialect::initialize() {
       >();
 }
 
-std::string partita::tfm::formatForDiagnostic(double value) {
-  char buffer[32];
-  snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
-}
-
 //===----------------------------------------------------------------------===//
 // RopeScalingAttr
 //===----------------------------------------------------------------------===//
@@ -53,22 +46,28 @@ Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
         << kindName << "', expected 'linear' or 'llama3'";
     return {};
   }
+  // Fields a kind does not use keep these defaults, so that the printed
+  // form (which omits them) reads back as the same attribute.
   double factor = 1.0, lowFreq = 1.0, highFreq = 1.0;
   int64_t originalMaxPositions = 0;
+  bool isLlama3 = *kind == RopeScalingKind::llama3;
   auto parseKeyValue = [&](StringRef key) -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
     if (parser.parseEqual())
       return failure();
     if (key == "factor")
       return parser.parseFloat(factor);
+    if (!isLlama3 && (key == "low_freq_factor" || key == "high_freq_factor" ||
+                      key == "original_max_positions"))
+      return parser.emitError(loc, "'")
+             << key << "' applies to llama3 rope scaling only";
     if (key == "low_freq_factor")
       return parser.parseFloat(lowFreq);
     if (key == "high_freq_factor")
       return parser.parseFloat(highFreq);
     if (key == "original_max_positions")
       return parser.parseInteger(originalMaxPositions);
-    return parser.emitError(parser.getCurrentLocation(),
-                            "unknown rope scaling field '")
-           << key << "'";
+    return parser.emitError(loc, "unknown rope scaling field '") << key << "'";
   };
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -101,16 +100,16 @@ RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         APFloat highFreq, int64_t originalMaxPositions) {
   if (!(factor.convertToDouble() >= 1.0))
     return emitError() << "rope scaling factor must be >= 1, got "
-                       << formatForDiagnostic(factor.convertToDouble());
+                       << partita::formatNumber(factor.convertToDouble());
   if (kind != RopeScalingKind::llama3)
     return success();
   if (!(lowFreq.convertToDouble() > 0.0) ||
       !(highFreq.convertToDouble() > lowFreq.convertToDouble()))
     return emitError() << "llama3 rope scaling needs 0 < low_freq_factor < "
                           "high_freq_factor, got "
-                       << formatForDiagnostic(lowFreq.convertToDouble())
+                       << partita::formatNumber(lowFreq.convertToDouble())
                        << " and "
-                       << formatForDiagnostic(highFreq.convertToDouble());
+                       << partita::formatNumber(highFreq.convertToDouble());
   if (originalMaxPositions <= 0)
     return emitError() << "llama3 rope scaling needs original_max_positions "
                           "> 0, got "

@@ -57,7 +57,6 @@ class Tfm_Attr<string name, string attrMnemonic, list<Trait> traits = []>
 }
 
 // Element types a model may be trained in.
-def Tfm_FloatElement : AnyTypeOf<[BF16, F16, F32]>;
 def Tfm_FloatTensor : RankedTensorOf<[BF16, F16, F32]>;
 def Tfm_TokenTensor : RankedTensorOf<[I32, I64]>;
 def Tfm_LossTensor : 0DTensorOf<[F32]>;

@@ -4,14 +4,21 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "support/Format.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace partita::tfm;
+using partita::formatNumber;
 
 //===----------------------------------------------------------------------===//
 // Shared checks
 //===----------------------------------------------------------------------===//
+
+/// Bound on the elements of a parameter and of a whole model, so that sums
+/// and byte counts derived from them stay in int64.
+constexpr int64_t kMaxElements = int64_t(1) << 62;
 
 static RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
@@ -92,7 +99,7 @@ static LogicalResult verifyNormCommon(Operation *op, Value input,
     return failure();
   if (!(eps > 0.0))
     return op->emitOpError("eps must be positive, got ")
-           << formatForDiagnostic(eps);
+           << formatNumber(eps);
   if (op->getResult(0).getType() != inputType)
     return op->emitOpError("result type ")
            << op->getResult(0).getType() << " differs from the input type "
@@ -103,10 +110,6 @@ static LogicalResult verifyNormCommon(Operation *op, Value input,
 //===----------------------------------------------------------------------===//
 // ModelOp
 //===----------------------------------------------------------------------===//
-
-YieldOp ModelOp::getYield() {
-  return cast<YieldOp>(getBodyBlock().getTerminator());
-}
 
 void ModelOp::getAsmBlockArgumentNames(Region &region,
                                        OpAsmSetValueNameFn setNameFn) {
@@ -133,6 +136,9 @@ LogicalResult ModelOp::verifyRegions() {
                        "i32 or i64, got ")
            << body.getArgument(0).getType() << " and "
            << body.getArgument(1).getType();
+  if (!tokens.hasStaticShape() || !labels.hasStaticShape())
+    return emitOpError("tokens and labels must have static shapes, got ")
+           << tokens << " and " << labels;
   if (tokens.getShape() != labels.getShape())
     return emitOpError("tokens [")
            << tokens.getShape() << "] and labels [" << labels.getShape()
@@ -148,7 +154,15 @@ LogicalResult ModelOp::verifyRegions() {
 
   // Parameter names identify tensors across shardings and checkpoints.
   llvm::StringMap<ParamOp> seen;
+  int64_t totalElements = 0;
   WalkResult result = walk([&](ParamOp param) {
+    // Each count is below 2^62 (ParamOp::verify); keep the sum there too so
+    // that every later size computation fits in int64.
+    totalElements += param.getNumElements();
+    if (totalElements > kMaxElements) {
+      param.emitOpError("brings the model past 2^62 parameter elements");
+      return WalkResult::interrupt();
+    }
     auto [it, inserted] = seen.try_emplace(param.getParamName(), param);
     if (inserted)
       return WalkResult::advance();
@@ -244,6 +258,11 @@ LogicalResult ParamOp::verify() {
   if (!getType().hasStaticShape())
     return emitOpError("parameter '")
            << getParamName() << "' must have a static shape, got " << getType();
+  int64_t elements = 1;
+  for (int64_t dim : getType().getShape())
+    if (llvm::MulOverflow(elements, dim, elements) || elements > kMaxElements)
+      return emitOpError("parameter '")
+             << getParamName() << "' has more than 2^62 elements";
   bool isNormal = getInit() == InitKind::normal;
   if (isNormal && !getStd())
     return emitOpError("parameter '")
@@ -254,7 +273,7 @@ LogicalResult ParamOp::verify() {
   if (isNormal && !(getStd()->convertToDouble() > 0.0))
     return emitOpError("parameter '")
            << getParamName() << "': standard deviation must be positive, got "
-           << formatForDiagnostic(getStd()->convertToDouble());
+           << formatNumber(getStd()->convertToDouble());
   return success();
 }
 
@@ -316,7 +335,7 @@ LogicalResult RotaryOp::verify() {
            << headDim << "], got " << rotaryDim;
   if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError("theta must be positive, got ")
-           << formatForDiagnostic(getTheta().convertToDouble());
+           << formatNumber(getTheta().convertToDouble());
   if (getType() != getInput().getType())
     return emitOpError("result type ")
            << getType() << " differs from the input type "
@@ -379,11 +398,6 @@ LogicalResult LmHeadOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
-int64_t AttentionOp::getHeadDim() {
-  return getQuery().getType().getDimSize(2) /
-         static_cast<int64_t>(getNumHeads());
-}
-
 LogicalResult AttentionOp::verify() {
   for (auto [value, what] : {std::pair{getQuery(), "query"},
                              std::pair{getKey(), "key"},
@@ -442,9 +456,6 @@ LogicalResult CrossEntropyOp::verify() {
     return emitOpError("labels [")
            << labels.getShape() << "] do not match the logits' [batch, seq] = ["
            << logits.getShape().drop_back() << "]";
-  RankedTensorType loss = getLoss().getType();
-  if (loss.getRank() != 0 || !loss.getElementType().isF32())
-    return emitOpError("loss must be a scalar tensor<f32>, got ") << loss;
   return success();
 }
 

@@ -13,14 +13,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include <string>
-
 #include "dialects/tfm/TfmEnums.h.inc"
-
-namespace partita::tfm {
-/// Formats a number for a diagnostic the way users write it: 0.5, 1e-05.
-std::string formatForDiagnostic(double value);
-} // namespace partita::tfm
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/tfm/TfmAttrs.h.inc"

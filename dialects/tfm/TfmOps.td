@@ -42,8 +42,6 @@ def Tfm_ModelOp : Tfm_Op<"model", [
     ::mlir::Block &getBodyBlock() { return getBody().front(); }
     ::mlir::Value getTokens() { return getBodyBlock().getArgument(0); }
     ::mlir::Value getLabels() { return getBodyBlock().getArgument(1); }
-    /// The `tfm.yield` that returns the loss.
-    YieldOp getYield();
   }];
 }
 
@@ -259,9 +257,6 @@ def Tfm_AttentionOp : Tfm_Op<"attention", [Pure]> {
     type($value) `->` type($result)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
-    int64_t getHeadDim();
-  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -324,7 +319,7 @@ def Tfm_CrossEntropyOp : Tfm_Op<"cross_entropy", [Pure]> {
     f32 whatever the logits' type.
   }];
   let arguments = (ins Tfm_FloatTensor:$logits, Tfm_TokenTensor:$labels);
-  let results = (outs RankedTensorOf<[F32, F16, BF16]>:$loss);
+  let results = (outs Tfm_LossTensor:$loss);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->`
     type($loss)

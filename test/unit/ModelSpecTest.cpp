@@ -46,6 +46,14 @@ TEST_P(ExampleCount, MatchesTheRealModel) {
   EXPECT_EQ(statsOf(*spec).numParameters, GetParam().parameters);
 }
 
+std::string exampleName(const testing::TestParamInfo<Expected> &info) {
+  std::string name = llvm::StringRef(info.param.file).drop_back(5).str();
+  for (char &c : name)
+    if (!isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Examples, ExampleCount,
     testing::Values(Expected{"gpt2.json", 124439808},
@@ -60,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Expected{"gpt-neox-20b.json", 20554567680},
                     Expected{"tiny-llama.json", 164160},
                     Expected{"tiny-gpt2.json", 35712},
-                    Expected{"tiny-neox.json", 93504}));
+                    Expected{"tiny-neox.json", 149248}),
+    exampleName);
 
 TEST(ModelSpec, TinyCountsFollowTheClosedForms) {
   // tiny-llama: V=512 H=64 L=2 heads=4 kv=2 (hd=16) F=192, untied.
@@ -71,10 +80,10 @@ TEST(ModelSpec, TinyCountsFollowTheClosedForms) {
   h = 32, f = 128, v = 256;
   int64_t gptLayer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
   EXPECT_EQ(v * h + 64 * h + 2 * gptLayer + 2 * h, 35712);
-  // tiny-neox: V=384 H=48 L=2 F=192, all biases, untied.
-  h = 48, f = 192, v = 384;
+  // tiny-neox: V=384 H=64 L=2 F=256, all biases, untied.
+  h = 64, f = 256, v = 384;
   int64_t neoxLayer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
-  EXPECT_EQ(2 * v * h + 2 * neoxLayer + 2 * h, 93504);
+  EXPECT_EQ(2 * v * h + 2 * neoxLayer + 2 * h, 149248);
 }
 
 TEST(ModelSpec, SpecKeysOverrideTheHFConfig) {

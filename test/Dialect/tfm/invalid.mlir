@@ -400,7 +400,37 @@ tfm.model @m {
 tfm.model @m {
 ^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
   %x = tfm.param "x" zeros : tensor<2x4x16xf32>
-  // expected-error @+1 {{'tfm.cross_entropy' op loss must be a scalar tensor<f32>, got 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{'tfm.cross_entropy' op result #0 must be 0D tensor of 32-bit float values, but got 'tensor<2x4xf32>'}}
   %loss = tfm.cross_entropy %x, %l : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<2x4xf32>
   "test.end"() : () -> ()
 }
+
+// -----
+
+// expected-error @+1 {{'tfm.model' op tokens and labels must have static shapes, got 'tensor<?x4xi32>' and 'tensor<?x4xi32>'}}
+tfm.model @m {
+^bb0(%t: tensor<?x4xi32>, %l: tensor<?x4xi32>):
+  "test.end"() : () -> ()
+}
+
+// -----
+
+// expected-error @+1 {{'tfm.param' op parameter 'w' has more than 2^62 elements}}
+%p = tfm.param "w" ones : tensor<4294967296x4294967296xf32>
+
+// -----
+
+tfm.model @m {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %a = tfm.param "a" zeros : tensor<4611686018427387904xf32>
+  // expected-error @+1 {{'tfm.param' op brings the model past 2^62 parameter elements}}
+  %b = tfm.param "b" zeros : tensor<2xf32>
+  %c = tfm.param "c" zeros : tensor<f32>
+  tfm.yield %c : tensor<f32>
+}
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{'low_freq_factor' applies to llama3 rope scaling only}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<linear, factor = 2.0, low_freq_factor = 1.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>

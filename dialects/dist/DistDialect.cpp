@@ -1,0 +1,227 @@
+//===- DistDialect.cpp - The dist distribution dialect --------------------===//
+
+#include "dialects/dist/DistDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace partita::dist;
+
+#include "dialects/dist/DistDialect.cpp.inc"
+#include "dialects/dist/DistEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/dist/DistAttrs.cpp.inc"
+
+void DistDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/dist/DistAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// `key = number` fields shared by #dist.device, #dist.link, #dist.network
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Parses `, key = number` pairs up to `>`; every key in `keys` is required
+/// and no other is accepted.
+ParseResult parseNumberFields(AsmParser &parser, ArrayRef<StringRef> keys,
+                              llvm::StringMap<double> &values) {
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    SMLoc loc = parser.getCurrentLocation();
+    double value;
+    if (parser.parseKeyword(&key) || parser.parseEqual() ||
+        parser.parseFloat(value))
+      return failure();
+    if (!llvm::is_contained(keys, key))
+      return parser.emitError(loc, "unknown field '") << key << "'";
+    if (!values.try_emplace(key, value).second)
+      return parser.emitError(loc, "field '") << key << "' given twice";
+  }
+  for (StringRef key : keys)
+    if (!values.count(key))
+      return parser.emitError(parser.getCurrentLocation(), "missing field '")
+             << key << "'";
+  return parser.parseGreater();
+}
+
+/// Prints the shortest text that reads back as the same double.
+void printNumber(AsmPrinter &printer, const APFloat &value) {
+  SmallString<24> text;
+  value.toString(text);
+  printer << text;
+}
+
+void printNumberField(AsmPrinter &printer, StringRef key,
+                      const APFloat &value) {
+  printer << ", " << key << " = ";
+  printNumber(printer, value);
+}
+
+void printIntField(AsmPrinter &printer, StringRef key, int64_t value) {
+  printer << ", " << key << " = " << value;
+}
+
+LogicalResult checkPositive(function_ref<InFlightDiagnostic()> emitError,
+                            StringRef what, const APFloat &value) {
+  if (value.convertToDouble() > 0.0)
+    return success();
+  SmallString<24> text;
+  value.toString(text);
+  return emitError() << what << " must be positive, got " << text;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// DeviceAttr
+//===----------------------------------------------------------------------===//
+
+Attribute DeviceAttr::parse(AsmParser &parser, Type) {
+  std::string kind;
+  llvm::StringMap<double> v;
+  if (parser.parseLess() || parser.parseString(&kind) ||
+      parseNumberFields(parser,
+                        {"bf16_tflops", "fp16_tflops", "fp32_tflops",
+                         "memory_gib", "hbm_gbytes_per_s"},
+                        v))
+    return {};
+  return parser.getChecked<DeviceAttr>(
+      parser.getContext(), kind, APFloat(v["bf16_tflops"]),
+      APFloat(v["fp16_tflops"]), APFloat(v["fp32_tflops"]),
+      APFloat(v["memory_gib"]), APFloat(v["hbm_gbytes_per_s"]));
+}
+
+void DeviceAttr::print(AsmPrinter &printer) const {
+  printer << "<\"" << getKind() << "\"";
+  printNumberField(printer, "bf16_tflops", getBf16Tflops());
+  printNumberField(printer, "fp16_tflops", getFp16Tflops());
+  printNumberField(printer, "fp32_tflops", getFp32Tflops());
+  printNumberField(printer, "memory_gib", getMemoryGib());
+  printNumberField(printer, "hbm_gbytes_per_s", getHbmGbytesPerS());
+  printer << ">";
+}
+
+LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef kind, APFloat bf16, APFloat fp16,
+                                 APFloat fp32, APFloat memory, APFloat hbm) {
+  if (kind.empty())
+    return emitError() << "device kind must not be empty";
+  return success(succeeded(checkPositive(emitError, "bf16_tflops", bf16)) &&
+                 succeeded(checkPositive(emitError, "fp16_tflops", fp16)) &&
+                 succeeded(checkPositive(emitError, "fp32_tflops", fp32)) &&
+                 succeeded(checkPositive(emitError, "memory_gib", memory)) &&
+                 succeeded(checkPositive(emitError, "hbm_gbytes_per_s", hbm)));
+}
+
+//===----------------------------------------------------------------------===//
+// LinkAttr
+//===----------------------------------------------------------------------===//
+
+Attribute LinkAttr::parse(AsmParser &parser, Type) {
+  StringRef kindName;
+  llvm::StringMap<double> v;
+  if (parser.parseLess() || parser.parseKeyword(&kindName))
+    return {};
+  std::optional<LinkKind> kind = symbolizeLinkKind(kindName);
+  if (!kind) {
+    parser.emitError(parser.getCurrentLocation(), "unknown link kind '")
+        << kindName << "', expected nvswitch, nvlink, pcie or shared_memory";
+    return {};
+  }
+  if (parseNumberFields(parser, {"gbytes_per_s", "latency_us"}, v))
+    return {};
+  return parser.getChecked<LinkAttr>(parser.getContext(), *kind,
+                                     APFloat(v["gbytes_per_s"]),
+                                     APFloat(v["latency_us"]));
+}
+
+void LinkAttr::print(AsmPrinter &printer) const {
+  printer << "<" << stringifyLinkKind(getKind());
+  printNumberField(printer, "gbytes_per_s", getGbytesPerS());
+  printNumberField(printer, "latency_us", getLatencyUs());
+  printer << ">";
+}
+
+LogicalResult LinkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               LinkKind, APFloat bandwidth, APFloat latency) {
+  if (failed(checkPositive(emitError, "gbytes_per_s", bandwidth)))
+    return failure();
+  if (latency.convertToDouble() < 0.0)
+    return emitError() << "latency_us must not be negative";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// NetworkAttr
+//===----------------------------------------------------------------------===//
+
+Attribute NetworkAttr::parse(AsmParser &parser, Type) {
+  StringRef kindName;
+  llvm::StringMap<double> v;
+  if (parser.parseLess() || parser.parseKeyword(&kindName))
+    return {};
+  std::optional<NetworkKind> kind = symbolizeNetworkKind(kindName);
+  if (!kind) {
+    parser.emitError(parser.getCurrentLocation(), "unknown network kind '")
+        << kindName << "', expected fat_tree or rail_optimized";
+    return {};
+  }
+  if (parseNumberFields(parser,
+                        {"nics_per_node", "gbits_per_s", "latency_us",
+                         "oversubscription"},
+                        v))
+    return {};
+  return parser.getChecked<NetworkAttr>(
+      parser.getContext(), *kind, static_cast<int64_t>(v["nics_per_node"]),
+      APFloat(v["gbits_per_s"]), APFloat(v["latency_us"]),
+      APFloat(v["oversubscription"]));
+}
+
+void NetworkAttr::print(AsmPrinter &printer) const {
+  printer << "<" << stringifyNetworkKind(getKind());
+  printIntField(printer, "nics_per_node", getNicsPerNode());
+  printNumberField(printer, "gbits_per_s", getGbitsPerS());
+  printNumberField(printer, "latency_us", getLatencyUs());
+  printNumberField(printer, "oversubscription", getOversubscription());
+  printer << ">";
+}
+
+LogicalResult NetworkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  NetworkKind, int64_t nics, APFloat bandwidth,
+                                  APFloat latency, APFloat oversubscription) {
+  if (nics < 1)
+    return emitError() << "nics_per_node must be at least 1, got " << nics;
+  if (failed(checkPositive(emitError, "gbits_per_s", bandwidth)))
+    return failure();
+  if (latency.convertToDouble() < 0.0)
+    return emitError() << "latency_us must not be negative";
+  if (!(oversubscription.convertToDouble() >= 1.0))
+    return emitError() << "oversubscription must be >= 1";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TopologyAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     StringRef name, int64_t nodes, int64_t devicesPerNode,
+                     DeviceAttr, LinkAttr, NetworkAttr) {
+  if (nodes < 1)
+    return emitError() << "topology '" << name
+                       << "' needs at least one node, got " << nodes;
+  if (devicesPerNode < 1)
+    return emitError() << "topology '" << name
+                       << "' needs at least one device per node, got "
+                       << devicesPerNode;
+  return success();
+}

@@ -1,0 +1,22 @@
+//===- DistDialect.h - The dist distribution dialect ------------*- C++ -*-===//
+
+#ifndef PARTITA_DIALECTS_DIST_DISTDIALECT_H
+#define PARTITA_DIALECTS_DIST_DISTDIALECT_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
+
+#include "dialects/dist/DistDialect.h.inc"
+#include "dialects/dist/DistEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/dist/DistAttrs.h.inc"
+
+namespace partita::dist {
+/// The name of the module attribute holding the topology.
+constexpr llvm::StringLiteral kTopologyAttrName = "dist.topology";
+} // namespace partita::dist
+
+#endif // PARTITA_DIALECTS_DIST_DISTDIALECT_H

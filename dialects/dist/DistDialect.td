@@ -1,0 +1,152 @@
+//===- DistDialect.td - The dist distribution dialect ------*- tablegen -*-===//
+//
+// The `dist` dialect says where and how a model is distributed. It starts
+// with the hardware: `#dist.topology` on the module makes every later pass a
+// pure function of its input IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_DIST_DIALECT
+#define PARTITA_DIST_DIALECT
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::partita::dist";
+  let summary = "Hardware topology and the distribution of a model";
+  let description = [{
+    Attributes describing the cluster a model is compiled for. The module
+    carries its topology as the `dist.topology` attribute:
+
+    ```mlir
+    module attributes {dist.topology = #dist.topology<"dgx-h100", nodes = 2,
+        devices_per_node = 8,
+        device = #dist.device<"H100-SXM-80GB", bf16_tflops = 989, ...>,
+        intra_node = #dist.link<nvswitch, gbytes_per_s = 450, latency_us = 2>,
+        inter_node = #dist.network<rail_optimized, nics_per_node = 8, ...>>} {
+      ...
+    }
+    ```
+
+    Units are part of every field name: `tflops` is 10^12 FLOP/s,
+    `gbytes_per_s` is 10^9 bytes/s, `gbits_per_s` is 10^9 bits/s, `gib` is
+    2^30 bytes, `us` is microseconds.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Dist_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Dist_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Dist_LinkNVSwitch : I32EnumAttrCase<"nvswitch", 0>;
+def Dist_LinkNVLink : I32EnumAttrCase<"nvlink", 1>;
+def Dist_LinkPCIe : I32EnumAttrCase<"pcie", 2>;
+def Dist_LinkSharedMemory : I32EnumAttrCase<"shared_memory", 3>;
+def Dist_LinkKind : I32EnumAttr<"LinkKind",
+    "how the devices of one node are connected",
+    [Dist_LinkNVSwitch, Dist_LinkNVLink, Dist_LinkPCIe,
+     Dist_LinkSharedMemory]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_NetworkFatTree : I32EnumAttrCase<"fat_tree", 0>;
+def Dist_NetworkRailOptimized : I32EnumAttrCase<"rail_optimized", 1>;
+def Dist_NetworkKind : I32EnumAttr<"NetworkKind",
+    "shape of the inter-node network",
+    [Dist_NetworkFatTree, Dist_NetworkRailOptimized]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_DeviceAttr : Dist_Attr<"Device", "device"> {
+  let summary = "an accelerator (or CPU rank) and its peak figures";
+  let description = [{
+    Peak dense throughput per element type in TFLOP/s (10^12 FLOP/s),
+    memory in GiB, HBM bandwidth in GB/s (10^9 bytes/s).
+
+    `#dist.device<"A100-SXM-80GB", bf16_tflops = 312, fp16_tflops = 312,
+    fp32_tflops = 19.5, memory_gib = 80, hbm_gbytes_per_s = 2039>`
+  }];
+  let parameters = (ins
+    StringRefParameter<"device kind">:$kind,
+    APFloatParameter<"dense bf16 TFLOP/s">:$bf16_tflops,
+    APFloatParameter<"dense fp16 TFLOP/s">:$fp16_tflops,
+    APFloatParameter<"dense fp32 TFLOP/s">:$fp32_tflops,
+    APFloatParameter<"memory in GiB">:$memory_gib,
+    APFloatParameter<"HBM bandwidth in GB/s">:$hbm_gbytes_per_s
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Dist_LinkAttr : Dist_Attr<"Link", "link"> {
+  let summary = "the links between the devices of one node";
+  let description = [{
+    Bandwidth per device and per direction in GB/s, and the latency of one
+    transfer in microseconds.
+
+    `#dist.link<nvswitch, gbytes_per_s = 300, latency_us = 3>`
+  }];
+  let parameters = (ins
+    "LinkKind":$kind,
+    APFloatParameter<"GB/s per device per direction">:$gbytes_per_s,
+    APFloatParameter<"latency in microseconds">:$latency_us
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Dist_NetworkAttr : Dist_Attr<"Network", "network"> {
+  let summary = "the network between nodes";
+  let description = [{
+    NICs per node with their line rate in Gb/s (10^9 bits/s) per direction,
+    the end-to-end latency of one message in microseconds, the network's
+    shape, and its oversubscription (1: full bisection bandwidth, 2: half).
+
+    `#dist.network<rail_optimized, nics_per_node = 8, gbits_per_s = 200,
+    latency_us = 5, oversubscription = 1>`
+  }];
+  let parameters = (ins
+    "NetworkKind":$kind,
+    "int64_t":$nics_per_node,
+    APFloatParameter<"Gb/s per NIC per direction">:$gbits_per_s,
+    APFloatParameter<"latency in microseconds">:$latency_us,
+    APFloatParameter<"oversubscription ratio (>= 1)">:$oversubscription
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Dist_TopologyAttr : Dist_Attr<"Topology", "topology"> {
+  let summary = "the cluster a model is compiled for";
+  let description = [{
+    `nodes` identical nodes of `devices_per_node` devices. Ranks are
+    numbered node by node: rank `r` is device `r % devices_per_node` of node
+    `r / devices_per_node`, so the innermost mesh axis stays in a node.
+  }];
+  let parameters = (ins
+    StringRefParameter<"topology name">:$name,
+    "int64_t":$nodes,
+    "int64_t":$devices_per_node,
+    "DeviceAttr":$device,
+    "LinkAttr":$intra_node,
+    "NetworkAttr":$inter_node
+  );
+  let assemblyFormat = [{
+    `<` $name `,` `nodes` `=` $nodes `,` `devices_per_node` `=`
+    $devices_per_node `,` `device` `=` $device `,` `intra_node` `=`
+    $intra_node `,` `inter_node` `=` $inter_node `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumDevices() const { return getNodes() * getDevicesPerNode(); }
+  }];
+}
+
+#endif // PARTITA_DIST_DIALECT
