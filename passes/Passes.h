@@ -3,6 +3,7 @@
 #ifndef PARTITA_PASSES_PASSES_H
 #define PARTITA_PASSES_PASSES_H
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/tfm/TfmOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

@@ -30,4 +30,57 @@ def TfmSummarizeModel : Pass<"tfm-summarize-model", "mlir::ModuleOp"> {
   let dependentDialects = ["::partita::tfm::TfmDialect"];
 }
 
+def DistAttachTopology : Pass<"dist-attach-topology", "mlir::ModuleOp"> {
+  let summary = "Attach a cluster topology to the module as #dist.topology";
+  let description = [{
+    Sets the module's `dist.topology` attribute from a preset (`NAME` or
+    `NAME:N`: `dgx-a100`, `dgx-h100`, `hgx-h200`, `cpu`) or a topology JSON
+    file (docs/topology.md), replacing any topology already there. Later
+    passes read the attribute, so each is a pure function of its input IR.
+
+    Before: `module { ... }`; after `--dist-attach-topology=topology=dgx-a100:2`:
+
+    ```mlir
+    module attributes {dist.topology = #dist.topology<"dgx-a100", nodes = 2,
+        devices_per_node = 8, device = #dist.device<"A100-SXM-80GB", ...>,
+        intra_node = #dist.link<nvswitch, ...>,
+        inter_node = #dist.network<fat_tree, ...>>} { ... }
+    ```
+  }];
+  let options = [
+    Option<"topology", "topology", "std::string", /*default=*/"",
+           "Preset NAME or NAME:N, or a .json topology file">
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+def DistEstimateCost : Pass<"dist-estimate-cost", "mlir::ModuleOp"> {
+  let summary = "Report the predicted cost of a training step under a strategy";
+  let description = [{
+    For each `tfm.model`, costs one training step under the parallel
+    configuration given by `strategy` (the `--strategy` syntax of plan-opt:
+    `dp=64,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,sp=1,schedule=1f1b`;
+    keys left out take the defaults of docs/cost-model.md) on the module's
+    `#dist.topology`, or on one `dgx-h100` node when there is none (the
+    report says so). The model is the analytical one of docs/cost-model.md.
+
+    The report gives per-layer FLOPs and times per op class, the step's time
+    breakdown (forward, backward, recomputation, bubble, communication per
+    group and what of it is exposed), memory per device by kind, every
+    collective with its algorithm, size and time, and the predicted step
+    time, tokens/s, TFLOP/s per device and MFU. `format=text` prints a table
+    to stderr; `format=json` writes the keys of docs/cost-model.md. The IR is
+    not changed.
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"",
+           "Parallel configuration, e.g. dp=8,tp=8,pp=2,zero=1">,
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "Report format: text or json">,
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "Where to write the report ('-': standard error)">
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
 #endif // PARTITA_PASSES

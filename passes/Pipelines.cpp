@@ -10,8 +10,17 @@ namespace partita {
 
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options) {
+  if (!options.topology.empty())
+    pm.addPass(createDistAttachTopology({options.topology}));
   if (options.summarize)
     pm.addPass(createTfmSummarizeModel());
+  bool wantsCost =
+      !options.strategy.empty() || !options.costReport.empty();
+  if (wantsCost)
+    pm.addPass(createDistEstimateCost({options.strategy, "text", "-"}));
+  if (!options.costReport.empty())
+    pm.addPass(
+        createDistEstimateCost({options.strategy, "json", options.costReport}));
 }
 
 void registerPartitaPassesAndPipelines() {

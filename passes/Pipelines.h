@@ -19,10 +19,22 @@ struct CompilePipelineOptions
                          llvm::cl::desc("Print the model summary "
                                         "(tfm-summarize-model)"),
                          llvm::cl::init(true)};
+  Option<std::string> topology{
+      *this, "topology",
+      llvm::cl::desc("Attach this topology first (dist-attach-topology): "
+                     "NAME[:N] or a .json file")};
+  Option<std::string> strategy{
+      *this, "strategy",
+      llvm::cl::desc("Report the cost of this parallel configuration "
+                     "(dist-estimate-cost)")};
+  Option<std::string> costReport{
+      *this, "cost-report",
+      llvm::cl::desc("Also write the cost report as JSON to this file")};
 };
 
-/// The compile pipeline. Today: summarise the imported model; the strategy
-/// search, partitioning and plan export join it as they land.
+/// The compile pipeline. Today: attach the topology, summarise the model,
+/// and report the cost of a given strategy; the strategy search,
+/// partitioning and plan export join it as they land.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options);
 

@@ -45,6 +45,25 @@ llvm::cl::opt<std::string>
     dtype("dtype", llvm::cl::desc("Training element type: bf16, f16 or f32"),
           llvm::cl::value_desc("type"), llvm::cl::cat(importCategory));
 
+llvm::cl::OptionCategory planCategory("Plan options");
+
+llvm::cl::opt<std::string> topologyFlag(
+    "topology",
+    llvm::cl::desc("Cluster to compile for: a preset NAME[:N] (dgx-a100, "
+                   "dgx-h100, hgx-h200, cpu) or a topology .json file; "
+                   "default: one dgx-h100 node"),
+    llvm::cl::value_desc("topology"), llvm::cl::cat(planCategory));
+llvm::cl::opt<std::string> strategyFlag(
+    "strategy",
+    llvm::cl::desc("Report the cost of this parallel configuration, e.g. "
+                   "dp=8,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,"
+                   "sp=1,schedule=1f1b"),
+    llvm::cl::value_desc("config"), llvm::cl::cat(planCategory));
+llvm::cl::opt<std::string> costReportFlag(
+    "cost-report",
+    llvm::cl::desc("Write the cost report as JSON to this file"),
+    llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
+
 bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
 
 /// True when the command line names a pass or pipeline (`--some-pass`,
@@ -108,12 +127,6 @@ int main(int argc, char **argv) {
     input = importToBuffer(inputFile, registry);
     if (!input)
       return EXIT_FAILURE;
-    // Run the compile pipeline unless the command line names passes.
-    if (!namesPasses(argc, argv))
-      config.setPassPipelineSetupFn([](PassManager &pm) {
-        partita::buildCompilePipeline(pm, partita::CompilePipelineOptions());
-        return success();
-      });
   } else {
     std::string error;
     input = openInputFile(inputFile, &error);
@@ -121,6 +134,26 @@ int main(int argc, char **argv) {
       llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
       return EXIT_FAILURE;
     }
+  }
+
+  // A model spec runs the compile pipeline unless the command line names
+  // passes; --topology applies to any pipeline.
+  bool runCompilePipeline = isModelSpec(inputFile) && !namesPasses(argc, argv);
+  if (runCompilePipeline || topologyFlag.getNumOccurrences()) {
+    MlirOptMainConfig userConfig = config;
+    config.setPassPipelineSetupFn([=](PassManager &pm) -> LogicalResult {
+      if (!runCompilePipeline) {
+        pm.addPass(partita::createDistAttachTopology({topologyFlag}));
+        return userConfig.setupPassPipeline(pm);
+      }
+      partita::CompilePipelineOptions options;
+      options.topology = topologyFlag;
+      if (strategyFlag.getNumOccurrences())
+        options.strategy = strategyFlag;
+      options.costReport = costReportFlag;
+      partita::buildCompilePipeline(pm, options);
+      return success();
+    });
   }
 
   std::string error;

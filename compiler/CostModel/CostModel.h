@@ -1,0 +1,135 @@
+//===- CostModel.h - Analytical cost of a parallel configuration -*- C++ -*-===//
+//
+// Closed-form estimates of one training step of a profiled model under a
+// ParallelConfig on a topology: FLOPs, time (roofline compute, alpha-beta
+// collectives over the topology graph, pipeline bubble, overlap) and memory
+// per device. Every formula and its source is in docs/cost-model.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_COMPILER_COSTMODEL_COSTMODEL_H
+#define PARTITA_COMPILER_COSTMODEL_COSTMODEL_H
+
+#include "compiler/CostModel/ModelProfile.h"
+#include "compiler/CostModel/ParallelConfig.h"
+#include "compiler/Topology/TopologyGraph.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace partita {
+
+/// Physical efficiencies: the only parameters calibrated against
+/// measurements (docs/cost-model.md, "Calibration").
+struct CostParams {
+  /// Fraction of peak a large GEMM reaches.
+  double gemmEfficiency = 0.80;
+  /// GEMM efficiency falls as d / (d + gemmHalfDim) in each of m, n, k.
+  double gemmHalfDim = 64;
+  /// Fraction of peak of the (flash-style) attention core.
+  double attentionEfficiency = 0.55;
+  /// Fraction of HBM bandwidth memory-bound kernels reach.
+  double hbmEfficiency = 0.75;
+  /// Fraction of the link bandwidth a collective reaches (bus bandwidth).
+  double collectiveEfficiency = 0.80;
+  /// Bytes per gradient element in the data-parallel reduction.
+  double gradientBytes = 2;
+  /// Data-parallel gradient reduction overlaps the last backward pass.
+  bool overlapGradientReduction = true;
+};
+
+enum class CollectiveKind {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  SendRecv,
+  Broadcast
+};
+llvm::StringRef toString(CollectiveKind kind);
+
+/// The ranks of one communicator and what the topology offers them.
+class CollectiveGroup {
+public:
+  CollectiveGroup() = default;
+  CollectiveGroup(const TopologyGraph &graph, std::vector<int64_t> ranks);
+
+  int64_t size() const { return static_cast<int64_t>(ranks.size()); }
+  bool intraNode() const { return flat.intraNode; }
+  /// Time of one collective moving `bytes` (the full buffer: the input of
+  /// an all-reduce or reduce-scatter, the output of an all-gather) and the
+  /// algorithm chosen: ring, hierarchical (intra-node then inter-node) or
+  /// tree, whichever is fastest.
+  double time(CollectiveKind kind, double bytes, double efficiency,
+              std::string *algorithm = nullptr) const;
+
+  std::vector<int64_t> ranks;
+  RingCost flat;
+  /// Hierarchical decomposition, when the group spans nodes with more than
+  /// one rank in each: rings inside the nodes and concurrent rings across.
+  bool hierarchical = false;
+  int64_t perNode = 1, numNodes = 1;
+  RingCost intra, inter;
+};
+
+/// One row of the per-layer table (per device, per micro-batch).
+struct OpClassCost {
+  double forwardFlops = 0;
+  double forwardTimeS = 0;
+  double backwardTimeS = 0;
+};
+
+struct CollectiveCost {
+  CollectiveKind kind;
+  std::string group; // "tp", "dp", "pp", ...
+  std::string algorithm;
+  int64_t groupSize = 0;
+  double bytesPerCall = 0;
+  double callsPerStep = 0;
+  double timePerCallS = 0;
+  double totalTimeS() const { return timePerCallS * callsPerStep; }
+};
+
+struct MemoryBreakdown {
+  double parameters = 0, gradients = 0, optimizerStates = 0, activations = 0,
+         buffers = 0;
+  double total() const {
+    return parameters + gradients + optimizerStates + activations + buffers;
+  }
+};
+
+struct CostEstimate {
+  ParallelConfig config;
+  std::string topologyName;
+  int64_t devices = 0;
+  // FLOPs of one step, all devices: model (forward + backward) and hardware
+  // (with recomputation).
+  double modelFlops = 0, hardwareFlops = 0;
+  // Per device, one micro-batch, for one layer of the heaviest stage.
+  std::map<std::string, OpClassCost> layerOps;
+  // Seconds per step.
+  double forwardS = 0, backwardS = 0, recomputeS = 0, bubbleS = 0,
+         tpCommS = 0, ppCommS = 0, dpCommS = 0, dpCommExposedS = 0,
+         zero3GatherExposedS = 0, optimizerS = 0;
+  double exposedCommS = 0;
+  double stepTimeS = 0;
+  double bubbleFraction = 0;
+  double tokensPerS = 0;
+  double modelTflopsPerDevice = 0, hardwareTflopsPerDevice = 0, mfu = 0;
+  std::vector<CollectiveCost> collectives;
+  MemoryBreakdown memory; // the device with the largest total
+  double deviceMemoryBytes = 0;
+  bool fits() const { return memory.total() <= deviceMemoryBytes; }
+};
+
+/// Costs `config` for `profile` on the graph's topology. Errors name the
+/// constraint the configuration breaks (heads not divisible by tp, ...).
+llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
+                                          const TopologyGraph &graph,
+                                          const ParallelConfig &config,
+                                          const CostParams &params = {});
+
+} // namespace partita
+
+#endif // PARTITA_COMPILER_COSTMODEL_COSTMODEL_H

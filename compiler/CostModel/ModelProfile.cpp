@@ -1,0 +1,128 @@
+//===- ModelProfile.cpp - A tfm.model as the cost model sees it -----------===//
+
+#include "compiler/CostModel/ModelProfile.h"
+#include "compiler/Analysis/ModelStats.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir;
+
+namespace partita {
+namespace {
+
+int64_t width(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape().back();
+}
+
+/// Values inside a tensor-parallel region: produced by a column-parallel
+/// GEMM or by an op that keeps the split (rotary, attention, activations).
+bool isSharded(Value v, const llvm::DenseSet<Operation *> &columnGemms) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false; // block argument: the residual stream
+  return columnGemms.contains(def) ||
+         isa<tfm::RotaryOp, tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
+             tfm::SiluOp>(def);
+}
+
+LayerProfile profileBlock(tfm::BlockOp block) {
+  LayerProfile layer;
+  llvm::DenseSet<Operation *> columnGemms;
+  llvm::DenseSet<Value> saved;
+  auto save = [&](Value v) {
+    if (!saved.insert(v).second)
+      return;
+    (isSharded(v, columnGemms) ? layer.savedSharded : layer.savedBoundary) +=
+        width(v);
+  };
+  auto traffic = [&](Operation *op) {
+    double elements = 0;
+    for (Value v : op->getOperands())
+      if (!v.getDefiningOp<tfm::ParamOp>())
+        elements += width(v);
+    for (Value v : op->getResults())
+      elements += width(v);
+    (isSharded(op->getResult(0), columnGemms) ? layer.shardedTraffic
+                                              : layer.boundaryTraffic) +=
+        elements;
+  };
+
+  block.getBody().walk([&](Operation *op) {
+    if (auto param = dyn_cast<tfm::ParamOp>(op)) {
+      layer.params += param.getNumElements();
+    } else if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
+      Operation *producer = linear.getInput().getDefiningOp();
+      bool row = producer && isa<tfm::AttentionOp, tfm::SwigluOp,
+                                 tfm::GeluOp, tfm::SiluOp>(producer);
+      auto weight = linear.getWeight().getType();
+      std::string name = "linear";
+      if (auto loc = dyn_cast<NameLoc>(linear.getLoc()))
+        name = loc.getName().str();
+      layer.gemms.push_back(
+          {name, weight.getDimSize(0), weight.getDimSize(1), row});
+      if (row)
+        ++layer.rowParallelGemms;
+      else
+        columnGemms.insert(linear);
+      save(linear.getInput());
+    } else if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
+      layer.heads = attention.getNumHeads();
+      layer.kvHeads = attention.getNumKvHeads();
+      layer.headDim = width(attention.getQuery()) / layer.heads;
+      layer.window = attention.getWindow().value_or(0);
+      // Flash-style attention keeps its inputs; its output is kept by the
+      // projection that reads it.
+      save(attention.getQuery());
+      save(attention.getKey());
+      save(attention.getValue());
+    } else if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(op)) {
+      traffic(op);
+      save(op->getOperand(0));
+    } else if (isa<tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp>(op)) {
+      traffic(op);
+      for (Value v : op->getOperands())
+        save(v);
+    } else if (isa<tfm::AddOp, tfm::RotaryOp>(op)) {
+      traffic(op);
+    }
+  });
+  return layer;
+}
+
+} // namespace
+
+ModelProfile profileModel(tfm::ModelOp model) {
+  ModelProfile p;
+  p.name = model.getSymName().str();
+  ModelStats stats = computeModelStats(model);
+  p.globalBatch = stats.globalBatch;
+  p.seqLen = stats.seqLen;
+  p.hidden = stats.hiddenSize;
+  p.vocab = stats.vocabSize;
+  p.numParameters = stats.numParameters;
+  p.elementType = stats.elementType;
+  if (stats.elementType && stats.elementType.isIntOrFloat())
+    p.elementBytes = stats.elementType.getIntOrFloatBitWidth() / 8;
+
+  for (Operation &op : model.getBodyBlock()) {
+    if (auto block = dyn_cast<tfm::BlockOp>(op)) {
+      p.layers.push_back(profileBlock(block));
+    } else if (auto param = dyn_cast<tfm::ParamOp>(op)) {
+      bool usedByHead = llvm::any_of(param->getUsers(), [](Operation *u) {
+        return isa<tfm::LmHeadOp>(u);
+      });
+      bool usedByEmbedding = llvm::any_of(param->getUsers(), [](Operation *u) {
+        return isa<tfm::EmbeddingOp, tfm::PositionEmbeddingOp>(u);
+      });
+      if (usedByEmbedding)
+        p.embeddingParams += param.getNumElements();
+      else if (usedByHead)
+        p.headParams += param.getNumElements();
+      else
+        p.finalNormParams += param.getNumElements();
+    }
+  }
+  return p;
+}
+
+} // namespace partita

@@ -1,0 +1,63 @@
+//===- ModelProfile.h - A tfm.model as the cost model sees it ---*- C++ -*-===//
+//
+// What the cost model needs from the graph, per sequence of the global
+// batch: the GEMMs of each layer and how tensor parallelism splits them,
+// the attention shape, elementwise traffic, the activations kept for the
+// backward pass, and parameter counts. Read once; costing a configuration
+// then never walks the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_COMPILER_COSTMODEL_MODELPROFILE_H
+#define PARTITA_COMPILER_COSTMODEL_MODELPROFILE_H
+
+#include "dialects/tfm/TfmOps.h"
+
+#include <string>
+#include <vector>
+
+namespace partita {
+
+/// y[tokens, n] = x[tokens, k] W^T. Column-parallel GEMMs split n over the
+/// tensor-parallel group, row-parallel ones split k and end in a reduction.
+struct GemmProfile {
+  std::string name;
+  int64_t n = 0, k = 0;
+  bool rowParallel = false;
+};
+
+/// Widths are per token; "boundary" tensors are the residual stream between
+/// the tensor-parallel regions (replicated over tp unless sequence
+/// parallel), "sharded" ones live inside them (split over tp).
+struct LayerProfile {
+  int64_t params = 0;
+  std::vector<GemmProfile> gemms;
+  int64_t heads = 0, kvHeads = 0, headDim = 0;
+  /// Sliding window (0: full causal context).
+  int64_t window = 0;
+  /// Elements read plus written by the forward pass of elementwise ops.
+  double boundaryTraffic = 0, shardedTraffic = 0;
+  /// Elements kept for the backward pass (no recomputation).
+  double savedBoundary = 0, savedSharded = 0;
+  /// Row-parallel GEMMs: one tensor-parallel reduction each, per pass.
+  int64_t rowParallelGemms = 0;
+};
+
+struct ModelProfile {
+  std::string name;
+  int64_t globalBatch = 0, seqLen = 0, hidden = 0, vocab = 0;
+  int64_t elementBytes = 2;
+  mlir::Type elementType;
+  std::vector<LayerProfile> layers;
+  /// Token (and learned position) embedding tables, final norm, LM head
+  /// (0 when tied to the token embedding).
+  int64_t embeddingParams = 0, finalNormParams = 0, headParams = 0;
+  int64_t numParameters = 0;
+};
+
+/// Profiles a verified model whose blocks hold the layers.
+ModelProfile profileModel(tfm::ModelOp model);
+
+} // namespace partita
+
+#endif // PARTITA_COMPILER_COSTMODEL_MODELPROFILE_H

@@ -1,0 +1,168 @@
+//===- ParallelConfig.cpp - A parallel training configuration -------------===//
+
+#include "compiler/CostModel/ParallelConfig.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using llvm::StringRef;
+
+namespace partita {
+
+StringRef toString(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "";
+}
+
+StringRef toString(Schedule schedule) {
+  switch (schedule) {
+  case Schedule::GPipe:
+    return "gpipe";
+  case Schedule::OneFOneB:
+    return "1f1b";
+  case Schedule::Interleaved:
+    return "interleaved";
+  }
+  return "";
+}
+
+std::string ParallelConfig::str() const {
+  return "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp) +
+         ",pp=" + std::to_string(pp) + ",vpp=" + std::to_string(vpp) +
+         ",zero=" + std::to_string(zero) +
+         ",mbs=" + std::to_string(microBatchSize) +
+         ",recompute=" + toString(recompute).str() +
+         ",sp=" + (sequenceParallel ? "1" : "0") +
+         ",schedule=" + toString(schedule).str();
+}
+
+static llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--strategy: " + message.str());
+}
+
+llvm::Expected<PartialParallelConfig> parseParallelConfig(StringRef text) {
+  PartialParallelConfig c;
+  llvm::SmallVector<StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    key = key.trim();
+    value = value.trim();
+    if (!item.contains('=') || value.empty())
+      return error("'" + item + "' is not key=value");
+    auto integer = [&](std::optional<int64_t> &field, int64_t min,
+                       int64_t max) -> llvm::Error {
+      int64_t v;
+      if (value.getAsInteger(10, v) || v < min || v > max)
+        return error(key + "=" + value + ": expected an integer from " +
+                     llvm::Twine(min) + " to " + llvm::Twine(max));
+      field = v;
+      return llvm::Error::success();
+    };
+    llvm::Error err = llvm::Error::success();
+    if (key == "dp")
+      err = integer(c.dp, 1, 1 << 24);
+    else if (key == "tp")
+      err = integer(c.tp, 1, 1 << 16);
+    else if (key == "pp")
+      err = integer(c.pp, 1, 1 << 16);
+    else if (key == "vpp")
+      err = integer(c.vpp, 1, 1 << 10);
+    else if (key == "zero")
+      err = integer(c.zero, 0, 3);
+    else if (key == "mbs")
+      err = integer(c.microBatchSize, 1, 1 << 20);
+    else if (key == "sp") {
+      std::optional<int64_t> sp;
+      err = integer(sp, 0, 1);
+      if (sp)
+        c.sequenceParallel = *sp == 1;
+    } else if (key == "recompute") {
+      c.recompute = llvm::StringSwitch<std::optional<Recompute>>(value)
+                        .Case("none", Recompute::None)
+                        .Case("selective", Recompute::Selective)
+                        .Case("full", Recompute::Full)
+                        .Default(std::nullopt);
+      if (!c.recompute)
+        err = error("recompute=" + value +
+                    ": expected none, selective or full");
+    } else if (key == "schedule") {
+      c.schedule = llvm::StringSwitch<std::optional<Schedule>>(value)
+                       .Case("gpipe", Schedule::GPipe)
+                       .Case("1f1b", Schedule::OneFOneB)
+                       .Case("interleaved", Schedule::Interleaved)
+                       .Default(std::nullopt);
+      if (!c.schedule)
+        err = error("schedule=" + value +
+                    ": expected gpipe, 1f1b or interleaved");
+    } else {
+      err = error("unknown key '" + key +
+                  "'; keys: dp, tp, pp, vpp, zero, mbs, recompute, sp, "
+                  "schedule");
+    }
+    if (err)
+      return std::move(err);
+  }
+  return c;
+}
+
+llvm::Expected<ParallelConfig>
+completeParallelConfig(const PartialParallelConfig &p, int64_t numDevices,
+                       int64_t globalBatch, int64_t numLayers) {
+  ParallelConfig c;
+  c.tp = p.tp.value_or(1);
+  c.pp = p.pp.value_or(1);
+  c.vpp = p.vpp.value_or(1);
+  c.zero = p.zero.value_or(0);
+  c.microBatchSize = p.microBatchSize.value_or(1);
+  c.recompute = p.recompute.value_or(Recompute::None);
+  c.sequenceParallel = p.sequenceParallel.value_or(false);
+  c.schedule = p.schedule.value_or(c.vpp > 1 ? Schedule::Interleaved
+                                             : Schedule::OneFOneB);
+  if (p.dp) {
+    c.dp = *p.dp;
+  } else {
+    if (numDevices % (c.tp * c.pp) != 0)
+      return error("tp * pp = " + llvm::Twine(c.tp * c.pp) +
+                   " does not divide the " + llvm::Twine(numDevices) +
+                   " devices of the topology");
+    c.dp = numDevices / (c.tp * c.pp);
+  }
+  if (c.numDevices() > numDevices)
+    return error("dp * tp * pp = " + llvm::Twine(c.numDevices()) +
+                 " exceeds the " + llvm::Twine(numDevices) +
+                 " devices of the topology");
+  if (c.schedule == Schedule::Interleaved && c.pp == 1)
+    return error("schedule=interleaved needs pp > 1");
+  if (c.vpp > 1 && c.schedule != Schedule::Interleaved)
+    return error("vpp=" + llvm::Twine(c.vpp) +
+                 " needs schedule=interleaved");
+  if (numLayers % (c.pp * c.vpp) != 0)
+    return error("pp * vpp = " + llvm::Twine(c.pp * c.vpp) +
+                 " does not divide the " + llvm::Twine(numLayers) +
+                 " layers");
+  if (c.sequenceParallel && c.tp == 1)
+    return error("sp=1 needs tp > 1");
+  int64_t perStep = c.dp * c.microBatchSize;
+  if (globalBatch % perStep != 0)
+    return error("dp * mbs = " + llvm::Twine(perStep) +
+                 " does not divide the global batch of " +
+                 llvm::Twine(globalBatch) + " sequences");
+  c.numMicroBatches = globalBatch / perStep;
+  if (c.schedule == Schedule::Interleaved && c.numMicroBatches % c.pp != 0)
+    return error("interleaved 1F1B needs the " +
+                 llvm::Twine(c.numMicroBatches) +
+                 " micro-batches to be a multiple of pp = " +
+                 llvm::Twine(c.pp));
+  return c;
+}
+
+} // namespace partita

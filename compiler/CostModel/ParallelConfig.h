@@ -1,0 +1,72 @@
+//===- ParallelConfig.h - A parallel training configuration -----*- C++ -*-===//
+//
+// The dimensions a strategy fixes: data / tensor / pipeline parallelism,
+// virtual pipeline stages, ZeRO stage, micro-batching, recomputation,
+// sequence parallelism and the pipeline schedule. Written and parsed as
+// "dp=64,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,sp=1,schedule=1f1b".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_COMPILER_COSTMODEL_PARALLELCONFIG_H
+#define PARTITA_COMPILER_COSTMODEL_PARALLELCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace partita {
+
+enum class Recompute { None, Selective, Full };
+enum class Schedule { GPipe, OneFOneB, Interleaved };
+
+llvm::StringRef toString(Recompute recompute);
+llvm::StringRef toString(Schedule schedule);
+
+struct ParallelConfig {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  /// Model chunks per pipeline rank (interleaved 1F1B); 1 otherwise.
+  int64_t vpp = 1;
+  /// ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters
+  /// sharded over the data-parallel group.
+  int64_t zero = 0;
+  int64_t microBatchSize = 1;
+  /// global batch / (dp * microBatchSize).
+  int64_t numMicroBatches = 1;
+  Recompute recompute = Recompute::None;
+  bool sequenceParallel = false;
+  Schedule schedule = Schedule::OneFOneB;
+
+  int64_t numDevices() const { return dp * tp * pp; }
+  /// The canonical text form (every key, in the order above).
+  std::string str() const;
+};
+
+/// The keys a --strategy string gave; the rest are free.
+struct PartialParallelConfig {
+  std::optional<int64_t> dp, tp, pp, vpp, zero, microBatchSize;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequenceParallel;
+  std::optional<Schedule> schedule;
+};
+
+/// Parses "key=value,..."; unknown keys and bad values are errors that
+/// name the key.
+llvm::Expected<PartialParallelConfig> parseParallelConfig(llvm::StringRef text);
+
+/// Fills what `partial` leaves out with the documented defaults (tp, pp,
+/// vpp = 1, zero = 0, mbs = 1, recompute = none, sp = 0, schedule = 1f1b,
+/// or interleaved when vpp > 1; dp = devices / (tp * pp)) and checks that
+/// the result is consistent with the batch and the device count.
+llvm::Expected<ParallelConfig>
+completeParallelConfig(const PartialParallelConfig &partial,
+                       int64_t numDevices, int64_t globalBatch,
+                       int64_t numLayers);
+
+} // namespace partita
+
+#endif // PARTITA_COMPILER_COSTMODEL_PARALLELCONFIG_H

@@ -1,0 +1,163 @@
+//===- TopologyGraph.cpp - Devices, switches and NICs as a graph ----------===//
+
+#include "compiler/Topology/TopologyGraph.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace partita {
+
+void TopologyGraph::addLink(size_t from, size_t to, double bytesPerS,
+                            double upLatency) {
+  // A link is two directed edges; its latency is charged once, going up.
+  boost::add_edge(from, to, EdgeProps{bytesPerS, upLatency}, graph);
+  boost::add_edge(to, from, EdgeProps{bytesPerS, 0.0}, graph);
+}
+
+TopologyGraph::TopologyGraph(const Topology &topology)
+    : topo(topology), graph(topology.numDevices()) {
+  const int64_t nodes = topo.nodes, perNode = topo.devicesPerNode;
+  const IntraNodeLink &link = topo.intraNode;
+  const InterNodeNetwork &net = topo.interNode;
+  auto device = [&](int64_t node, int64_t local) {
+    return static_cast<size_t>(node * perNode + local);
+  };
+
+  // Inside a node: a switch every device hangs off, or (nvlink) a direct
+  // mesh where each pair gets an equal share of a device's links.
+  for (int64_t n = 0; n < nodes; ++n) {
+    if (link.kind == dist::LinkKind::nvlink) {
+      double share = link.bytesPerS / std::max<int64_t>(perNode - 1, 1);
+      for (int64_t a = 0; a < perNode; ++a)
+        for (int64_t b = 0; b < perNode; ++b)
+          if (a != b)
+            boost::add_edge(device(n, a), device(n, b),
+                            EdgeProps{share, link.latencyS}, graph);
+      continue;
+    }
+    size_t fabric = boost::add_vertex(graph);
+    for (int64_t d = 0; d < perNode; ++d)
+      addLink(device(n, d), fabric, link.bytesPerS, link.latencyS);
+  }
+  if (nodes == 1)
+    return;
+
+  // NICs: device d of a node uses NIC d * nics / devicesPerNode (its rail).
+  // The device-to-NIC hop (PCIe) is taken not to be the bottleneck.
+  const int64_t nics = net.nicsPerNode;
+  const double nicRate = net.bytesPerSPerNic / net.oversubscription;
+  std::vector<size_t> nicVertex(nodes * nics);
+  for (int64_t n = 0; n < nodes; ++n) {
+    for (int64_t k = 0; k < nics; ++k)
+      nicVertex[n * nics + k] = boost::add_vertex(graph);
+    for (int64_t d = 0; d < perNode; ++d)
+      addLink(device(n, d), nicVertex[n * nics + d * nics / perNode],
+              net.bytesPerSPerNic, 0.0);
+  }
+  if (net.kind == dist::NetworkKind::fat_tree) {
+    // A non-blocking (or oversubscribed) core every NIC reaches in one hop.
+    size_t core = boost::add_vertex(graph);
+    for (size_t nic : nicVertex)
+      addLink(nic, core, nicRate, net.latencyS);
+    return;
+  }
+  // Rail-optimized: NIC k of every node on leaf switch k; leaves joined by
+  // a spine carrying cross-rail traffic.
+  std::vector<size_t> leaf(nics);
+  for (int64_t k = 0; k < nics; ++k)
+    leaf[k] = boost::add_vertex(graph);
+  for (int64_t n = 0; n < nodes; ++n)
+    for (int64_t k = 0; k < nics; ++k)
+      addLink(nicVertex[n * nics + k], leaf[k], net.bytesPerSPerNic,
+              net.latencyS);
+  size_t spine = boost::add_vertex(graph);
+  for (int64_t k = 0; k < nics; ++k)
+    addLink(leaf[k], spine, nodes * nicRate, 0.0);
+}
+
+const std::vector<TopologyGraph::Edge> &
+TopologyGraph::route(int64_t src, int64_t dst) const {
+  auto key = std::make_pair(src, dst);
+  auto found = routes.find(key);
+  if (found != routes.end())
+    return found->second;
+
+  // Breadth-first by hops; among routes of equal hops keep the lowest
+  // latency. Stops after the level that reaches the destination.
+  const size_t n = boost::num_vertices(graph);
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> latency(n, inf);
+  std::vector<int64_t> depth(n, -1);
+  std::vector<Edge> via(n);
+  std::vector<size_t> frontier{static_cast<size_t>(src)}, next;
+  latency[src] = 0;
+  depth[src] = 0;
+  for (int64_t level = 0; !frontier.empty() && depth[dst] < 0; ++level) {
+    next.clear();
+    for (size_t v : frontier) {
+      for (auto [e, end] = boost::out_edges(v, graph); e != end; ++e) {
+        size_t w = boost::target(*e, graph);
+        double l = latency[v] + graph[*e].latencyS;
+        if (depth[w] < 0) {
+          depth[w] = level + 1;
+          next.push_back(w);
+        } else if (depth[w] != level + 1 || l >= latency[w]) {
+          continue;
+        }
+        latency[w] = l;
+        via[w] = *e;
+      }
+    }
+    std::swap(frontier, next);
+  }
+  std::vector<Edge> edges;
+  for (size_t v = dst; v != static_cast<size_t>(src);
+       v = boost::source(via[v], graph))
+    edges.push_back(via[v]);
+  std::reverse(edges.begin(), edges.end());
+  return routes.emplace(key, std::move(edges)).first->second;
+}
+
+RingCost TopologyGraph::concurrentRings(
+    const std::vector<std::vector<int64_t>> &rings) const {
+  RingCost cost;
+  std::map<Edge, int64_t> flows;
+  for (const std::vector<int64_t> &ring : rings) {
+    cost.hops = std::max<int64_t>(cost.hops, ring.size());
+    if (ring.size() < 2)
+      continue;
+    for (size_t i = 0; i < ring.size(); ++i) {
+      int64_t from = ring[i], to = ring[(i + 1) % ring.size()];
+      if (topo.nodeOf(from) != topo.nodeOf(to))
+        cost.intraNode = false;
+      double hopLatency = 0;
+      for (const Edge &e : route(from, to)) {
+        ++flows[e];
+        hopLatency += graph[e].latencyS;
+      }
+      cost.latencyS = std::max(cost.latencyS, hopLatency);
+    }
+  }
+  cost.bytesPerS = std::numeric_limits<double>::infinity();
+  for (const auto &[edge, count] : flows)
+    cost.bytesPerS = std::min(cost.bytesPerS, graph[edge].bytesPerS / count);
+  return cost;
+}
+
+RingCost TopologyGraph::ring(const std::vector<int64_t> &ranks) const {
+  return concurrentRings({ranks});
+}
+
+RingCost TopologyGraph::path(int64_t src, int64_t dst) const {
+  RingCost cost;
+  cost.hops = 1;
+  cost.intraNode = topo.nodeOf(src) == topo.nodeOf(dst);
+  cost.bytesPerS = std::numeric_limits<double>::infinity();
+  for (const Edge &e : route(src, dst)) {
+    cost.bytesPerS = std::min(cost.bytesPerS, graph[e].bytesPerS);
+    cost.latencyS += graph[e].latencyS;
+  }
+  return cost;
+}
+
+} // namespace partita

@@ -1,0 +1,167 @@
+//===- CostModelTest.cpp - Hand-computed cost-model values ----------------===//
+
+#include "compiler/CostModel/CostModel.h"
+#include "compiler/Import/GraphBuilder.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace partita;
+
+namespace {
+
+const std::string kExamples = PARTITA_EXAMPLES_DIR;
+
+/// A GPT layer in Megatron's shape: h, 4h MLP, MHA, GELU, LayerNorm.
+constexpr const char *kGpt = R"({
+  "version": 1, "name": "gpt",
+  "model": {"vocab_size": 256, "hidden_size": 64, "num_layers": 4,
+            "num_heads": 4, "ffn_hidden_size": 256, "norm": "layer_norm",
+            "activation": "gelu", "position_embedding": "learned",
+            "max_position_embeddings": 32, "qkv_bias": true,
+            "attn_out_bias": true, "mlp_bias": true, "tie_embeddings": true},
+  "training": {"seq_len": 32, "global_batch": 16}})";
+
+struct Fixture {
+  mlir::MLIRContext context;
+  ModelProfile profile;
+
+  explicit Fixture(llvm::Expected<ModelSpec> spec) {
+    EXPECT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        buildModelModule(*spec, context);
+    module->walk([&](tfm::ModelOp model) { profile = profileModel(model); });
+  }
+};
+
+CostEstimate estimate(const ModelProfile &profile, const Topology &topology,
+                      llvm::StringRef strategy) {
+  TopologyGraph graph(topology);
+  auto partial = parseParallelConfig(strategy);
+  EXPECT_TRUE(bool(partial));
+  auto config = completeParallelConfig(*partial, topology.numDevices(),
+                                       profile.globalBatch,
+                                       profile.layers.size());
+  EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  auto e = estimateCost(profile, graph, *config);
+  EXPECT_TRUE(bool(e)) << llvm::toString(e.takeError());
+  return *e;
+}
+
+TEST(CostModel, FlopsFollowMegatronEquation3) {
+  Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
+  double B = 16, s = 32, l = 4, h = 64, V = 256;
+  Topology node = *presetTopology("dgx-a100", 1);
+  // Full recomputation: 96 B s l h^2 (1 + s/6h + V/16lh) (Narayanan et al.
+  // 2021, Eq. 3). Without: forward + backward = 72 B s l h^2 (1 + s/6h +
+  // V/12lh).
+  CostEstimate full = estimate(f.profile, node, "dp=8,recompute=full");
+  EXPECT_NEAR(full.hardwareFlops /
+                  (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))),
+              1.0, 1e-12);
+  CostEstimate none = estimate(f.profile, node, "dp=8");
+  EXPECT_NEAR(none.modelFlops /
+                  (72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))),
+              1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(none.hardwareFlops, none.modelFlops);
+  EXPECT_DOUBLE_EQ(full.modelFlops, none.modelFlops);
+}
+
+TEST(CostModel, ActivationsFollowKorthikanti) {
+  Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
+  Topology node = *presetTopology("dgx-a100", 1);
+  double s = 32, b = 2, h = 64, V = 256, l = 4, t = 4;
+  double logits = (2 + 4) * s * b * V / t;
+  // Korthikanti et al. 2022, Table 2, without dropout: s b h (8 + 24/t)
+  // bytes per layer with tensor parallelism, s b h 32/t with sequence
+  // parallelism, 2 s b h (/t) with full recomputation plus one layer's set.
+  CostEstimate tp = estimate(f.profile, node, "tp=4,dp=2,mbs=2");
+  EXPECT_DOUBLE_EQ(tp.memory.activations,
+                   l * s * b * h * (8 + 24 / t) + logits);
+  CostEstimate sp = estimate(f.profile, node, "tp=4,dp=2,mbs=2,sp=1");
+  EXPECT_DOUBLE_EQ(sp.memory.activations, l * s * b * h * 32 / t + logits);
+  CostEstimate full =
+      estimate(f.profile, node, "tp=4,dp=2,mbs=2,sp=1,recompute=full");
+  EXPECT_DOUBLE_EQ(full.memory.activations,
+                   l * 2 * s * b * h / t + s * b * h * 32 / t + logits);
+}
+
+TEST(CostModel, ZeroStagesDivideTheMixedPrecisionState) {
+  // Llama-2-7B on 64 GPUs: 2 + 2 + 12 bytes per parameter (Rajbhandari et
+  // al. 2020), each part divided by 64 from the stage that shards it.
+  Fixture f(readModelSpecFile(kExamples + "/models/llama2-7b.json", {}));
+  Topology cluster = *presetTopology("dgx-a100", 8);
+  const double P = 6738415616.0;
+  CostEstimate z0 = estimate(f.profile, cluster, "dp=64,zero=0");
+  EXPECT_DOUBLE_EQ(z0.memory.parameters + z0.memory.gradients +
+                       z0.memory.optimizerStates,
+                   16 * P);
+  CostEstimate z1 = estimate(f.profile, cluster, "dp=64,zero=1");
+  EXPECT_DOUBLE_EQ(z1.memory.optimizerStates, 12 * P / 64);
+  EXPECT_DOUBLE_EQ(z1.memory.gradients, 2 * P);
+  CostEstimate z2 = estimate(f.profile, cluster, "dp=64,zero=2");
+  EXPECT_DOUBLE_EQ(z2.memory.gradients, 2 * P / 64);
+  CostEstimate z3 = estimate(f.profile, cluster, "dp=64,zero=3");
+  EXPECT_DOUBLE_EQ(z3.memory.parameters + z3.memory.gradients +
+                       z3.memory.optimizerStates,
+                   16 * P / 64);
+}
+
+TEST(CostModel, PipelineBubble) {
+  Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
+  Topology node = *presetTopology("dgx-a100", 1);
+  // (p - 1) / (v m): pp=2, dp=4, mbs=1 gives m = 16 / 4 = 4 micro-batches.
+  EXPECT_DOUBLE_EQ(estimate(f.profile, node, "pp=2,dp=4").bubbleFraction,
+                   1.0 / 4);
+  EXPECT_DOUBLE_EQ(
+      estimate(f.profile, node, "pp=2,dp=4,vpp=2").bubbleFraction, 1.0 / 8);
+}
+
+TEST(CostModel, StrategyErrorsNameTheConstraint) {
+  auto check = [](llvm::StringRef text, int64_t devices, llvm::StringRef want) {
+    std::string message;
+    auto partial = parseParallelConfig(text);
+    if (!partial) {
+      message = llvm::toString(partial.takeError());
+    } else {
+      auto c = completeParallelConfig(*partial, devices, 16, 4);
+      message = c ? "" : llvm::toString(c.takeError());
+    }
+    EXPECT_NE(message.find(want), std::string::npos) << message;
+  };
+  check("tp=3", 8, "tp * pp = 3 does not divide the 8 devices");
+  check("dp=16,tp=2", 8, "dp * tp * pp = 32 exceeds the 8 devices");
+  check("dp=8,mbs=4", 8, "dp * mbs = 32 does not divide the global batch");
+  check("pp=3,dp=1", 8, "pp * vpp = 3 does not divide the 4 layers");
+  check("vpp=2", 8, "schedule=interleaved needs pp > 1");
+  check("pp=2,vpp=2,schedule=1f1b", 8, "vpp=2 needs schedule=interleaved");
+  check("sp=1", 8, "sp=1 needs tp > 1");
+  check("zero=4", 8, "zero=4: expected an integer from 0 to 3");
+  check("recompute=some", 8, "recompute=some: expected none, selective or "
+                             "full");
+  check("tpp=2", 8, "unknown key 'tpp'");
+
+  Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
+  Topology node = *presetTopology("dgx-a100", 1);
+  TopologyGraph graph(node);
+  ParallelConfig c;
+  c.tp = 8;
+  std::string message = llvm::toString(
+      estimateCost(f.profile, graph, c).takeError());
+  EXPECT_EQ(message, "tp=8 does not divide the 4 attention heads");
+}
+
+TEST(CostModel, ParallelConfigText) {
+  auto partial = parseParallelConfig(
+      "dp=64, tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,sp=1,"
+      "schedule=1f1b");
+  ASSERT_TRUE(bool(partial));
+  auto c = completeParallelConfig(*partial, 1024, 1024, 32);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->numMicroBatches, 16);
+  EXPECT_EQ(c->str(), "dp=64,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,"
+                      "sp=1,schedule=1f1b");
+}
+
+} // namespace

@@ -1,0 +1,155 @@
+//===- TopologyTest.cpp - Topologies, their graph and collectives ---------===//
+
+#include "compiler/CostModel/CostModel.h"
+#include "compiler/Topology/TopologyGraph.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace partita;
+
+namespace {
+
+Topology preset(const char *name, int64_t n) {
+  llvm::Expected<Topology> t = presetTopology(name, n);
+  EXPECT_TRUE(bool(t));
+  return *t;
+}
+
+std::vector<int64_t> iota(int64_t n, int64_t stride = 1) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(i * stride);
+  return v;
+}
+
+TEST(Topology, PresetsUseSIUnits) {
+  Topology h100 = preset("dgx-h100", 4);
+  EXPECT_EQ(h100.numDevices(), 32);
+  EXPECT_DOUBLE_EQ(h100.device.bf16Flops, 989e12);
+  EXPECT_DOUBLE_EQ(h100.device.memoryBytes, 80.0 * 1073741824.0);
+  EXPECT_DOUBLE_EQ(h100.intraNode.bytesPerS, 450e9);
+  // 400 Gb/s per NIC is 50 GB/s.
+  EXPECT_DOUBLE_EQ(h100.interNode.bytesPerSPerNic, 50e9);
+  Topology cpu = preset("cpu", 4);
+  EXPECT_EQ(cpu.nodes, 1);
+  EXPECT_EQ(cpu.devicesPerNode, 4);
+}
+
+TEST(Topology, OptionSyntax) {
+  EXPECT_EQ(parseTopologyOption("dgx-a100:16")->nodes, 16);
+  EXPECT_EQ(parseTopologyOption("hgx-h200")->nodes, 1);
+  std::string bad = llvm::toString(parseTopologyOption("dgx-a100:x").takeError());
+  EXPECT_NE(bad.find("expected NAME:N"), std::string::npos) << bad;
+  std::string unknown = llvm::toString(parseTopologyOption("tpu-v5").takeError());
+  EXPECT_NE(unknown.find("unknown topology preset 'tpu-v5'"),
+            std::string::npos);
+}
+
+TEST(Topology, JsonFieldsAndErrors) {
+  auto t = readTopology(R"({"version": 1, "preset": "dgx-a100", "nodes": 3,
+      "inter_node": {"nics_per_node": 4, "gbits_per_s": 100}})",
+                        "mine.json");
+  ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+  EXPECT_EQ(t->nodes, 3);
+  EXPECT_EQ(t->interNode.nicsPerNode, 4);
+  EXPECT_DOUBLE_EQ(t->interNode.bytesPerSPerNic, 12.5e9);
+  EXPECT_DOUBLE_EQ(t->device.bf16Flops, 312e12); // from the preset
+
+  auto bad = readTopology(R"({"version": 1, "nodes": 2,
+      "device": {"kind": "x", "bf16_tflops": "fast"}})",
+                          "bad.json");
+  std::string text = llvm::toString(bad.takeError());
+  EXPECT_NE(text.find("bad.json: /devices_per_node: required field is missing"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("bad.json: /device/bf16_tflops: expected a number, got "
+                      "string \"fast\""),
+            std::string::npos)
+      << text;
+}
+
+TEST(Topology, AttributeRoundTrip) {
+  mlir::MLIRContext context;
+  Topology t = preset("dgx-a100", 2);
+  Topology back = fromAttr(toAttr(t, &context));
+  EXPECT_EQ(back.name, t.name);
+  EXPECT_EQ(back.nodes, 2);
+  EXPECT_DOUBLE_EQ(back.device.fp32Flops, t.device.fp32Flops);
+  EXPECT_DOUBLE_EQ(back.interNode.bytesPerSPerNic, t.interNode.bytesPerSPerNic);
+  EXPECT_DOUBLE_EQ(back.intraNode.latencyS, t.intraNode.latencyS);
+}
+
+TEST(TopologyGraph, RingsInsideAndAcrossNodes) {
+  TopologyGraph g(preset("dgx-h100", 2));
+  // 16 devices, 2 NVSwitches, 16 NICs, 8 rail leaves, 1 spine.
+  EXPECT_EQ(g.numVertices(), 16u + 2 + 16 + 8 + 1);
+  RingCost node = g.ring(iota(8));
+  EXPECT_TRUE(node.intraNode);
+  EXPECT_DOUBLE_EQ(node.bytesPerS, 450e9);
+  EXPECT_DOUBLE_EQ(node.latencyS, 3e-6);
+  // All 16 ranks in one ring: one hop leaves each node on one NIC.
+  RingCost all = g.ring(iota(16));
+  EXPECT_FALSE(all.intraNode);
+  EXPECT_DOUBLE_EQ(all.bytesPerS, 50e9);
+  // Eight rings of two ranks each, one per rail, share nothing.
+  std::vector<std::vector<int64_t>> rails;
+  for (int64_t i = 0; i < 8; ++i)
+    rails.push_back({i, 8 + i});
+  EXPECT_DOUBLE_EQ(g.concurrentRings(rails).bytesPerS, 50e9);
+  // Two flows through one NIC halve its bandwidth.
+  EXPECT_DOUBLE_EQ(g.concurrentRings({{0, 8}, {0, 8}}).bytesPerS, 25e9);
+}
+
+TEST(TopologyGraph, NVLinkMeshSharesLinksPerPair) {
+  Topology t = preset("dgx-a100", 1);
+  t.intraNode.kind = dist::LinkKind::nvlink;
+  TopologyGraph g(t);
+  EXPECT_DOUBLE_EQ(g.path(0, 1).bytesPerS, 300e9 / 7);
+}
+
+// Hand-computed alpha-beta times (docs/cost-model.md, "Collectives").
+TEST(Collectives, AllReduceOneGigabyte) {
+  const double gb = 1e9, eff = 0.8;
+  TopologyGraph node(preset("dgx-h100", 1));
+  CollectiveGroup eight(node, iota(8));
+  // Ring: 2 (p-1)/p S / B + 2 (p-1) alpha over NVSwitch.
+  double ring = 2 * 7.0 / 8 * gb / (450e9 * eff) + 14 * 3e-6;
+  std::string algorithm;
+  EXPECT_NEAR(eight.time(CollectiveKind::AllReduce, gb, eff, &algorithm), ring,
+              1e-12);
+  EXPECT_EQ(algorithm, "ring");
+
+  // 16 nodes, one rank each on rail 0: ring over 50 GB/s NICs with a 5 us
+  // hop, or the tree with 2 log2(16) latency steps; the tree wins.
+  TopologyGraph cluster(preset("dgx-h100", 16));
+  CollectiveGroup sixteen(cluster, iota(16, 8));
+  double ringAcross = 2 * 15.0 / 16 * gb / (50e9 * eff) + 30 * 5e-6;
+  double tree = 2 * 15.0 / 16 * gb / (50e9 * eff) + 2 * 4 * 5e-6;
+  EXPECT_NEAR(sixteen.time(CollectiveKind::AllReduce, gb, eff, &algorithm),
+              std::min(ringAcross, tree), 1e-12);
+  EXPECT_EQ(algorithm, "tree");
+
+  // All 128 GPUs: reduce-scatter in the node, 8 concurrent rail rings on
+  // 1/8 of the data, all-gather in the node.
+  CollectiveGroup all(cluster, iota(128));
+  double inside = 2 * (7.0 / 8 * gb / (450e9 * eff) + 7 * 3e-6);
+  double across = 2 * 15.0 / 16 * (gb / 8) / (50e9 * eff) + 30 * 5e-6;
+  EXPECT_NEAR(all.time(CollectiveKind::AllReduce, gb, eff, &algorithm),
+              inside + across, 1e-12);
+  EXPECT_EQ(algorithm, "hierarchical");
+}
+
+TEST(Collectives, AllGatherAndSendRecv) {
+  TopologyGraph g(preset("dgx-a100", 2));
+  CollectiveGroup node(g, iota(8));
+  EXPECT_NEAR(node.time(CollectiveKind::AllGather, 8e6, 1.0),
+              7.0 / 8 * 8e6 / 300e9 + 7 * 3e-6, 1e-15);
+  CollectiveGroup pair(g, {0, 8});
+  // One message: S / B + alpha over the 200 Gb/s NIC and the network.
+  EXPECT_NEAR(pair.time(CollectiveKind::SendRecv, 25e6, 1.0),
+              25e6 / 25e9 + 5e-6, 1e-15);
+}
+
+} // namespace
