@@ -31,6 +31,11 @@ struct DistEstimateCostPass
       module.emitError(llvm::toString(partial.takeError()));
       return signalPassFailure();
     }
+    llvm::Expected<CostParams> params = parseCostParams(costParams);
+    if (!params) {
+      module.emitError(llvm::toString(params.takeError()));
+      return signalPassFailure();
+    }
 
     bool usesDefault = false;
     Topology topology;
@@ -61,7 +66,7 @@ struct DistEstimateCostPass
           *partial, topology.numDevices(), profile.globalBatch,
           static_cast<int64_t>(profile.layers.size()));
       llvm::Expected<CostEstimate> estimate =
-          config ? estimateCost(profile, graph, *config)
+          config ? estimateCost(profile, graph, *config, *params)
                  : llvm::Expected<CostEstimate>(config.takeError());
       if (!estimate) {
         model.emitError(llvm::toString(estimate.takeError()));

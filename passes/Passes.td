@@ -78,7 +78,10 @@ def DistEstimateCost : Pass<"dist-estimate-cost", "mlir::ModuleOp"> {
     Option<"format", "format", "std::string", /*default=*/"\"text\"",
            "Report format: text or json">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
-           "Where to write the report ('-': standard error)">
+           "Where to write the report ('-': standard error)">,
+    Option<"costParams", "cost-params", "std::string", /*default=*/"",
+           "Override the cost model's physical parameters, e.g. "
+           "gemm_efficiency=0.8,attention=unfused (docs/cost-model.md)">
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

@@ -17,10 +17,11 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   bool wantsCost =
       !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
-    pm.addPass(createDistEstimateCost({options.strategy, "text", "-"}));
+    pm.addPass(createDistEstimateCost(
+        {options.strategy, "text", "-", options.costParams}));
   if (!options.costReport.empty())
-    pm.addPass(
-        createDistEstimateCost({options.strategy, "json", options.costReport}));
+    pm.addPass(createDistEstimateCost(
+        {options.strategy, "json", options.costReport, options.costParams}));
 }
 
 void registerPartitaPassesAndPipelines() {

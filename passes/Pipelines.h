@@ -27,6 +27,9 @@ struct CompilePipelineOptions
       *this, "strategy",
       llvm::cl::desc("Report the cost of this parallel configuration "
                      "(dist-estimate-cost)")};
+  Option<std::string> costParams{
+      *this, "cost-params",
+      llvm::cl::desc("Override the cost model's physical parameters")};
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Also write the cost report as JSON to this file")};

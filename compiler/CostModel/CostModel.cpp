@@ -32,6 +32,87 @@ llvm::StringRef toString(CollectiveKind kind) {
 }
 
 //===----------------------------------------------------------------------===//
+// Parameters
+//===----------------------------------------------------------------------===//
+
+std::string CostParams::str() const {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "gemm_efficiency=" << gemmEfficiency
+     << ",gemm_half_dim=" << gemmHalfDim
+     << ",attention_efficiency=" << attentionEfficiency
+     << ",hbm_efficiency=" << hbmEfficiency
+     << ",collective_efficiency=" << collectiveEfficiency
+     << ",gradient_bytes=" << gradientBytes
+     << ",overlap_grad_reduce=" << (overlapGradientReduction ? 1 : 0)
+     << ",attention=" << (flashAttention ? "flash" : "unfused");
+  return s;
+}
+
+llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
+  CostParams p;
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    key = key.trim();
+    value = value.trim();
+    auto fail = [&](const llvm::Twine &expected) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     ("--cost-params: " + key + "=" + value +
+                                      ": expected " + expected)
+                                         .str());
+    };
+    if (key == "attention") {
+      if (value != "flash" && value != "unfused")
+        return fail("flash or unfused");
+      p.flashAttention = value == "flash";
+      continue;
+    }
+    double number;
+    if (value.getAsDouble(number))
+      return fail("a number");
+    auto fraction = [&](double &field) -> llvm::Error {
+      if (!(number > 0 && number <= 1))
+        return fail("a number in (0, 1]");
+      field = number;
+      return llvm::Error::success();
+    };
+    llvm::Error err = llvm::Error::success();
+    if (key == "gemm_efficiency")
+      err = fraction(p.gemmEfficiency);
+    else if (key == "attention_efficiency")
+      err = fraction(p.attentionEfficiency);
+    else if (key == "hbm_efficiency")
+      err = fraction(p.hbmEfficiency);
+    else if (key == "collective_efficiency")
+      err = fraction(p.collectiveEfficiency);
+    else if (key == "gemm_half_dim" && number >= 0)
+      p.gemmHalfDim = number;
+    else if (key == "gradient_bytes" && (number == 2 || number == 4))
+      p.gradientBytes = number;
+    else if (key == "overlap_grad_reduce" && (number == 0 || number == 1))
+      p.overlapGradientReduction = number == 1;
+    else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
+             key == "overlap_grad_reduce")
+      return fail(key == "gemm_half_dim"    ? "a number >= 0"
+                  : key == "gradient_bytes" ? "2 or 4"
+                                            : "0 or 1");
+    else
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          ("--cost-params: unknown key '" + key +
+           "'; keys: gemm_efficiency, gemm_half_dim, attention_efficiency, "
+           "hbm_efficiency, collective_efficiency, gradient_bytes, "
+           "overlap_grad_reduce, attention")
+              .str());
+    if (err)
+      return std::move(err);
+  }
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
 // Collectives: alpha-beta over the topology graph
 //===----------------------------------------------------------------------===//
 
@@ -210,7 +291,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double n = g.rowParallel ? g.n : double(g.n) / t;
     double k = g.rowParallel ? double(g.k) / t : g.k;
     double time = dev.gemmTime(tokens, n, k, eb);
-    OpClassCost &row = e.layerOps[g.name.substr(g.name.rfind('.') + 1)];
+    OpClassCost &row = e.layerOps[g.name];
     row.forwardFlops += 2 * tokens * n * k;
     row.forwardTimeS += time;
     row.backwardTimeS += 2 * time; // input and weight gradients
@@ -220,9 +301,19 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // Attention scores and context: 4 b s s_eff (heads * head_dim) FLOPs,
   // counted over the full s x s_eff square as Megatron-LM does.
   double context = layer.window ? std::min<double>(s, layer.window) : s;
-  double attnFlops =
-      4 * b * s * context * double(layer.heads) * layer.headDim / t;
-  attnFwd = attnFlops / (dev.peakFlops * params.attentionEfficiency);
+  double localHeads = double(layer.heads) / t;
+  double attnFlops = 4 * b * s * context * localHeads * layer.headDim;
+  double scores = b * localHeads * s * context; // elements of the s x s map
+  if (params.flashAttention) {
+    attnFwd = attnFlops / (dev.peakFlops * params.attentionEfficiency);
+  } else {
+    // Two batched GEMMs (QK^T, PV), and the score matrix written, read and
+    // rewritten by the softmax, and read by PV: four passes.
+    double bh = b * localHeads;
+    attnFwd = bh * (dev.gemmTime(s, context, layer.headDim, eb) +
+                    dev.gemmTime(s, layer.headDim, context, eb)) +
+              dev.memoryTime(4 * eb * scores);
+  }
   layerFlopsFwd += attnFlops;
   e.layerOps["attention"] = {attnFlops, attnFwd, 2 * attnFwd};
   double eltBytes = eb * tokens *
@@ -413,10 +504,15 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   mem.optimizerStates = 12.0 * stageParams / (c.zero >= 1 ? dp : 1);
   // Kept per layer and micro-batch; full recomputation keeps only the
   // layer's input and rebuilds one layer's tensors at a time.
-  double fullLayer =
+  // Unfused attention also keeps its softmax output (Korthikanti et al.'s
+  // 5as/h term, without dropout), which selective recomputation drops.
+  double layerTensors =
       eb * tokens * (layer.savedBoundary / sp + layer.savedSharded / t);
-  double kept = c.recompute == Recompute::Full ? eb * tokens * h / sp
-                                               : fullLayer;
+  double fullLayer =
+      layerTensors + (params.flashAttention ? 0 : eb * scores);
+  double kept = c.recompute == Recompute::Full        ? eb * tokens * h / sp
+                : c.recompute == Recompute::Selective ? layerTensors
+                                                      : fullLayer;
   double workingSet = c.recompute == Recompute::Full ? fullLayer : 0;
   // Micro-batches in flight: all m for GPipe; p on the first stage of 1F1B,
   // times 1 + (p-1)/(p v) when interleaved (Narayanan et al. 2021); one on

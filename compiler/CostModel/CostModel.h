@@ -24,20 +24,30 @@ namespace partita {
 /// measurements (docs/cost-model.md, "Calibration").
 struct CostParams {
   /// Fraction of peak a large GEMM reaches.
-  double gemmEfficiency = 0.80;
+  double gemmEfficiency = 0.76;
   /// GEMM efficiency falls as d / (d + gemmHalfDim) in each of m, n, k.
   double gemmHalfDim = 64;
   /// Fraction of peak of the (flash-style) attention core.
   double attentionEfficiency = 0.55;
   /// Fraction of HBM bandwidth memory-bound kernels reach.
-  double hbmEfficiency = 0.75;
+  double hbmEfficiency = 0.70;
   /// Fraction of the link bandwidth a collective reaches (bus bandwidth).
   double collectiveEfficiency = 0.80;
   /// Bytes per gradient element in the data-parallel reduction.
   double gradientBytes = 2;
   /// Data-parallel gradient reduction overlaps the last backward pass.
   bool overlapGradientReduction = true;
+  /// Flash-style attention (scores never leave on-chip memory); otherwise
+  /// the score matrix is written, softmaxed and read back (Megatron-LM 2021).
+  bool flashAttention = true;
+
+  /// The keys and values as "key=value,...", the form parseCostParams reads.
+  std::string str() const;
 };
+
+/// Overrides the defaults with "gemm_efficiency=0.8,attention=unfused,...";
+/// errors name the key.
+llvm::Expected<CostParams> parseCostParams(llvm::StringRef text);
 
 enum class CollectiveKind {
   AllReduce,

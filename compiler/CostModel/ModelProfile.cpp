@@ -55,9 +55,15 @@ LayerProfile profileBlock(tfm::BlockOp block) {
       bool row = producer && isa<tfm::AttentionOp, tfm::SwigluOp,
                                  tfm::GeluOp, tfm::SiluOp>(producer);
       auto weight = linear.getWeight().getType();
+      // Named after the weight: "layers.3.attn.q.weight" -> "attn.q".
       std::string name = "linear";
-      if (auto loc = dyn_cast<NameLoc>(linear.getLoc()))
-        name = loc.getName().str();
+      if (auto param = linear.getWeight().getDefiningOp<tfm::ParamOp>()) {
+        llvm::StringRef n = param.getParamName();
+        n.consume_back(".weight");
+        if (n.consume_front("layers."))
+          n = n.split('.').second;
+        name = n.str();
+      }
       layer.gemms.push_back(
           {name, weight.getDimSize(0), weight.getDimSize(1), row});
       if (row)

@@ -36,10 +36,19 @@ ParseResult parseNumberFields(AsmParser &parser, ArrayRef<StringRef> keys,
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
     SMLoc loc = parser.getCurrentLocation();
-    double value;
-    if (parser.parseKeyword(&key) || parser.parseEqual() ||
-        parser.parseFloat(value))
+    if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
+    // Numbers are printed in their shortest form, so 312 reads back too.
+    double value;
+    int64_t integer;
+    OptionalParseResult isInteger = parser.parseOptionalInteger(integer);
+    if (isInteger.has_value()) {
+      if (failed(*isInteger))
+        return failure();
+      value = static_cast<double>(integer);
+    } else if (parser.parseFloat(value)) {
+      return failure();
+    }
     if (!llvm::is_contained(keys, key))
       return parser.emitError(loc, "unknown field '") << key << "'";
     if (!values.try_emplace(key, value).second)

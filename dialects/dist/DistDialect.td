@@ -140,8 +140,8 @@ def Dist_TopologyAttr : Dist_Attr<"Topology", "topology"> {
   );
   let assemblyFormat = [{
     `<` $name `,` `nodes` `=` $nodes `,` `devices_per_node` `=`
-    $devices_per_node `,` `device` `=` $device `,` `intra_node` `=`
-    $intra_node `,` `inter_node` `=` $inter_node `>`
+    $devices_per_node `,` `device` `=` qualified($device) `,` `intra_node`
+    `=` qualified($intra_node) `,` `inter_node` `=` qualified($inter_node) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

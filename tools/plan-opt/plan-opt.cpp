@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Import/GraphBuilder.h"
+#include "dialects/dist/DistDialect.h"
 #include "dialects/tfm/TfmDialect.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
@@ -59,6 +60,11 @@ llvm::cl::opt<std::string> strategyFlag(
                    "dp=8,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,"
                    "sp=1,schedule=1f1b"),
     llvm::cl::value_desc("config"), llvm::cl::cat(planCategory));
+llvm::cl::opt<std::string> costParamsFlag(
+    "cost-params",
+    llvm::cl::desc("Override the cost model's physical parameters, e.g. "
+                   "gemm_efficiency=0.8,attention=unfused"),
+    llvm::cl::value_desc("params"), llvm::cl::cat(planCategory));
 llvm::cl::opt<std::string> costReportFlag(
     "cost-report",
     llvm::cl::desc("Write the cost report as JSON to this file"),
@@ -114,7 +120,7 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   DialectRegistry registry;
-  registry.insert<partita::tfm::TfmDialect>();
+  registry.insert<partita::tfm::TfmDialect, partita::dist::DistDialect>();
   partita::registerPartitaPassesAndPipelines();
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
@@ -151,6 +157,7 @@ int main(int argc, char **argv) {
       if (strategyFlag.getNumOccurrences())
         options.strategy = strategyFlag;
       options.costReport = costReportFlag;
+      options.costParams = costParamsFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });

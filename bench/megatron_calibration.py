@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Predicts the Megatron-LM SC'21 Table 1 rows with Partita's cost model.
+
+For every row of the published weak-scaling table (GPT models from 1.7B to
+1T parameters on DGX A100 nodes) this builds the model spec, runs
+`plan-opt --topology=dgx-a100:N --strategy=... --cost-report=...` with the
+published parallel configuration, and prints the predicted hardware TFLOP/s
+per GPU (the paper's FLOP-counting convention, Eq. 3, with full
+recomputation) next to the published figure, and the mean absolute
+percentage error. Only physical parameters of the cost model are calibrated
+(docs/cost-model.md); nothing here is fitted per row.
+
+    bench/megatron_calibration.py [--plan-opt build/bin/plan-opt]
+        [--table ../shared/data/megatron-sc21-table1.json] [--markdown FILE]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# The software stack of the paper: unfused attention (the score matrix goes
+# through HBM). Efficiencies keep the cost model's defaults unless given.
+COST_PARAMS = "attention=unfused"
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def spec_for(row):
+    # GPT as in the paper: learned positions, LayerNorm, GELU, biases, tied
+    # embeddings; fp16 mixed precision (2-byte activations).
+    return {
+        "version": 1,
+        "name": "gpt-%sb" % row["params_billion"],
+        "model": {
+            "vocab_size": row["vocab_size"],
+            "hidden_size": row["hidden_size"],
+            "num_layers": row["num_layers"],
+            "num_heads": row["num_attention_heads"],
+            "ffn_hidden_size": row["ffn_hidden_size"],
+            "norm": "layer_norm",
+            "activation": "gelu",
+            "position_embedding": "learned",
+            "max_position_embeddings": row["seq_length"],
+            "qkv_bias": True,
+            "attn_out_bias": True,
+            "mlp_bias": True,
+            "tie_embeddings": True,
+        },
+        "training": {
+            "seq_len": row["seq_length"],
+            "global_batch": row["global_batch_size_sequences"],
+            "dtype": "f16",
+        },
+    }
+
+
+def strategy_for(row):
+    """The published configuration. The paper states dp, tp, pp, full
+    recomputation and the interleaved schedule, but not the micro-batch size
+    or the model chunks per device: we assume mbs=1 and the smallest vpp > 1
+    that divides the layers of a stage (1 when a stage has one layer)."""
+    tp, pp, dp = row["tensor_parallel"], row["pipeline_parallel"], row["data_parallel"]
+    parts = ["dp=%d" % dp, "tp=%d" % tp, "pp=%d" % pp, "mbs=1", "recompute=full"]
+    if pp > 1:
+        per_stage = row["num_layers"] // pp
+        vpp = next((v for v in range(2, per_stage + 1) if per_stage % v == 0), 1)
+        parts.append("vpp=%d" % vpp)
+        parts.append("schedule=%s" % ("interleaved" if vpp > 1 else "1f1b"))
+    return ",".join(parts)
+
+
+def predict(plan_opt, row, workdir, cost_params):
+    spec_path = os.path.join(workdir, "gpt-%s.json" % row["params_billion"])
+    report_path = spec_path.replace(".json", ".report.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec_for(row), f)
+    nodes = row["num_gpus"] // row["gpus_per_node"]
+    cmd = [plan_opt, spec_path, "--topology=dgx-a100:%d" % nodes,
+           "--cost-params=" + cost_params,
+           "--strategy=" + strategy_for(row), "--cost-report=" + report_path,
+           "-o", os.devnull]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("plan-opt failed for %s:\n%s" % (row["params_billion"], result.stderr))
+    with open(report_path) as f:
+        return json.load(f)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan-opt", default=os.path.join(ROOT, "build", "bin", "plan-opt"))
+    parser.add_argument("--table", default=os.path.join(
+        ROOT, "..", "shared", "data", "megatron-sc21-table1.json"))
+    parser.add_argument("--markdown", help="also write the table as Markdown here")
+    parser.add_argument("--cost-params", default="",
+                        help="extra cost-model parameters, e.g. gemm_efficiency=0.78")
+    args = parser.parse_args()
+
+    with open(args.table) as f:
+        table = json.load(f)
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for row in table["rows"]:
+            params = ",".join(p for p in (COST_PARAMS, args.cost_params) if p)
+            report = predict(args.plan_opt, row, workdir, params)
+            predicted = report["predicted"]["hardware_tflops_per_gpu"]
+            published = row["achieved_tflops_per_gpu"]
+            rows.append((row, strategy_for(row), predicted, published,
+                         100.0 * (predicted - published) / published))
+    mape = sum(abs(r[4]) for r in rows) / len(rows)
+
+    header = ("| model | GPUs | strategy | published TFLOP/s | predicted TFLOP/s | error |\n"
+              "|---|---:|---|---:|---:|---:|\n")
+    lines = ["| %sB | %d | `%s` | %d | %.1f | %+.1f%% |" % (
+        r[0]["params_billion"], r[0]["num_gpus"], r[1], r[3], r[2], r[4]) for r in rows]
+    text = header + "\n".join(lines) + "\n\nMean absolute percentage error: %.1f%% over %d rows.\n" % (mape, len(rows))
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+// Every diagnostic of the dist attribute verifiers and parsers.
+// RUN: plan-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{device kind must not be empty}}
+module attributes {t = #dist.device<"", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 1, hbm_gbytes_per_s = 1>} {}
+
+// -----
+
+// expected-error @+1 {{memory_gib must be positive, got 0}}
+module attributes {t = #dist.device<"x", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 0, hbm_gbytes_per_s = 1>} {}
+
+// -----
+
+// expected-error @+1 {{missing field 'hbm_gbytes_per_s'}}
+module attributes {t = #dist.device<"x", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 1>} {}
+
+// -----
+
+// expected-error @+1 {{unknown field 'tf32_tflops'}}
+module attributes {t = #dist.device<"x", tf32_tflops = 1>} {}
+
+// -----
+
+// expected-error @+1 {{field 'bf16_tflops' given twice}}
+module attributes {t = #dist.device<"x", bf16_tflops = 1, bf16_tflops = 2>} {}
+
+// -----
+
+// expected-error @+1 {{unknown link kind 'infinityfabric', expected nvswitch, nvlink, pcie or shared_memory}}
+module attributes {t = #dist.link<infinityfabric, gbytes_per_s = 1, latency_us = 1>} {}
+
+// -----
+
+// expected-error @+1 {{gbytes_per_s must be positive, got -1}}
+module attributes {t = #dist.link<pcie, gbytes_per_s = -1, latency_us = 1>} {}
+
+// -----
+
+// expected-error @+1 {{latency_us must not be negative}}
+module attributes {t = #dist.link<pcie, gbytes_per_s = 1, latency_us = -1>} {}
+
+// -----
+
+// expected-error @+1 {{unknown network kind 'torus', expected fat_tree or rail_optimized}}
+module attributes {t = #dist.network<torus, nics_per_node = 1, gbits_per_s = 1, latency_us = 1, oversubscription = 1>} {}
+
+// -----
+
+// expected-error @+1 {{nics_per_node must be at least 1, got 0}}
+module attributes {t = #dist.network<fat_tree, nics_per_node = 0, gbits_per_s = 1, latency_us = 1, oversubscription = 1>} {}
+
+// -----
+
+// expected-error @+1 {{gbits_per_s must be positive, got 0}}
+module attributes {t = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 0, latency_us = 1, oversubscription = 1>} {}
+
+// -----
+
+// expected-error @+1 {{latency_us must not be negative}}
+module attributes {t = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 1, latency_us = -5, oversubscription = 1>} {}
+
+// -----
+
+// expected-error @+1 {{oversubscription must be >= 1}}
+module attributes {t = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 1, latency_us = 1, oversubscription = 0.5>} {}
+
+// -----
+
+// expected-error @+1 {{topology 'x' needs at least one node, got 0}}
+module attributes {t = #dist.topology<"x", nodes = 0, devices_per_node = 1,
+    device = #dist.device<"d", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 1, hbm_gbytes_per_s = 1>,
+    intra_node = #dist.link<pcie, gbytes_per_s = 1, latency_us = 1>,
+    inter_node = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 1, latency_us = 1, oversubscription = 1>>} {}
+
+// -----
+
+// expected-error @+1 {{topology 'x' needs at least one device per node, got 0}}
+module attributes {t = #dist.topology<"x", nodes = 1, devices_per_node = 0,
+    device = #dist.device<"d", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 1, hbm_gbytes_per_s = 1>,
+    intra_node = #dist.link<pcie, gbytes_per_s = 1, latency_us = 1>,
+    inter_node = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 1, latency_us = 1, oversubscription = 1>>} {}

@@ -1,0 +1,27 @@
+// Round-trip of the dist attributes.
+// RUN: plan-opt %s -split-input-file | plan-opt -split-input-file | FileCheck %s
+// RUN: plan-opt %s -split-input-file --verify-roundtrip -o /dev/null
+
+// CHECK: module attributes {dist.topology = #dist.topology<"lab", nodes = 2, devices_per_node = 4,
+// CHECK-SAME: device = #dist.device<"A100-SXM-80GB", bf16_tflops = 312, fp16_tflops = 312, fp32_tflops = 19.5, memory_gib = 80, hbm_gbytes_per_s = 2039>,
+// CHECK-SAME: intra_node = #dist.link<nvlink, gbytes_per_s = 300, latency_us = 2.5>,
+// CHECK-SAME: inter_node = #dist.network<fat_tree, nics_per_node = 2, gbits_per_s = 200, latency_us = 5, oversubscription = 2>>}
+module attributes {dist.topology = #dist.topology<"lab", nodes = 2, devices_per_node = 4,
+    device = #dist.device<"A100-SXM-80GB", bf16_tflops = 312, fp16_tflops = 312.0, fp32_tflops = 19.5, memory_gib = 80, hbm_gbytes_per_s = 2039>,
+    intra_node = #dist.link<nvlink, gbytes_per_s = 300, latency_us = 2.5>,
+    inter_node = #dist.network<fat_tree, nics_per_node = 2, gbits_per_s = 200, latency_us = 5, oversubscription = 2>>} {
+}
+
+// -----
+
+// CHECK-LABEL: module attributes {test.links = [
+// CHECK-SAME: #dist.link<nvswitch, gbytes_per_s = 450, latency_us = 3>
+// CHECK-SAME: #dist.link<pcie, gbytes_per_s = 32, latency_us = 10>
+// CHECK-SAME: #dist.link<shared_memory, gbytes_per_s = 5, latency_us = 1>
+// CHECK-SAME: #dist.network<rail_optimized, nics_per_node = 8, gbits_per_s = 400, latency_us = 5, oversubscription = 1>
+module attributes {test.links = [
+    #dist.link<nvswitch, gbytes_per_s = 450, latency_us = 3>,
+    #dist.link<pcie, gbytes_per_s = 32, latency_us = 10>,
+    #dist.link<shared_memory, gbytes_per_s = 5, latency_us = 1>,
+    #dist.network<rail_optimized, nics_per_node = 8, gbits_per_s = 400, latency_us = 5, oversubscription = 1>]} {
+}
