@@ -9,7 +9,7 @@ packages=(
   # compiler: LLVM/MLIR 22 (lit, FileCheck, not and mlir-tblgen come with
   # the tools packages)
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  nlohmann-json3-dev
+  nlohmann-json3-dev libboost-graph-dev
   # tests
   googletest libgtest-dev
 )

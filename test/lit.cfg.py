@@ -26,3 +26,14 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.partita_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(["plan-opt", "importer-corpus-replay"],
                                    tool_dirs)
+
+# The published Megatron-LM table the cost model is calibrated against lives
+# in the shared data beside the repository.
+megatron_table = os.path.join(config.partita_src_root, "..", "shared", "data",
+                              "megatron-sc21-table1.json")
+if os.path.exists(megatron_table):
+    config.available_features.add("megatron-table")
+config.substitutions.append(("%megatron_table", megatron_table))
+config.substitutions.append(("%bench", os.path.join(config.partita_src_root,
+                                                    "bench")))
+config.substitutions.append(("%python", "python3"))
