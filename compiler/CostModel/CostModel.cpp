@@ -240,6 +240,120 @@ struct Device {
 
 } // namespace
 
+namespace {
+
+/// One layer on one device for one micro-batch.
+struct LayerCost {
+  double forwardS = 0, backwardS = 0, recomputeS = 0;
+  double attentionForwardS = 0;
+  double forwardFlops = 0, attentionFlops = 0;
+  double tpForwardS = 0; // collectives of one forward pass
+  double params = 0;     // on this device
+  /// Bytes kept for backward (under the recomputation choice) and the
+  /// layer's full set (the working set of a recomputation).
+  double keptBytes = 0, fullBytes = 0;
+};
+
+/// Everything a configuration fixes for costing layers.
+struct LayerCoster {
+  const Device &dev;
+  const CostParams &params;
+  const ParallelConfig &c;
+  double eb, s, b, tokens, h, sp;
+  const CollectiveGroup &tpGroup;
+  /// Per op class of the first layer, for the report.
+  std::map<std::string, OpClassCost> *table = nullptr;
+
+  LayerCost cost(const LayerProfile &layer) const {
+    const double t = c.tp;
+    LayerCost lc;
+    auto record = [&](const std::string &name, double flops, double time) {
+      if (!table)
+        return;
+      OpClassCost &row = (*table)[name];
+      row.forwardFlops += flops;
+      row.forwardTimeS += time;
+      row.backwardTimeS += 2 * time; // input and weight gradients
+    };
+    for (const GemmProfile &g : layer.gemms) {
+      double n = g.rowParallel ? g.n : g.n / t;
+      double k = g.rowParallel ? g.k / t : g.k;
+      double time = dev.gemmTime(tokens, n, k, eb);
+      record(g.name, 2 * tokens * n * k, time);
+      lc.forwardS += time;
+      lc.forwardFlops += 2 * tokens * n * k;
+    }
+    // Scores and context: 4 b s s' (heads * head_dim) FLOPs over the full
+    // s x s' square, as Megatron-LM counts them.
+    double context = layer.window ? std::min<double>(s, layer.window) : s;
+    double localHeads = layer.heads / t;
+    double scores = b * localHeads * s * context;
+    lc.attentionFlops = 4 * scores * layer.headDim;
+    if (params.flashAttention) {
+      lc.attentionForwardS =
+          lc.attentionFlops / (dev.peakFlops * params.attentionEfficiency);
+    } else {
+      // Two batched GEMMs (QK^T, PV), and the score matrix written, read and
+      // rewritten by the softmax, and read by PV: four passes through HBM.
+      double bh = b * localHeads;
+      lc.attentionForwardS =
+          bh * (dev.gemmTime(s, context, layer.headDim, eb) +
+                dev.gemmTime(s, layer.headDim, context, eb)) +
+          dev.memoryTime(4 * eb * scores);
+    }
+    record("attention", lc.attentionFlops, lc.attentionForwardS);
+    double elementwise = dev.memoryTime(
+        eb * tokens * (layer.boundaryTraffic / sp + layer.shardedTraffic / t));
+    record("elementwise", 0, elementwise);
+    lc.forwardS += lc.attentionForwardS + elementwise;
+    lc.forwardFlops += lc.attentionFlops;
+    lc.backwardS = 2 * lc.forwardS;
+    lc.recomputeS = c.recompute == Recompute::Full        ? lc.forwardS
+                    : c.recompute == Recompute::Selective ? lc.attentionForwardS
+                                                          : 0;
+
+    // Tensor parallelism: a reduction after each row-parallel GEMM (or an
+    // all-gather plus a reduce-scatter with sequence parallelism).
+    if (c.tp > 1) {
+      double bytes = eb * tokens * h;
+      double perGemm =
+          c.sequenceParallel
+              ? tpGroup.time(CollectiveKind::AllGather, bytes,
+                             params.collectiveEfficiency) +
+                    tpGroup.time(CollectiveKind::ReduceScatter, bytes,
+                                 params.collectiveEfficiency)
+              : tpGroup.time(CollectiveKind::AllReduce, bytes,
+                             params.collectiveEfficiency);
+      lc.tpForwardS = layer.rowParallelGemms * perGemm;
+    }
+
+    lc.params = layer.params / t;
+    // Kept tensors; unfused attention also keeps its softmax output
+    // (Korthikanti et al.'s 5as/h term, without dropout) unless recomputed.
+    double tensors =
+        eb * tokens * (layer.savedBoundary / sp + layer.savedSharded / t);
+    lc.fullBytes = tensors + (params.flashAttention ? 0 : eb * scores);
+    lc.keptBytes = c.recompute == Recompute::Full ? eb * tokens * h / sp
+                   : c.recompute == Recompute::Selective ? tensors
+                                                         : lc.fullBytes;
+    return lc;
+  }
+};
+
+/// The layers of one pipeline rank: chunks k, k + p, ... of L / (p v)
+/// layers each (one chunk per rank without interleaving).
+std::vector<int64_t> layersOfRank(int64_t rank, int64_t layers, int64_t p,
+                                  int64_t v) {
+  std::vector<int64_t> result;
+  int64_t chunk = layers / (p * v);
+  for (int64_t j = 0; j < v; ++j)
+    for (int64_t i = 0; i < chunk; ++i)
+      result.push_back((j * p + rank) * chunk + i);
+  return result;
+}
+
+} // namespace
+
 llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                                           const TopologyGraph &graph,
                                           const ParallelConfig &c,
@@ -251,19 +365,22 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   const Topology &topo = graph.topology();
   if (profile.layers.empty())
     return fail("the model has no tfm.block layers to cost");
-  const LayerProfile &layer = profile.layers.front();
-  const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches;
+  const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches,
+                dp = c.dp;
   const int64_t L = profile.layers.size();
   if (c.numDevices() > topo.numDevices())
     return fail("the configuration needs " + llvm::Twine(c.numDevices()) +
                 " devices; topology '" + topo.name + "' has " +
                 llvm::Twine(topo.numDevices()));
-  if (layer.heads % t != 0)
-    return fail("tp=" + llvm::Twine(t) + " does not divide the " +
-                llvm::Twine(layer.heads) + " attention heads");
-  if (layer.kvHeads % t != 0 && t % layer.kvHeads != 0)
-    return fail("tp=" + llvm::Twine(t) + " neither divides nor is a multiple "
-                "of the " + llvm::Twine(layer.kvHeads) + " key/value heads");
+  for (const LayerProfile &layer : profile.layers) {
+    if (layer.heads % t != 0)
+      return fail("tp=" + llvm::Twine(t) + " does not divide the " +
+                  llvm::Twine(layer.heads) + " attention heads");
+    if (layer.kvHeads % t != 0 && t % layer.kvHeads != 0)
+      return fail("tp=" + llvm::Twine(t) +
+                  " neither divides nor is a multiple of the " +
+                  llvm::Twine(layer.kvHeads) + " key/value heads");
+  }
   if (L % (p * v) != 0)
     return fail("pp * vpp = " + llvm::Twine(p * v) + " does not divide the " +
                 llvm::Twine(L) + " layers");
@@ -283,147 +400,126 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   const double s = profile.seqLen, b = c.microBatchSize, tokens = b * s;
   const double h = profile.hidden, V = profile.vocab;
   const double sp = c.sequenceParallel ? t : 1; // split of boundary tensors
+  const double eff = params.collectiveEfficiency;
 
-  // --- Per-layer forward costs on one device for one micro-batch ----------
-  double gemmFwd = 0, attnFwd = 0, eltFwd = 0;
-  double layerFlopsFwd = 0; // per device
-  for (const GemmProfile &g : layer.gemms) {
-    double n = g.rowParallel ? g.n : double(g.n) / t;
-    double k = g.rowParallel ? double(g.k) / t : g.k;
-    double time = dev.gemmTime(tokens, n, k, eb);
-    OpClassCost &row = e.layerOps[g.name];
-    row.forwardFlops += 2 * tokens * n * k;
-    row.forwardTimeS += time;
-    row.backwardTimeS += 2 * time; // input and weight gradients
-    gemmFwd += time;
-    layerFlopsFwd += 2 * tokens * n * k;
-  }
-  // Attention scores and context: 4 b s s_eff (heads * head_dim) FLOPs,
-  // counted over the full s x s_eff square as Megatron-LM does.
-  double context = layer.window ? std::min<double>(s, layer.window) : s;
-  double localHeads = double(layer.heads) / t;
-  double attnFlops = 4 * b * s * context * localHeads * layer.headDim;
-  double scores = b * localHeads * s * context; // elements of the s x s map
-  if (params.flashAttention) {
-    attnFwd = attnFlops / (dev.peakFlops * params.attentionEfficiency);
-  } else {
-    // Two batched GEMMs (QK^T, PV), and the score matrix written, read and
-    // rewritten by the softmax, and read by PV: four passes.
-    double bh = b * localHeads;
-    attnFwd = bh * (dev.gemmTime(s, context, layer.headDim, eb) +
-                    dev.gemmTime(s, layer.headDim, context, eb)) +
-              dev.memoryTime(4 * eb * scores);
-  }
-  layerFlopsFwd += attnFlops;
-  e.layerOps["attention"] = {attnFlops, attnFwd, 2 * attnFwd};
-  double eltBytes = eb * tokens *
-                    (layer.boundaryTraffic / sp + layer.shardedTraffic / t);
-  eltFwd = dev.memoryTime(eltBytes);
-  e.layerOps["elementwise"] = {0, eltFwd, 2 * eltFwd};
-  double layerFwd = gemmFwd + attnFwd + eltFwd;
-  double layerBwd = 2 * layerFwd;
-  double layerRecompute = c.recompute == Recompute::Full ? layerFwd
-                          : c.recompute == Recompute::Selective ? attnFwd
-                                                                : 0;
-
-  // --- Embedding (first stage) and LM head + loss (last stage) -----------
-  double headFlops = 2 * tokens * h * V / t;
-  double headFwd = dev.gemmTime(tokens, V / t, h, eb) +
-                   dev.memoryTime(eb * tokens * (3 * V / t + 2 * h / sp));
-  double embedFwd = dev.memoryTime(eb * tokens * 2 * h / sp);
-  e.layerOps["lm_head"] = {headFlops, headFwd, 2 * headFwd};
-
-  // --- Tensor-parallel collectives -----------------------------------------
-  const int64_t dp = c.dp;
+  // Rank layout: tp innermost, then dp, then pp.
   std::vector<int64_t> tpRanks, dpRanks;
   for (int64_t i = 0; i < t; ++i)
     tpRanks.push_back(i);
   for (int64_t i = 0; i < dp; ++i)
     dpRanks.push_back(i * t);
   CollectiveGroup tpGroup(graph, tpRanks), dpGroup(graph, dpRanks);
-  const double eff = params.collectiveEfficiency;
-  double activationBytes = eb * tokens * h;
-  int64_t layersPerStage = L / p;
-  double tpPerLayerFwd = 0;
-  if (t > 1) {
-    std::string algo;
-    CollectiveCost cc;
-    if (c.sequenceParallel) {
-      // Each all-reduce becomes an all-gather and a reduce-scatter.
-      double ag = tpGroup.time(CollectiveKind::AllGather, activationBytes,
-                               eff, &algo);
-      double rs = tpGroup.time(CollectiveKind::ReduceScatter, activationBytes,
-                               eff);
-      tpPerLayerFwd = layer.rowParallelGemms * (ag + rs);
-      double calls = double(layer.rowParallelGemms) * layersPerStage * m *
-                     (2 + (c.recompute == Recompute::Full ? 1 : 0));
-      e.collectives.push_back({CollectiveKind::AllGather, "tp", algo, t,
-                               activationBytes, calls, ag});
-      e.collectives.push_back({CollectiveKind::ReduceScatter, "tp", algo, t,
-                               activationBytes, calls, rs});
-    } else {
-      double ar = tpGroup.time(CollectiveKind::AllReduce, activationBytes,
-                               eff, &algo);
-      tpPerLayerFwd = layer.rowParallelGemms * ar;
-      double calls = double(layer.rowParallelGemms) * layersPerStage * m *
-                     (2 + (c.recompute == Recompute::Full ? 1 : 0));
-      e.collectives.push_back({CollectiveKind::AllReduce, "tp", algo, t,
-                               activationBytes, calls, ar});
+
+  LayerCoster coster{dev, params, c, eb, s, b, tokens, h, sp, tpGroup};
+  std::vector<LayerCost> layers;
+  for (const LayerProfile &layer : profile.layers) {
+    coster.table = layers.empty() ? &e.layerOps : nullptr;
+    layers.push_back(coster.cost(layer));
+  }
+
+  // Embedding (first rank) and LM head + loss (last rank); the loss reads
+  // and writes the vocabulary-parallel logits three times.
+  double headFlops = 2 * tokens * h * V / t;
+  double headFwd = dev.gemmTime(tokens, V / t, h, eb) +
+                   dev.memoryTime(eb * tokens * (3 * V / t + 2 * h / sp));
+  double embedFwd = dev.memoryTime(eb * tokens * 2 * h / sp);
+  e.layerOps["lm_head"] = {headFlops, headFwd, 2 * headFwd};
+
+  // --- Each pipeline rank: time per micro-batch, parameters, activations --
+  struct Rank {
+    double fwd = 0, bwd = 0, recompute = 0, tp = 0, params = 0;
+    double kept = 0, working = 0, zero3Exposed = 0;
+    double layerParamsMax = 0;
+  };
+  // Micro-batches in flight: all m for GPipe; min(p, m) on the first rank
+  // of 1F1B, times 1 + (p-1)/(p v) when interleaved (Narayanan et al.
+  // 2021), fewer down the pipeline: p - k on rank k.
+  auto inFlight = [&](int64_t rank) {
+    if (c.schedule == Schedule::GPipe)
+      return double(m);
+    double n = std::min<double>(p - rank, m);
+    if (c.schedule == Schedule::Interleaved)
+      n *= 1 + double(p - 1) / (double(p) * v);
+    return n;
+  };
+  std::vector<Rank> ranks(p);
+  for (int64_t k = 0; k < p; ++k) {
+    Rank &r = ranks[k];
+    for (int64_t i : layersOfRank(k, L, p, v)) {
+      const LayerCost &lc = layers[i];
+      r.fwd += lc.forwardS;
+      r.bwd += lc.backwardS;
+      r.recompute += lc.recomputeS;
+      r.tp += lc.tpForwardS *
+              (2 + (c.recompute == Recompute::Full ? 1 : 0));
+      r.params += lc.params;
+      r.kept += lc.keptBytes;
+      r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
+      if (c.recompute == Recompute::Full)
+        r.working = std::max(r.working, lc.fullBytes);
+    }
+    r.kept *= inFlight(k);
+    if (k == 0) {
+      r.fwd += embedFwd;
+      r.bwd += 2 * embedFwd;
+      r.params += double(profile.embeddingParams) / t;
+    }
+    if (k == p - 1) {
+      r.fwd += headFwd;
+      r.bwd += 2 * headFwd;
+      r.params += double(profile.headParams) / t + profile.finalNormParams;
+      // Logits with the fp32 softmax work.
+      r.working += (eb + 4) * tokens * V / t;
     }
   }
-  double tpPerLayerBwd = tpPerLayerFwd;
-  double tpPerLayerRecompute =
-      c.recompute == Recompute::Full ? tpPerLayerFwd : 0;
+  auto perMicroBatch = [](const Rank &r) {
+    return r.fwd + r.bwd + r.recompute + r.tp;
+  };
+  const Rank &busiest = *std::max_element(
+      ranks.begin(), ranks.end(), [&](const Rank &a, const Rank &b) {
+        return perMicroBatch(a) < perMicroBatch(b);
+      });
+  double slowest = perMicroBatch(busiest);
 
-  // --- One micro-batch on the busiest stage --------------------------------
-  // The embedding runs on the first stage, the head on the last; the
-  // slower end stage sets the pace.
-  bool oneStage = p == 1;
-  double endsFwd = oneStage ? headFwd + embedFwd : std::max(headFwd, embedFwd);
-  double stageFwd = layersPerStage * layerFwd + endsFwd;
-  double stageBwd = layersPerStage * layerBwd + 2 * endsFwd;
-  double stageRecompute = layersPerStage * layerRecompute;
-  // Tensor-parallel collectives sit on the critical path between GEMMs.
-  double stageTp =
-      layersPerStage * (tpPerLayerFwd + tpPerLayerBwd + tpPerLayerRecompute);
-
-  // --- Pipeline: p2p and the bubble ----------------------------------------
-  double p2pTime = 0;
+  // --- Collectives of the report -------------------------------------------
+  if (t > 1) {
+    double bytes = eb * tokens * h;
+    double calls = 0;
+    for (int64_t i : layersOfRank(0, L, p, v))
+      calls += profile.layers[i].rowParallelGemms;
+    calls *= m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
+    std::string algo;
+    if (c.sequenceParallel) {
+      double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
+      e.collectives.push_back(
+          {CollectiveKind::AllGather, "tp", algo, t, bytes, calls, ag});
+      double rs =
+          tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff, &algo);
+      e.collectives.push_back(
+          {CollectiveKind::ReduceScatter, "tp", algo, t, bytes, calls, rs});
+    } else {
+      double ar = tpGroup.time(CollectiveKind::AllReduce, bytes, eff, &algo);
+      e.collectives.push_back(
+          {CollectiveKind::AllReduce, "tp", algo, t, bytes, calls, ar});
+    }
+  }
   if (p > 1) {
     // With sequence parallelism (or Megatron's scatter/gather) each tp rank
-    // sends 1/t of the activation.
-    double bytes = activationBytes / (c.sequenceParallel ? t : 1);
+    // sends 1/t of the activation; forward activations and backward
+    // gradients cross each of the v boundaries a micro-batch meets here.
+    double bytes = eb * tokens * h / (c.sequenceParallel ? t : 1);
     CollectiveGroup pair(graph, {0, dp * t});
-    p2pTime = pair.time(CollectiveKind::SendRecv, bytes, eff);
-    // Forward activations and backward gradients cross each of the v stage
-    // boundaries a micro-batch meets on this rank.
+    double p2p = pair.time(CollectiveKind::SendRecv, bytes, eff);
     double calls = 2.0 * m * v;
-    e.collectives.push_back({CollectiveKind::SendRecv, "pp", "p2p", 2, bytes,
-                             calls, p2pTime});
-    e.ppCommS = calls * p2pTime;
+    e.collectives.push_back(
+        {CollectiveKind::SendRecv, "pp", "p2p", 2, bytes, calls, p2p});
+    e.ppCommS = calls * p2p;
   }
-  double perMicroBatch = stageFwd + stageBwd + stageRecompute + stageTp;
-  e.forwardS = m * stageFwd;
-  e.backwardS = m * stageBwd;
-  e.recomputeS = m * stageRecompute;
-  e.bubbleFraction = double(p - 1) / (double(v) * m);
-  e.bubbleS = double(p - 1) / v * perMicroBatch;
-  e.tpCommS = m * stageTp;
-
-  // --- Parameters on the busiest device ------------------------------------
-  double layerParams = double(layer.params) / t;
-  double firstStageParams = layersPerStage * layerParams +
-                            double(profile.embeddingParams) / t;
-  double lastStageParams = layersPerStage * layerParams +
-                           double(profile.headParams) / t +
-                           profile.finalNormParams;
-  if (oneStage)
-    firstStageParams = lastStageParams = firstStageParams +
-                                         double(profile.headParams) / t +
-                                         profile.finalNormParams;
-  double stageParams = std::max(firstStageParams, lastStageParams);
 
   // --- Data parallelism and ZeRO -------------------------------------------
+  double stageParams = 0;
+  for (const Rank &r : ranks)
+    stageParams = std::max(stageParams, r.params);
   if (dp > 1) {
     double gradBytes = params.gradientBytes * stageParams;
     std::string algo;
@@ -433,38 +529,42 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       e.collectives.push_back({CollectiveKind::AllReduce, "dp", algo, dp,
                                gradBytes, 1, dpTime});
     } else {
-      double rs =
+      dpTime =
           dpGroup.time(CollectiveKind::ReduceScatter, gradBytes, eff, &algo);
       e.collectives.push_back({CollectiveKind::ReduceScatter, "dp", algo, dp,
-                               gradBytes, 1, rs});
-      dpTime = rs;
+                               gradBytes, 1, dpTime});
       if (c.zero < 3) {
         // Updated parameter shards gathered once per step.
-        std::string agAlgo;
         double ag = dpGroup.time(CollectiveKind::AllGather, eb * stageParams,
-                                 eff, &agAlgo);
-        e.collectives.push_back({CollectiveKind::AllGather, "dp", agAlgo, dp,
+                                 eff, &algo);
+        e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
                                  eb * stageParams, 1, ag});
         dpTime += ag;
       }
     }
     e.dpCommS = dpTime;
-    // Buckets of gradients reduce while the last backward pass runs.
+    // Gradient buckets reduce while the last backward pass runs.
     e.dpCommExposedS = params.overlapGradientReduction
-                           ? std::max(0.0, dpTime - stageBwd)
+                           ? std::max(0.0, dpTime - busiest.bwd)
                            : dpTime;
     if (c.zero == 3) {
       // Each layer's parameters are gathered before its forward and its
-      // backward of every micro-batch, prefetched one layer ahead.
-      double bytes = eb * layerParams;
-      double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
-      double calls = 2.0 * m * layersPerStage;
+      // backward in every micro-batch, prefetched one layer ahead: what the
+      // previous layer's compute does not cover is exposed.
+      double calls = 0;
+      for (int64_t i : layersOfRank(0, L, p, v)) {
+        double bytes = eb * layers[i].params;
+        double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff);
+        e.dpCommS += 2 * m * ag;
+        e.zero3GatherExposedS +=
+            m * (std::max(0.0, ag - layers[i].forwardS) +
+                 std::max(0.0, ag - layers[i].backwardS));
+        calls += 2 * m;
+      }
+      double bytes = eb * layers.front().params;
       e.collectives.push_back(
-          {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls, ag});
-      e.dpCommS += calls * ag;
-      e.zero3GatherExposedS = m * layersPerStage *
-                              (std::max(0.0, ag - layerFwd) +
-                               std::max(0.0, ag - layerBwd));
+          {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls,
+           dpGroup.time(CollectiveKind::AllGather, bytes, eff)});
     }
   }
 
@@ -474,70 +574,53 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                                 stageParams / shard);
 
   // --- Step ------------------------------------------------------------------
-  double pipeline = m * perMicroBatch + e.bubbleS;
+  e.forwardS = m * busiest.fwd;
+  e.backwardS = m * busiest.bwd;
+  e.recomputeS = m * busiest.recompute;
+  e.tpCommS = m * busiest.tp;
+  e.bubbleFraction = double(p - 1) / (double(v) * m);
+  e.bubbleS = double(p - 1) / v * slowest;
   e.exposedCommS =
       e.tpCommS + e.ppCommS + e.dpCommExposedS + e.zero3GatherExposedS;
-  e.stepTimeS = pipeline + e.ppCommS + e.dpCommExposedS +
+  e.stepTimeS = m * slowest + e.bubbleS + e.ppCommS + e.dpCommExposedS +
                 e.zero3GatherExposedS + e.optimizerS;
 
   // --- FLOPs: forward, backward = 2 x forward, recomputation ---------------
-  double tokensPerStep = double(profile.globalBatch) * s;
-  double flopsPerTokenFwd =
-      (L * layerFlopsFwd * t + headFlops * t) / tokens; // undo the tp split
-  e.modelFlops = 3 * flopsPerTokenFwd * tokensPerStep;
-  double recomputeFlopsPerToken =
-      c.recompute == Recompute::Full        ? L * layerFlopsFwd * t / tokens
-      : c.recompute == Recompute::Selective ? L * attnFlops * t / tokens
-                                            : 0;
-  e.hardwareFlops = e.modelFlops + recomputeFlopsPerToken * tokensPerStep;
-  e.tokensPerS = tokensPerStep / e.stepTimeS;
+  double forward = headFlops, recomputed = 0;
+  for (const LayerCost &lc : layers) {
+    forward += lc.forwardFlops;
+    recomputed += c.recompute == Recompute::Full        ? lc.forwardFlops
+                  : c.recompute == Recompute::Selective ? lc.attentionFlops
+                                                        : 0;
+  }
+  // Per device and micro-batch of `tokens`; undo the tensor-parallel split.
+  double scale = t * double(profile.globalBatch) * s / tokens;
+  e.modelFlops = 3 * forward * scale;
+  e.hardwareFlops = e.modelFlops + recomputed * scale;
+  e.tokensPerS = double(profile.globalBatch) * s / e.stepTimeS;
   e.modelTflopsPerDevice = e.modelFlops / e.stepTimeS / e.devices / 1e12;
   e.hardwareTflopsPerDevice =
       e.hardwareFlops / e.stepTimeS / e.devices / 1e12;
   e.mfu = e.modelTflopsPerDevice * 1e12 / dev.peakFlops;
 
-  // --- Memory on the busiest device ------------------------------------------
-  MemoryBreakdown &mem = e.memory;
-  mem.parameters = eb * stageParams / (c.zero >= 3 ? dp : 1);
-  mem.gradients = params.gradientBytes * stageParams / (c.zero >= 2 ? dp : 1);
-  // fp32 master weights and Adam's two moments.
-  mem.optimizerStates = 12.0 * stageParams / (c.zero >= 1 ? dp : 1);
-  // Kept per layer and micro-batch; full recomputation keeps only the
-  // layer's input and rebuilds one layer's tensors at a time.
-  // Unfused attention also keeps its softmax output (Korthikanti et al.'s
-  // 5as/h term, without dropout), which selective recomputation drops.
-  double layerTensors =
-      eb * tokens * (layer.savedBoundary / sp + layer.savedSharded / t);
-  double fullLayer =
-      layerTensors + (params.flashAttention ? 0 : eb * scores);
-  double kept = c.recompute == Recompute::Full        ? eb * tokens * h / sp
-                : c.recompute == Recompute::Selective ? layerTensors
-                                                      : fullLayer;
-  double workingSet = c.recompute == Recompute::Full ? fullLayer : 0;
-  // Micro-batches in flight: all m for GPipe; p on the first stage of 1F1B,
-  // times 1 + (p-1)/(p v) when interleaved (Narayanan et al. 2021); one on
-  // the last stage.
-  double firstInFlight =
-      c.schedule == Schedule::GPipe
-          ? double(m)
-          : std::min<double>(p, m) *
-                (c.schedule == Schedule::Interleaved
-                     ? 1 + double(p - 1) / (double(p) * v)
-                     : 1.0);
-  double lastInFlight = c.schedule == Schedule::GPipe ? double(m) : 1.0;
-  // Logits of the loss on the last stage, with fp32 softmax work.
-  double logits = (eb + 4) * tokens * V / t;
-  double firstStage = firstInFlight * layersPerStage * kept + workingSet;
-  double lastStage = lastInFlight * layersPerStage * kept + workingSet + logits;
-  mem.activations = oneStage ? firstStage + logits
-                             : std::max(firstStage, lastStage);
-  // Collective buffers: the gathered activation of sp/tp, a gradient bucket,
-  // ZeRO-3's prefetched layer.
-  mem.buffers = (t > 1 ? activationBytes : 0) +
-                (dp > 1 ? std::min(params.gradientBytes * stageParams,
-                                   25e6 * params.gradientBytes)
-                        : 0) +
-                (c.zero == 3 ? 2 * eb * layerParams : 0);
+  // --- Memory on the device that needs the most -----------------------------
+  for (const Rank &r : ranks) {
+    MemoryBreakdown mem;
+    mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
+    mem.gradients = params.gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
+    // fp32 master weights and Adam's two moments.
+    mem.optimizerStates = 12.0 * r.params / (c.zero >= 1 ? dp : 1);
+    mem.activations = r.kept + r.working;
+    // The gathered activation of tp/sp collectives, a gradient bucket,
+    // ZeRO-3's two prefetched layers.
+    mem.buffers = (t > 1 ? eb * tokens * h : 0) +
+                  (dp > 1 ? std::min(params.gradientBytes * r.params,
+                                     25e6 * params.gradientBytes)
+                          : 0) +
+                  (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
+    if (mem.total() > e.memory.total())
+      e.memory = mem;
+  }
   return e;
 }
 
