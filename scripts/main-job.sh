@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The main job: install, build, and compile an example model.
-#   scripts/main-job.sh [MODEL_SPEC]     (default: examples/models/llama3-8b.json)
+#   scripts/main-job.sh [MODEL_SPEC [TOPOLOGY [STRATEGY]]]
+# (default: Llama-3 8B on two DGX H100 nodes with tp=8 and ZeRO-1)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 model="${1:-$root/examples/models/llama3-8b.json}"
+topology="${2:-dgx-h100:2}"
+strategy="${3:-tp=8,zero=1,mbs=1,recompute=selective,sp=1}"
 
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 
 echo
-echo "== plan-opt $(basename "$model")"
-"$build/bin/plan-opt" "$model" -o "$build/main-job.mlir"
+echo "== plan-opt $(basename "$model") --topology=$topology --strategy=$strategy"
+"$build/bin/plan-opt" "$model" --topology="$topology" --strategy="$strategy" \
+  --cost-report="$build/main-job-cost.json" -o "$build/main-job.mlir"
+echo "(JSON report: $build/main-job-cost.json)"
 echo
 echo "== the imported tfm graph ($build/main-job.mlir), first layer:"
 sed -n '1,/^    }$/p' "$build/main-job.mlir" | cut -c1-160

@@ -21,7 +21,7 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
      << c.numMicroBatches << " micro-batches of " << c.microBatchSize
      << " per data-parallel rank\n\n";
 
-  os << "per layer, per device, per micro-batch\n";
+  os << "per device and micro-batch: one layer by op class, and the LM head\n";
   os << format("  %-14s %12s %10s %10s\n", "op", "fwd GFLOP", "fwd ms",
                "bwd ms");
   for (const auto &[name, op] : e.layerOps)

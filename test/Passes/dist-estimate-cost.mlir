@@ -16,7 +16,7 @@
 // TEXT-NEXT: (no topology given: the default, one dgx-h100 node; choose one with --topology)
 // TEXT-NEXT: strategy  dp=2,tp=2,pp=1,vpp=1,zero=0,mbs=2,recompute=none,sp=0,schedule=1f1b
 // TEXT-NEXT: step      8 sequences = 2 micro-batches of 2 per data-parallel rank
-// TEXT: per layer, per device, per micro-batch
+// TEXT: per device and micro-batch: one layer by op class, and the LM head
 // TEXT: op fwd GFLOP fwd ms bwd ms
 // TEXT: attention
 // TEXT: time per step (s)
