@@ -45,6 +45,7 @@ std::string CostParams::str() const {
      << ",collective_efficiency=" << collectiveEfficiency
      << ",gradient_bytes=" << gradientBytes
      << ",overlap_grad_reduce=" << (overlapGradientReduction ? 1 : 0)
+     << ",overlap_p2p=" << (overlapP2P ? 1 : 0)
      << ",attention=" << (flashAttention ? "flash" : "unfused");
   return s;
 }
@@ -93,8 +94,10 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       p.gradientBytes = number;
     else if (key == "overlap_grad_reduce" && (number == 0 || number == 1))
       p.overlapGradientReduction = number == 1;
+    else if (key == "overlap_p2p" && (number == 0 || number == 1))
+      p.overlapP2P = number == 1;
     else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
-             key == "overlap_grad_reduce")
+             key == "overlap_grad_reduce" || key == "overlap_p2p")
       return fail(key == "gemm_half_dim"    ? "a number >= 0"
                   : key == "gradient_bytes" ? "2 or 4"
                                             : "0 or 1");
@@ -104,7 +107,7 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
           ("--cost-params: unknown key '" + key +
            "'; keys: gemm_efficiency, gemm_half_dim, attention_efficiency, "
            "hbm_efficiency, collective_efficiency, gradient_bytes, "
-           "overlap_grad_reduce, attention")
+           "overlap_grad_reduce, overlap_p2p, attention")
               .str());
     if (err)
       return std::move(err);
@@ -504,16 +507,35 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     }
   }
   if (p > 1) {
-    // With sequence parallelism (or Megatron's scatter/gather) each tp rank
-    // sends 1/t of the activation; forward activations and backward
-    // gradients cross each of the v boundaries a micro-batch meets here.
-    double bytes = eb * tokens * h / (c.sequenceParallel ? t : 1);
+    // Scatter/gather (Narayanan et al. 2021, Section 4.1): each tp rank
+    // sends 1/t of the activation over its own NIC, and the receivers
+    // all-gather it over the node's links (unnecessary with sequence
+    // parallelism, whose activations are already split). Forward
+    // activations and backward gradients cross each of the v boundaries a
+    // micro-batch meets on this rank.
+    double full = eb * tokens * h;
+    double bytes = full / t;
     CollectiveGroup pair(graph, {0, dp * t});
     double p2p = pair.time(CollectiveKind::SendRecv, bytes, eff);
     double calls = 2.0 * m * v;
     e.collectives.push_back(
         {CollectiveKind::SendRecv, "pp", "p2p", 2, bytes, calls, p2p});
-    e.ppCommS = calls * p2p;
+    double gather = 0;
+    if (t > 1 && !c.sequenceParallel) {
+      std::string algo;
+      gather = tpGroup.time(CollectiveKind::AllGather, full, eff, &algo);
+      e.collectives.push_back(
+          {CollectiveKind::AllGather, "tp", algo, t, full, calls, gather});
+    }
+    double perTransfer = p2p + gather;
+    e.ppCommS = calls * perTransfer;
+    // Asynchronous transfers overlap the neighbouring micro-batch's compute
+    // in the steady state; those that fill and drain the pipeline (p - 1
+    // hops each way, per model chunk) wait.
+    e.ppCommExposedS = params.overlapP2P
+                           ? std::min(e.ppCommS, 2.0 * (p - 1) * v *
+                                                     perTransfer)
+                           : e.ppCommS;
   }
 
   // --- Data parallelism and ZeRO -------------------------------------------
@@ -580,10 +602,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.tpCommS = m * busiest.tp;
   e.bubbleFraction = double(p - 1) / (double(v) * m);
   e.bubbleS = double(p - 1) / v * slowest;
-  e.exposedCommS =
-      e.tpCommS + e.ppCommS + e.dpCommExposedS + e.zero3GatherExposedS;
-  e.stepTimeS = m * slowest + e.bubbleS + e.ppCommS + e.dpCommExposedS +
-                e.zero3GatherExposedS + e.optimizerS;
+  e.exposedCommS = e.tpCommS + e.ppCommExposedS + e.dpCommExposedS +
+                   e.zero3GatherExposedS;
+  e.stepTimeS = m * slowest + e.bubbleS + e.ppCommExposedS +
+                e.dpCommExposedS + e.zero3GatherExposedS + e.optimizerS;
 
   // --- FLOPs: forward, backward = 2 x forward, recomputation ---------------
   double forward = headFlops, recomputed = 0;

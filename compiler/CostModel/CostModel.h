@@ -24,7 +24,7 @@ namespace partita {
 /// measurements (docs/cost-model.md, "Calibration").
 struct CostParams {
   /// Fraction of peak a large GEMM reaches.
-  double gemmEfficiency = 0.76;
+  double gemmEfficiency = 0.74;
   /// GEMM efficiency falls as d / (d + gemmHalfDim) in each of m, n, k.
   double gemmHalfDim = 64;
   /// Fraction of peak of the (flash-style) attention core.
@@ -32,11 +32,13 @@ struct CostParams {
   /// Fraction of HBM bandwidth memory-bound kernels reach.
   double hbmEfficiency = 0.70;
   /// Fraction of the link bandwidth a collective reaches (bus bandwidth).
-  double collectiveEfficiency = 0.80;
+  double collectiveEfficiency = 0.70;
   /// Bytes per gradient element in the data-parallel reduction.
   double gradientBytes = 2;
   /// Data-parallel gradient reduction overlaps the last backward pass.
   bool overlapGradientReduction = true;
+  /// Pipeline sends and receives overlap compute in the steady state.
+  bool overlapP2P = true;
   /// Flash-style attention (scores never leave on-chip memory); otherwise
   /// the score matrix is written, softmaxed and read back (Megatron-LM 2021).
   bool flashAttention = true;
@@ -120,8 +122,8 @@ struct CostEstimate {
   std::map<std::string, OpClassCost> layerOps;
   // Seconds per step.
   double forwardS = 0, backwardS = 0, recomputeS = 0, bubbleS = 0,
-         tpCommS = 0, ppCommS = 0, dpCommS = 0, dpCommExposedS = 0,
-         zero3GatherExposedS = 0, optimizerS = 0;
+         tpCommS = 0, ppCommS = 0, ppCommExposedS = 0, dpCommS = 0,
+         dpCommExposedS = 0, zero3GatherExposedS = 0, optimizerS = 0;
   double exposedCommS = 0;
   double stepTimeS = 0;
   double bubbleFraction = 0;

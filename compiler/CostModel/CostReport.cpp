@@ -39,6 +39,7 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
   row("pipeline bubble", e.bubbleS);
   row("tp communication", e.tpCommS);
   row("pp communication", e.ppCommS);
+  row("  of which exposed", e.ppCommExposedS);
   row("dp communication", e.dpCommS);
   row("  of which exposed", e.dpCommExposedS + e.zero3GatherExposedS);
   row("optimizer", e.optimizerS);
@@ -125,6 +126,7 @@ llvm::json::Object costReportJson(const CostEstimate &e,
                         {"bubble", e.bubbleS},
                         {"tp_comm", e.tpCommS},
                         {"pp_comm", e.ppCommS},
+                        {"pp_comm_exposed", e.ppCommExposedS},
                         {"dp_comm", e.dpCommS},
                         {"dp_comm_exposed", e.dpCommExposedS},
                         {"zero3_gather_exposed", e.zero3GatherExposedS},
