@@ -25,6 +25,9 @@ struct DistEstimateCostPass
           << format << "'";
       return signalPassFailure();
     }
+    // Without a strategy option, cost the one the module carries.
+    auto chosen = module->getAttrOfType<dist::StrategyAttr>(
+        dist::kStrategyAttrName);
     llvm::Expected<PartialParallelConfig> partial =
         parseParallelConfig(strategy);
     if (!partial) {
@@ -37,15 +40,9 @@ struct DistEstimateCostPass
       return signalPassFailure();
     }
 
-    bool usesDefault = false;
-    Topology topology;
-    if (auto attr = module->getAttrOfType<dist::TopologyAttr>(
-            dist::kTopologyAttrName)) {
-      topology = fromAttr(attr);
-    } else {
-      topology = partita::defaultTopology();
-      usesDefault = true;
-    }
+    std::string note;
+    Topology topology = moduleTopology(module, note);
+    bool usesDefault = !note.empty();
     TopologyGraph graph(topology);
 
     std::string error;
@@ -62,23 +59,21 @@ struct DistEstimateCostPass
     llvm::json::Array reports;
     mlir::WalkResult result = module.walk([&](tfm::ModelOp model) {
       ModelProfile profile = profileModel(model);
-      llvm::Expected<ParallelConfig> config = completeParallelConfig(
-          *partial, topology.numDevices(), profile.globalBatch,
-          static_cast<int64_t>(profile.layers.size()));
+      llvm::Expected<ParallelConfig> config =
+          chosen && strategy.empty()
+              ? llvm::Expected<ParallelConfig>(fromStrategyAttr(chosen))
+              : completeParallelConfig(
+                    *partial, topology.numDevices(), profile.globalBatch,
+                    static_cast<int64_t>(profile.layers.size()));
       llvm::Expected<CostEstimate> estimate =
           config ? estimateCost(profile, graph, *config, *params)
                  : llvm::Expected<CostEstimate>(config.takeError());
       if (!estimate) {
-        model.emitError(llvm::toString(estimate.takeError()));
+        mlir::emitError(model.getLoc(), llvm::toString(estimate.takeError()));
         return mlir::WalkResult::interrupt();
       }
       if (format == "text")
-        printCostReport(*estimate, profile,
-                        usesDefault
-                            ? "no topology given: the default, one dgx-h100 "
-                              "node; choose one with --topology"
-                            : "",
-                        os);
+        printCostReport(*estimate, profile, note, os);
       else
         reports.push_back(costReportJson(*estimate, profile, usesDefault));
       return mlir::WalkResult::advance();

@@ -16,6 +16,11 @@ namespace partita {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The module's #dist.topology, or the default topology with `note` saying
+/// that no topology was given.
+struct Topology;
+Topology moduleTopology(mlir::ModuleOp module, std::string &note);
+
 /// Registers every Partita pass and named pipeline with the global registry.
 void registerPartitaPassesAndPipelines();
 

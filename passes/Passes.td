@@ -54,13 +54,56 @@ def DistAttachTopology : Pass<"dist-attach-topology", "mlir::ModuleOp"> {
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
 
+def DistSearchStrategy : Pass<"dist-search-strategy", "mlir::ModuleOp"> {
+  let summary = "Choose the fastest parallel strategy that fits";
+  let description = [{
+    Searches data, tensor and pipeline parallelism, virtual pipeline stages,
+    the ZeRO stage, micro-batch size, recomputation, sequence parallelism,
+    the pipeline schedule and the cut of layers into stages for the
+    module's `tfm.model` on its `#dist.topology` (one dgx-h100 node when
+    there is none), pruning what cannot divide or fit and costing the rest
+    with the cost model (docs/cost-model.md). Dimensions given in `strategy`
+    are pinned. The winner becomes the module's `dist.strategy`; a table
+    saying why it wins goes to stderr and `report` receives the JSON report
+    (docs/search.md). When nothing fits, the pass fails with the smallest
+    memory any configuration needs and what would make it fit.
+
+    After `--dist-search-strategy`:
+
+    ```mlir
+    module attributes {dist.strategy = #dist.strategy<dp = 2, tp = 8, pp = 1,
+        vpp = 1, zero = 1, ...>, dist.topology = ...} { ... }
+    ```
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"",
+           "Pinned dimensions, e.g. tp=8,zero=1 (same syntax as the cost "
+           "report)">,
+    Option<"objective", "objective", "std::string", /*default=*/"\"throughput\"",
+           "throughput (fastest step) or memory (least memory per device)">,
+    Option<"memoryCapGib", "memory-cap-gib", "double", /*default=*/"0",
+           "Memory a device may use in GiB (0: all of it)">,
+    Option<"allowTpAcrossNodes", "allow-tp-across-nodes", "bool",
+           /*default=*/"false", "Let tensor-parallel groups span nodes">,
+    Option<"topK", "top-k", "int64_t", /*default=*/"5",
+           "Runners-up in the report">,
+    Option<"report", "report", "std::string", /*default=*/"",
+           "Write the JSON report to this file">,
+    Option<"costParams", "cost-params", "std::string", /*default=*/"",
+           "Override the cost model's physical parameters">
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
 def DistEstimateCost : Pass<"dist-estimate-cost", "mlir::ModuleOp"> {
   let summary = "Report the predicted cost of a training step under a strategy";
   let description = [{
     For each `tfm.model`, costs one training step under the parallel
     configuration given by `strategy` (the `--strategy` syntax of plan-opt:
     `dp=64,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,sp=1,schedule=1f1b`;
-    keys left out take the defaults of docs/cost-model.md) on the module's
+    keys left out take the defaults of docs/cost-model.md) or, without
+    `strategy`, by the module's `dist.strategy` (as chosen by
+    `dist-search-strategy`) on the module's
     `#dist.topology`, or on one `dgx-h100` node when there is none (the
     report says so). The model is the analytical one of docs/cost-model.md.
 

@@ -14,14 +14,22 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(createDistAttachTopology({options.topology}));
   if (options.summarize)
     pm.addPass(createTfmSummarizeModel());
+  // With the search, the cost report describes its winner; without it, the
+  // strategy given (completed with the documented defaults).
+  std::string costed = options.search ? std::string() : options.strategy.getValue();
+  if (options.search)
+    pm.addPass(createDistSearchStrategy(
+        {options.strategy, options.objective, options.memoryCapGib,
+         options.allowTpAcrossNodes, /*topK=*/5, options.report,
+         options.costParams}));
   bool wantsCost =
       !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
     pm.addPass(createDistEstimateCost(
-        {options.strategy, "text", "-", options.costParams}));
+        {costed, "text", "-", options.costParams}));
   if (!options.costReport.empty())
     pm.addPass(createDistEstimateCost(
-        {options.strategy, "json", options.costReport, options.costParams}));
+        {costed, "json", options.costReport, options.costParams}));
 }
 
 void registerPartitaPassesAndPipelines() {

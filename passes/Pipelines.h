@@ -23,10 +23,28 @@ struct CompilePipelineOptions
       *this, "topology",
       llvm::cl::desc("Attach this topology first (dist-attach-topology): "
                      "NAME[:N] or a .json file")};
+  Option<bool> search{*this, "search",
+                      llvm::cl::desc("Search the parallel strategy "
+                                     "(dist-search-strategy)"),
+                      llvm::cl::init(true)};
   Option<std::string> strategy{
       *this, "strategy",
-      llvm::cl::desc("Report the cost of this parallel configuration "
-                     "(dist-estimate-cost)")};
+      llvm::cl::desc("Pin these dimensions of the strategy and report the "
+                     "cost of the result (dist-estimate-cost)")};
+  Option<std::string> objective{
+      *this, "objective",
+      llvm::cl::desc("throughput or memory"), llvm::cl::init("throughput")};
+  Option<double> memoryCapGib{
+      *this, "memory-cap-gib",
+      llvm::cl::desc("Memory a device may use in GiB (0: all of it)"),
+      llvm::cl::init(0)};
+  Option<bool> allowTpAcrossNodes{
+      *this, "allow-tp-across-nodes",
+      llvm::cl::desc("Let tensor-parallel groups span nodes"),
+      llvm::cl::init(false)};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("Write the search report as JSON to this file")};
   Option<std::string> costParams{
       *this, "cost-params",
       llvm::cl::desc("Override the cost model's physical parameters")};
@@ -36,8 +54,8 @@ struct CompilePipelineOptions
 };
 
 /// The compile pipeline. Today: attach the topology, summarise the model,
-/// and report the cost of a given strategy; the strategy search,
-/// partitioning and plan export join it as they land.
+/// search the strategy, and report its cost; partitioning and plan export
+/// join it as they land.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options);
 

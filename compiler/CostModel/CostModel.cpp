@@ -343,18 +343,6 @@ struct LayerCoster {
   }
 };
 
-/// The layers of one pipeline rank: chunks k, k + p, ... of L / (p v)
-/// layers each (one chunk per rank without interleaving).
-std::vector<int64_t> layersOfRank(int64_t rank, int64_t layers, int64_t p,
-                                  int64_t v) {
-  std::vector<int64_t> result;
-  int64_t chunk = layers / (p * v);
-  for (int64_t j = 0; j < v; ++j)
-    for (int64_t i = 0; i < chunk; ++i)
-      result.push_back((j * p + rank) * chunk + i);
-  return result;
-}
-
 } // namespace
 
 llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
@@ -384,9 +372,20 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                   " neither divides nor is a multiple of the " +
                   llvm::Twine(layer.kvHeads) + " key/value heads");
   }
-  if (L % (p * v) != 0)
+  if (c.stageLayers.empty() && L % (p * v) != 0)
     return fail("pp * vpp = " + llvm::Twine(p * v) + " does not divide the " +
                 llvm::Twine(L) + " layers");
+  if (!c.stageLayers.empty()) {
+    int64_t total = 0;
+    for (int64_t n : c.stageLayers)
+      total += n;
+    if (v != 1 || static_cast<int64_t>(c.stageLayers.size()) != p ||
+        total != L ||
+        llvm::any_of(c.stageLayers, [](int64_t n) { return n < 1; }))
+      return fail("stage_layers must give each of the " + llvm::Twine(p) +
+                  " stages at least one of the " + llvm::Twine(L) +
+                  " layers (and vpp must be 1)");
+  }
 
   CostEstimate e;
   e.config = c;
@@ -448,7 +447,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   std::vector<Rank> ranks(p);
   for (int64_t k = 0; k < p; ++k) {
     Rank &r = ranks[k];
-    for (int64_t i : layersOfRank(k, L, p, v)) {
+    for (int64_t i : c.layersOfRank(k, L)) {
       const LayerCost &lc = layers[i];
       r.fwd += lc.forwardS;
       r.bwd += lc.backwardS;
@@ -488,7 +487,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   if (t > 1) {
     double bytes = eb * tokens * h;
     double calls = 0;
-    for (int64_t i : layersOfRank(0, L, p, v))
+    for (int64_t i : c.layersOfRank(0, L))
       calls += profile.layers[i].rowParallelGemms;
     calls *= m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
     std::string algo;
@@ -574,7 +573,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       // backward in every micro-batch, prefetched one layer ahead: what the
       // previous layer's compute does not cover is exposed.
       double calls = 0;
-      for (int64_t i : layersOfRank(0, L, p, v)) {
+      for (int64_t i : c.layersOfRank(0, L)) {
         double bytes = eb * layers[i].params;
         double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff);
         e.dpCommS += 2 * m * ag;

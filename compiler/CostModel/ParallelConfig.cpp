@@ -2,6 +2,9 @@
 
 #include "compiler/CostModel/ParallelConfig.h"
 
+#include "dialects/dist/DistDialect.h"
+
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -31,6 +34,71 @@ StringRef toString(Schedule schedule) {
     return "interleaved";
   }
   return "";
+}
+
+std::vector<int64_t> ParallelConfig::layersOfRank(int64_t rank,
+                                                  int64_t numLayers) const {
+  std::vector<int64_t> result;
+  if (!stageLayers.empty()) {
+    int64_t first = 0;
+    for (int64_t k = 0; k < rank; ++k)
+      first += stageLayers[k];
+    for (int64_t i = 0; i < stageLayers[rank]; ++i)
+      result.push_back(first + i);
+    return result;
+  }
+  int64_t chunk = numLayers / (pp * vpp);
+  for (int64_t j = 0; j < vpp; ++j)
+    for (int64_t i = 0; i < chunk; ++i)
+      result.push_back((j * pp + rank) * chunk + i);
+  return result;
+}
+
+mlir::Attribute toStrategyAttr(const ParallelConfig &c, int64_t numLayers,
+                               mlir::MLIRContext *context) {
+  context->getOrLoadDialect<dist::DistDialect>();
+  std::vector<int64_t> chunks = c.stageLayers;
+  if (chunks.empty())
+    chunks.assign(c.pp * c.vpp, numLayers / (c.pp * c.vpp));
+  auto recompute = c.recompute == Recompute::Full ? dist::RecomputeKind::full
+                   : c.recompute == Recompute::Selective
+                       ? dist::RecomputeKind::selective
+                       : dist::RecomputeKind::none;
+  auto schedule = c.schedule == Schedule::GPipe ? dist::ScheduleKind::gpipe
+                  : c.schedule == Schedule::Interleaved
+                      ? dist::ScheduleKind::interleaved
+                      : dist::ScheduleKind::one_f_one_b;
+  return dist::StrategyAttr::get(
+      context, c.dp, c.tp, c.pp, c.vpp, c.zero, c.microBatchSize,
+      c.numMicroBatches, recompute, c.sequenceParallel ? 1 : 0, schedule,
+      mlir::DenseI64ArrayAttr::get(context, chunks));
+}
+
+ParallelConfig fromStrategyAttr(mlir::Attribute attr) {
+  auto s = llvm::cast<dist::StrategyAttr>(attr);
+  ParallelConfig c;
+  c.dp = s.getDp();
+  c.tp = s.getTp();
+  c.pp = s.getPp();
+  c.vpp = s.getVpp();
+  c.zero = s.getZero();
+  c.microBatchSize = s.getMicroBatchSize();
+  c.numMicroBatches = s.getNumMicroBatches();
+  c.recompute = s.getRecompute() == dist::RecomputeKind::full
+                    ? Recompute::Full
+                : s.getRecompute() == dist::RecomputeKind::selective
+                    ? Recompute::Selective
+                    : Recompute::None;
+  c.sequenceParallel = s.getSequenceParallel() == 1;
+  c.schedule = s.getSchedule() == dist::ScheduleKind::gpipe ? Schedule::GPipe
+               : s.getSchedule() == dist::ScheduleKind::interleaved
+                   ? Schedule::Interleaved
+                   : Schedule::OneFOneB;
+  llvm::ArrayRef<int64_t> chunks = s.getStageLayers().asArrayRef();
+  bool even = llvm::all_equal(chunks);
+  if (c.vpp == 1 && !even)
+    c.stageLayers.assign(chunks.begin(), chunks.end());
+  return c;
 }
 
 std::string ParallelConfig::str() const {

@@ -10,12 +10,14 @@
 #ifndef PARTITA_COMPILER_COSTMODEL_PARALLELCONFIG_H
 #define PARTITA_COMPILER_COSTMODEL_PARALLELCONFIG_H
 
+#include "mlir/IR/Attributes.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace partita {
 
@@ -40,11 +42,23 @@ struct ParallelConfig {
   Recompute recompute = Recompute::None;
   bool sequenceParallel = false;
   Schedule schedule = Schedule::OneFOneB;
+  /// Layers of each pipeline stage, first to last (vpp = 1 only); empty:
+  /// the even cut of numLayers / (pp * vpp) per model chunk.
+  std::vector<int64_t> stageLayers;
 
   int64_t numDevices() const { return dp * tp * pp; }
+  /// The layer indices pipeline rank `rank` runs: its stage of stageLayers,
+  /// or chunks rank, rank + pp, ... of an even cut.
+  std::vector<int64_t> layersOfRank(int64_t rank, int64_t numLayers) const;
   /// The canonical text form (every key, in the order above).
   std::string str() const;
 };
+
+/// The module attribute for a configuration of a model with `numLayers`
+/// layers, and back.
+mlir::Attribute toStrategyAttr(const ParallelConfig &config,
+                               int64_t numLayers, mlir::MLIRContext *context);
+ParallelConfig fromStrategyAttr(mlir::Attribute strategy);
 
 /// The keys a --strategy string gave; the rest are free.
 struct PartialParallelConfig {

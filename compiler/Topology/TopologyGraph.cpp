@@ -120,6 +120,9 @@ TopologyGraph::route(int64_t src, int64_t dst) const {
 
 RingCost TopologyGraph::concurrentRings(
     const std::vector<std::vector<int64_t>> &rings) const {
+  auto cached = ringCache.find(rings);
+  if (cached != ringCache.end())
+    return cached->second;
   RingCost cost;
   std::map<Edge, int64_t> flows;
   for (const std::vector<int64_t> &ring : rings) {
@@ -141,6 +144,7 @@ RingCost TopologyGraph::concurrentRings(
   cost.bytesPerS = std::numeric_limits<double>::infinity();
   for (const auto &[edge, count] : flows)
     cost.bytesPerS = std::min(cost.bytesPerS, graph[edge].bytesPerS / count);
+  ringCache.emplace(rings, cost);
   return cost;
 }
 

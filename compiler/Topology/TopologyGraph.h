@@ -69,6 +69,8 @@ private:
   Topology topo;
   Graph graph;
   mutable std::map<std::pair<int64_t, int64_t>, std::vector<Edge>> routes;
+  /// The strategy search asks for the same few groups many times.
+  mutable std::map<std::vector<std::vector<int64_t>>, RingCost> ringCache;
 };
 
 } // namespace partita

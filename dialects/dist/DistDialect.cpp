@@ -234,3 +234,32 @@ TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << devicesPerNode;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// StrategyAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult StrategyAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t dp, int64_t tp,
+    int64_t pp, int64_t vpp, int64_t zero, int64_t microBatchSize,
+    int64_t numMicroBatches, RecomputeKind, int64_t sequenceParallel,
+    ScheduleKind schedule, DenseI64ArrayAttr stageLayers) {
+  if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || microBatchSize < 1 ||
+      numMicroBatches < 1)
+    return emitError() << "dp, tp, pp, vpp, micro_batch_size and "
+                          "num_micro_batches must be at least 1";
+  if (zero < 0 || zero > 3)
+    return emitError() << "zero must be 0, 1, 2 or 3, got " << zero;
+  if (sequenceParallel != 0 && sequenceParallel != 1)
+    return emitError() << "sequence_parallel must be 0 or 1";
+  if ((vpp > 1) != (schedule == ScheduleKind::interleaved))
+    return emitError() << "vpp > 1 goes with the interleaved schedule";
+  if (static_cast<int64_t>(stageLayers.size()) != pp * vpp)
+    return emitError() << "stage_layers has " << stageLayers.size()
+                       << " entries for pp * vpp = " << pp * vpp
+                       << " model chunks";
+  for (int64_t n : stageLayers.asArrayRef())
+    if (n < 1)
+      return emitError() << "every pipeline stage needs at least one layer";
+  return success();
+}

@@ -15,8 +15,10 @@
 #include "dialects/dist/DistAttrs.h.inc"
 
 namespace partita::dist {
-/// The name of the module attribute holding the topology.
+/// The names of the module attributes holding the topology and the chosen
+/// strategy.
 constexpr llvm::StringLiteral kTopologyAttrName = "dist.topology";
+constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
 } // namespace partita::dist
 
 #endif // PARTITA_DIALECTS_DIST_DISTDIALECT_H

@@ -149,4 +149,50 @@ def Dist_TopologyAttr : Dist_Attr<"Topology", "topology"> {
   }];
 }
 
+def Dist_RecomputeNone : I32EnumAttrCase<"none", 0>;
+def Dist_RecomputeSelective : I32EnumAttrCase<"selective", 1>;
+def Dist_RecomputeFull : I32EnumAttrCase<"full", 2>;
+def Dist_RecomputeKind : I32EnumAttr<"RecomputeKind",
+    "activation recomputation",
+    [Dist_RecomputeNone, Dist_RecomputeSelective, Dist_RecomputeFull]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_ScheduleGPipe : I32EnumAttrCase<"gpipe", 0>;
+def Dist_Schedule1F1B : I32EnumAttrCase<"one_f_one_b", 1, "1f1b">;
+def Dist_ScheduleInterleaved : I32EnumAttrCase<"interleaved", 2>;
+def Dist_ScheduleKind : I32EnumAttr<"ScheduleKind", "pipeline schedule",
+    [Dist_ScheduleGPipe, Dist_Schedule1F1B, Dist_ScheduleInterleaved]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+
+def Dist_StrategyAttr : Dist_Attr<"Strategy", "strategy"> {
+  let summary = "the parallel configuration chosen for a model";
+  let description = [{
+    Data, tensor and pipeline parallel sizes (`dp * tp * pp` devices),
+    virtual pipeline stages, the ZeRO stage, micro-batch size and count,
+    recomputation, sequence parallelism, the pipeline schedule and the
+    layers of each pipeline stage. `dist-search-strategy` sets it as the
+    module's `dist.strategy`; later passes partition by it.
+
+    ```mlir
+    #dist.strategy<dp = 8, tp = 8, pp = 2, vpp = 1, zero = 1,
+      micro_batch_size = 1, num_micro_batches = 64, recompute = selective,
+      sequence_parallel = 1, schedule = "1f1b",
+      stage_layers = [16, 16]>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$dp, "int64_t":$tp, "int64_t":$pp, "int64_t":$vpp,
+    "int64_t":$zero, "int64_t":$micro_batch_size,
+    "int64_t":$num_micro_batches, "RecomputeKind":$recompute,
+    "int64_t":$sequence_parallel, "ScheduleKind":$schedule,
+    "::mlir::DenseI64ArrayAttr":$stage_layers
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // PARTITA_DIST_DIALECT

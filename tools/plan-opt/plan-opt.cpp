@@ -65,6 +65,31 @@ llvm::cl::opt<std::string> costParamsFlag(
     llvm::cl::desc("Override the cost model's physical parameters, e.g. "
                    "gemm_efficiency=0.8,attention=unfused"),
     llvm::cl::value_desc("params"), llvm::cl::cat(planCategory));
+llvm::cl::opt<std::string> reportFlag(
+    "report",
+    llvm::cl::desc("Write the strategy search report as JSON to this file"),
+    llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
+llvm::cl::opt<std::string> objectiveFlag(
+    "objective",
+    llvm::cl::desc("What the search minimises: throughput (step time, the "
+                   "default) or memory (per device)"),
+    llvm::cl::value_desc("objective"), llvm::cl::init("throughput"),
+    llvm::cl::cat(planCategory));
+llvm::cl::opt<double> memoryCapFlag(
+    "memory-cap-gib",
+    llvm::cl::desc("Memory a device may use, in GiB (default: all of it)"),
+    llvm::cl::value_desc("GiB"), llvm::cl::init(0),
+    llvm::cl::cat(planCategory));
+llvm::cl::opt<bool> tpAcrossNodesFlag(
+    "allow-tp-across-nodes",
+    llvm::cl::desc("Let the search place tensor-parallel groups across "
+                   "nodes"),
+    llvm::cl::cat(planCategory));
+llvm::cl::opt<bool> noSearchFlag(
+    "no-search",
+    llvm::cl::desc("Do not search: cost --strategy with the documented "
+                   "defaults for what it leaves out"),
+    llvm::cl::cat(planCategory));
 llvm::cl::opt<std::string> costReportFlag(
     "cost-report",
     llvm::cl::desc("Write the cost report as JSON to this file"),
@@ -158,6 +183,11 @@ int main(int argc, char **argv) {
         options.strategy = strategyFlag;
       options.costReport = costReportFlag;
       options.costParams = costParamsFlag;
+      options.search = !noSearchFlag;
+      options.report = reportFlag;
+      options.objective = objectiveFlag;
+      options.memoryCapGib = memoryCapFlag;
+      options.allowTpAcrossNodes = tpAcrossNodesFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });

@@ -1,0 +1,133 @@
+//===- SearchReport.cpp - The strategy search report ----------------------===//
+
+#include "compiler/Search/SearchReport.h"
+
+#include "llvm/Support/Format.h"
+
+namespace partita {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::string stageLayersText(const ParallelConfig &c, int64_t layers) {
+  std::string text;
+  for (int64_t k = 0; k < c.pp; ++k)
+    text += (k ? "/" : "") +
+            std::to_string(c.stageLayers.empty()
+                               ? layers / c.pp
+                               : c.stageLayers[k]);
+  return text;
+}
+
+llvm::json::Array stageLayersJson(const ParallelConfig &c, int64_t layers) {
+  llvm::json::Array a;
+  for (int64_t k = 0; k < c.pp * (c.stageLayers.empty() ? c.vpp : 1); ++k)
+    a.push_back(c.stageLayers.empty() ? layers / (c.pp * c.vpp)
+                                      : c.stageLayers[k]);
+  return a;
+}
+
+llvm::json::Object strategyJson(const ParallelConfig &c, int64_t layers) {
+  return llvm::json::Object{{"dp", c.dp},
+                            {"tp", c.tp},
+                            {"pp", c.pp},
+                            {"vpp", c.vpp},
+                            {"zero", c.zero},
+                            {"micro_batch_size", c.microBatchSize},
+                            {"num_micro_batches", c.numMicroBatches},
+                            {"recompute", toString(c.recompute)},
+                            {"sequence_parallel", c.sequenceParallel},
+                            {"schedule", toString(c.schedule)},
+                            {"stage_layers", stageLayersJson(c, layers)}};
+}
+
+llvm::json::Object predictedJson(const CostEstimate &e) {
+  const MemoryBreakdown &m = e.memory;
+  return llvm::json::Object{
+      {"step_time_s", e.stepTimeS},
+      {"tokens_per_s", e.tokensPerS},
+      {"tflops_per_gpu", e.modelTflopsPerDevice},
+      {"hardware_tflops_per_gpu", e.hardwareTflopsPerDevice},
+      {"mfu", e.mfu},
+      {"peak_memory_bytes_per_gpu", m.total()},
+      {"memory_breakdown",
+       llvm::json::Object{{"parameters", m.parameters},
+                          {"gradients", m.gradients},
+                          {"optimizer_states", m.optimizerStates},
+                          {"activations", m.activations},
+                          {"buffers", m.buffers}}},
+      {"comm_time_breakdown",
+       llvm::json::Object{{"tp", e.tpCommS},
+                          {"pp", e.ppCommS},
+                          {"dp", e.dpCommS}}},
+      {"bubble_fraction", e.bubbleFraction},
+      {"exposed_comm_s", e.exposedCommS}};
+}
+
+} // namespace
+
+void printSearchReport(const SearchResult &r, const ModelProfile &profile,
+                       llvm::StringRef topologyNote, llvm::raw_ostream &os) {
+  using llvm::format;
+  const CostEstimate &e = r.best.estimate;
+  int64_t layers = profile.layers.size();
+  os << "plan for \"" << profile.name << "\" on " << e.devices
+     << " devices of topology \"" << e.topologyName << "\"\n";
+  if (!topologyNote.empty())
+    os << "  (" << topologyNote << ")\n";
+  os << "  strategy      " << r.best.config.str() << "\n";
+  os << "  stage layers  " << stageLayersText(r.best.config, layers) << "\n";
+  os << "  why           " << r.why << "\n";
+  os << format("  step %.3f s, %.0f tokens/s, %.1f TFLOP/s per device, MFU "
+               "%.1f%%, bubble %.1f%%, exposed communication %.3f s\n",
+               e.stepTimeS, e.tokensPerS, e.modelTflopsPerDevice,
+               100 * e.mfu, 100 * e.bubbleFraction, e.exposedCommS);
+  os << format("  memory %.1f of %.1f GiB per device (parameters %.1f, "
+               "gradients %.1f, optimizer %.1f, activations %.1f, buffers "
+               "%.1f)\n",
+               e.memory.total() / kGiB, r.memoryCapBytes / kGiB,
+               e.memory.parameters / kGiB, e.memory.gradients / kGiB,
+               e.memory.optimizerStates / kGiB, e.memory.activations / kGiB,
+               e.memory.buffers / kGiB);
+  if (!r.runnersUp.empty()) {
+    os << "  runners-up\n";
+    for (const Candidate &c : r.runnersUp)
+      os << format("    %-72s %8.3f s %6.1f GiB\n", c.config.str().c_str(),
+                   c.estimate.stepTimeS, c.estimate.memory.total() / kGiB);
+  }
+  os << format("  searched %lld configurations in %.3f s; rejected: %lld out "
+               "of memory, %lld indivisible, %lld slower\n",
+               static_cast<long long>(r.costed), r.searchTimeS,
+               static_cast<long long>(r.rejectedOutOfMemory),
+               static_cast<long long>(r.rejectedIndivisible),
+               static_cast<long long>(r.rejectedSlower));
+}
+
+llvm::json::Object searchReportJson(const SearchResult &r,
+                                    const ModelProfile &profile,
+                                    bool defaultTopology) {
+  int64_t layers = profile.layers.size();
+  llvm::json::Array candidates;
+  for (const Candidate &c : r.runnersUp)
+    candidates.push_back(
+        llvm::json::Object{{"strategy", strategyJson(c.config, layers)},
+                           {"predicted", predictedJson(c.estimate)}});
+  return llvm::json::Object{
+      {"model", profile.name},
+      {"topology", r.best.estimate.topologyName},
+      {"default_topology", defaultTopology},
+      {"devices", r.best.estimate.devices},
+      {"strategy", strategyJson(r.best.config, layers)},
+      {"predicted", predictedJson(r.best.estimate)},
+      {"why", r.why},
+      {"candidates", std::move(candidates)},
+      {"rejected", llvm::json::Object{{"out_of_memory", r.rejectedOutOfMemory},
+                                      {"indivisible", r.rejectedIndivisible},
+                                      {"slower", r.rejectedSlower}}},
+      {"candidates_costed", r.costed},
+      {"search_time_s", r.searchTimeS},
+      {"memory_cap_bytes", r.memoryCapBytes}};
+}
+
+} // namespace partita

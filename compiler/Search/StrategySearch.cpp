@@ -1,0 +1,412 @@
+//===- StrategySearch.cpp - The fastest parallel plan that fits -----------===//
+
+#include "compiler/Search/StrategySearch.h"
+
+#include "support/Format.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <cmath>
+
+namespace partita {
+
+//===----------------------------------------------------------------------===//
+// Stage cuts
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Greedy cut with stage loads <= limit, keeping a layer for every stage
+/// still to come; empty if the limit cannot be met.
+std::vector<int64_t> greedyCut(const std::vector<double> &costs,
+                               double firstExtra, double lastExtra,
+                               int64_t stages, double limit) {
+  const int64_t n = costs.size();
+  std::vector<int64_t> cut;
+  double load = firstExtra;
+  int64_t inStage = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t stage = cut.size();
+    // Every later stage needs one of the remaining n - i layers.
+    bool mustClose = inStage > 0 && n - i == stages - stage - 1;
+    bool wouldOverflow = inStage > 0 && load + costs[i] > limit;
+    if ((mustClose || wouldOverflow) && stage < stages - 1) {
+      cut.push_back(inStage);
+      load = 0;
+      inStage = 0;
+    }
+    load += costs[i];
+    ++inStage;
+    if (load > limit + 1e-12 * std::fabs(limit))
+      return {};
+  }
+  cut.push_back(inStage);
+  if (static_cast<int64_t>(cut.size()) != stages ||
+      load + lastExtra > limit + 1e-12 * std::fabs(limit))
+    return {};
+  return cut;
+}
+
+} // namespace
+
+std::vector<int64_t> balancedStageCut(const std::vector<double> &costs,
+                                      double firstExtra, double lastExtra,
+                                      int64_t stages) {
+  const int64_t n = costs.size();
+  if (stages <= 1 || n < stages)
+    return {n};
+  double total = firstExtra + lastExtra;
+  for (double c : costs)
+    total += c;
+  double lo = 0, hi = total;
+  std::vector<int64_t> best = greedyCut(costs, firstExtra, lastExtra, stages,
+                                        hi);
+  for (int iteration = 0; iteration < 100 && hi - lo > 1e-12 * total;
+       ++iteration) {
+    double mid = (lo + hi) / 2;
+    std::vector<int64_t> cut =
+        greedyCut(costs, firstExtra, lastExtra, stages, mid);
+    if (cut.empty()) {
+      lo = mid;
+    } else {
+      hi = mid;
+      best = std::move(cut);
+    }
+  }
+  return best;
+}
+
+//===----------------------------------------------------------------------===//
+// The search
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n, int64_t max = INT64_MAX) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= n && d <= max; ++d)
+    if (n % d == 0)
+      result.push_back(d);
+  return result;
+}
+
+template <typename T>
+std::vector<T> pinnedOr(const std::optional<T> &pin, std::vector<T> all) {
+  if (pin)
+    return {*pin};
+  return all;
+}
+
+llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 message.str());
+}
+
+/// Forward FLOPs per token of each layer (with the full-recomputation
+/// forward when asked), and of the LM head: the weights a stage cut
+/// balances.
+struct FlopWeights {
+  std::vector<double> layers;
+  double head = 0;
+};
+
+FlopWeights flopWeights(const ModelProfile &profile, bool fullRecompute) {
+  FlopWeights w;
+  double s = profile.seqLen;
+  for (const LayerProfile &layer : profile.layers) {
+    double flops = 0;
+    for (const GemmProfile &g : layer.gemms)
+      flops += 2.0 * g.n * g.k;
+    double context = layer.window ? std::min<double>(s, layer.window) : s;
+    flops += 4.0 * context * layer.heads * layer.headDim;
+    w.layers.push_back((fullRecompute ? 4 : 3) * flops);
+  }
+  w.head = 3 * 2.0 * profile.hidden * profile.vocab;
+  return w;
+}
+
+std::string gib(double bytes) {
+  return formatNumber(std::round(bytes / 1073741824.0 * 10) / 10) + " GiB";
+}
+
+/// One sentence on why the winner wins, from how the best alternatives
+/// along each dimension fared.
+std::string explain(const SearchResult &r, const ModelProfile &profile,
+                    const Topology &topo, bool smallerPpFits) {
+  const ParallelConfig &c = r.best.config;
+  std::vector<std::string> reasons;
+  if (c.tp > 1) {
+    bool inNode = c.tp <= topo.devicesPerNode;
+    reasons.push_back("tp=" + std::to_string(c.tp) +
+                      (inNode ? " keeps the per-layer all-reduces inside a "
+                                "node"
+                              : " spreads the layers' weights across nodes"));
+  }
+  if (c.pp > 1) {
+    if (!smallerPpFits)
+      reasons.push_back("pp=" + std::to_string(c.pp) + " is needed to fit " +
+                        profile.name + " in " + gib(r.memoryCapBytes));
+    else
+      reasons.push_back("pp=" + std::to_string(c.pp) +
+                        " leaves a bubble of " +
+                        formatNumber(std::round(
+                            r.best.estimate.bubbleFraction * 1000) /
+                                     10) +
+                        "% yet beats shallower pipelines");
+  }
+  if (c.zero > 0)
+    reasons.push_back(
+        "zero=" + std::to_string(c.zero) + " shards the optimizer state" +
+        (c.zero >= 2 ? std::string(c.zero == 3 ? ", gradients and parameters"
+                                               : " and gradients")
+                     : std::string()) +
+        " over dp=" + std::to_string(c.dp));
+  if (c.recompute != Recompute::None)
+    reasons.push_back("recompute=" + toString(c.recompute).str() +
+                      " trades compute for activation memory");
+  // The nearest alternative and by how much it loses.
+  if (!r.runnersUp.empty()) {
+    const Candidate &next = r.runnersUp.front();
+    double slower =
+        100 * (next.estimate.stepTimeS / r.best.estimate.stepTimeS - 1);
+    reasons.push_back("the runner-up (" + next.config.str() + ") is " +
+                      formatNumber(std::round(slower * 10) / 10) +
+                      "% slower");
+  }
+  if (reasons.empty())
+    return "plain data parallelism fits and needs no model parallelism.";
+  std::string sentence;
+  for (size_t i = 0; i < reasons.size(); ++i)
+    sentence += (i == 0 ? "" : i + 1 == reasons.size() ? "; and " : "; ") +
+                reasons[i];
+  return sentence + ".";
+}
+
+} // namespace
+
+llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
+                                            const TopologyGraph &graph,
+                                            const SearchOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  const Topology &topo = graph.topology();
+  const PartialParallelConfig &pins = options.pins;
+  const int64_t N = topo.numDevices();
+  const int64_t L = profile.layers.size();
+  const int64_t B = profile.globalBatch;
+  if (L == 0)
+    return makeError("the model has no tfm.block layers to plan");
+  const LayerProfile &layer = profile.layers.front();
+  const double cap = options.memoryCapBytes.value_or(topo.device.memoryBytes);
+
+  // Pins that can never work are errors, not empty searches.
+  if (pins.tp && (layer.heads % *pins.tp != 0))
+    return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
+                     " does not divide the " + llvm::Twine(layer.heads) +
+                     " attention heads");
+  if (pins.pp && *pins.pp > L)
+    return makeError("--strategy: pp=" + llvm::Twine(*pins.pp) +
+                     " exceeds the " + llvm::Twine(L) + " layers");
+  int64_t pinnedDevices =
+      pins.dp.value_or(1) * pins.tp.value_or(1) * pins.pp.value_or(1);
+  if (pinnedDevices > N)
+    return makeError("--strategy: the pinned dp * tp * pp = " +
+                     llvm::Twine(pinnedDevices) + " exceeds the " +
+                     llvm::Twine(N) + " devices of topology '" + topo.name +
+                     "'");
+  if (pins.tp && !options.allowTpAcrossNodes && *pins.tp > topo.devicesPerNode)
+    return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
+                     " crosses nodes of " + llvm::Twine(topo.devicesPerNode) +
+                     " devices; allow it with --allow-tp-across-nodes");
+
+  SearchResult result;
+  result.memoryCapBytes = cap;
+  std::vector<Candidate> ranked; // best first, at most topK + 1
+  double smallestMemory = INFINITY;
+  ParallelConfig smallestConfig;
+  // Whether any configuration of each pipeline depth fits.
+  std::map<int64_t, bool> fitsAtPp;
+  auto better = [&](const CostEstimate &a, const CostEstimate &b) {
+    if (options.objective == SearchObjective::Memory)
+      return a.memory.total() < b.memory.total() ||
+             (a.memory.total() == b.memory.total() &&
+              a.stepTimeS < b.stepTimeS);
+    return a.stepTimeS < b.stepTimeS;
+  };
+
+  FlopWeights plainWeights = flopWeights(profile, false);
+  FlopWeights recomputeWeights = flopWeights(profile, true);
+  int64_t tpMax = options.allowTpAcrossNodes ? N : topo.devicesPerNode;
+  // Configurations on `devices` of the topology's devices.
+  auto searchOn = [&](int64_t devices) {
+  for (int64_t tp : pinnedOr(pins.tp, divisors(devices, tpMax))) {
+    if (layer.heads % tp != 0 ||
+        (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0)) {
+      ++result.rejectedIndivisible;
+      continue;
+    }
+    if (devices % tp != 0) {
+      ++result.rejectedIndivisible;
+      continue;
+    }
+    for (int64_t pp : pinnedOr(pins.pp, divisors(devices / tp, L))) {
+      int64_t dp = pins.dp.value_or(devices / (tp * pp));
+      if (dp * tp * pp != devices) {
+        ++result.rejectedIndivisible;
+        continue;
+      }
+      if (B % dp != 0) {
+        ++result.rejectedIndivisible;
+        continue;
+      }
+      for (int64_t mbs : pinnedOr(pins.microBatchSize, divisors(B / dp, 16))) {
+        int64_t m = B / (dp * mbs);
+        std::vector<int64_t> vpps{1};
+        if (pp > 1 && L % pp == 0)
+          for (int64_t v : divisors(L / pp, 8))
+            if (v > 1 && m % pp == 0)
+              vpps.push_back(v);
+        for (int64_t vpp : pinnedOr(pins.vpp, vpps)) {
+          std::vector<Schedule> schedules;
+          if (vpp > 1)
+            schedules = {Schedule::Interleaved};
+          else if (pp > 1)
+            schedules = {Schedule::OneFOneB, Schedule::GPipe};
+          else
+            schedules = {Schedule::OneFOneB};
+          for (Schedule schedule : pinnedOr(pins.schedule, schedules)) {
+            if ((vpp > 1) != (schedule == Schedule::Interleaved) ||
+                (vpp > 1 && (m % pp != 0 || L % (pp * vpp) != 0))) {
+              ++result.rejectedIndivisible;
+              continue;
+            }
+            for (Recompute recompute :
+                 pinnedOr(pins.recompute, {Recompute::None,
+                                           Recompute::Selective,
+                                           Recompute::Full})) {
+              std::vector<int64_t> stageLayers;
+              if (pp > 1 && vpp == 1) {
+                const FlopWeights &w = recompute == Recompute::Full
+                                           ? recomputeWeights
+                                           : plainWeights;
+                stageLayers = balancedStageCut(w.layers, 0, w.head, pp);
+              }
+              for (bool sp : pinnedOr(pins.sequenceParallel,
+                                      tp > 1 ? std::vector<bool>{false, true}
+                                             : std::vector<bool>{false})) {
+                if (sp && tp == 1) {
+                  ++result.rejectedIndivisible;
+                  continue;
+                }
+                for (int64_t zero :
+                     pinnedOr(pins.zero, dp > 1
+                                             ? std::vector<int64_t>{0, 1, 2, 3}
+                                             : std::vector<int64_t>{0})) {
+                  ParallelConfig c;
+                  c.dp = dp;
+                  c.tp = tp;
+                  c.pp = pp;
+                  c.vpp = vpp;
+                  c.zero = zero;
+                  c.microBatchSize = mbs;
+                  c.numMicroBatches = m;
+                  c.recompute = recompute;
+                  c.sequenceParallel = sp;
+                  c.schedule = schedule;
+                  c.stageLayers = stageLayers;
+                  llvm::Expected<CostEstimate> e =
+                      estimateCost(profile, graph, c, options.costParams);
+                  if (!e) {
+                    llvm::consumeError(e.takeError());
+                    ++result.rejectedIndivisible;
+                    continue;
+                  }
+                  ++result.costed;
+                  double memory = e->memory.total();
+                  if (memory < smallestMemory) {
+                    smallestMemory = memory;
+                    smallestConfig = c;
+                  }
+                  if (memory > cap) {
+                    ++result.rejectedOutOfMemory;
+                    continue;
+                  }
+                  fitsAtPp[pp] = true;
+                  Candidate candidate{c, std::move(*e)};
+                  auto pos = std::find_if(
+                      ranked.begin(), ranked.end(), [&](const Candidate &o) {
+                        return better(candidate.estimate, o.estimate);
+                      });
+                  if (pos - ranked.begin() <= options.topK) {
+                    ranked.insert(pos, std::move(candidate));
+                    if (static_cast<int64_t>(ranked.size()) >
+                        options.topK + 1) {
+                      ranked.pop_back();
+                      ++result.rejectedSlower;
+                    }
+                  } else {
+                    ++result.rejectedSlower;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  };
+  // Every device if possible; otherwise the most that divide the model and
+  // the batch (a global batch smaller than the cluster, say).
+  std::vector<int64_t> deviceCounts = divisors(N);
+  std::reverse(deviceCounts.begin(), deviceCounts.end());
+  if (pins.dp && pins.tp && pins.pp)
+    deviceCounts = {*pins.dp * *pins.tp * *pins.pp};
+  for (int64_t devices : deviceCounts) {
+    searchOn(devices);
+    if (!ranked.empty())
+      break;
+  }
+  result.searchTimeS = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+
+  if (ranked.empty()) {
+    if (result.costed == 0)
+      return makeError("no parallel configuration of " + profile.name +
+                       " divides evenly on " + llvm::Twine(N) +
+                       " devices with the given pins (" +
+                       llvm::Twine(result.rejectedIndivisible) +
+                       " rejected as indivisible)");
+    // Memory of model states scales with 1/devices at best: a lower bound
+    // on the devices needed.
+    int64_t needed = static_cast<int64_t>(
+        std::ceil(N * smallestMemory / cap));
+    int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
+    // ZeRO needs data parallelism to shard over.
+    bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;
+    std::string hint =
+        zeroWouldHelp ? "add nodes, or allow zero=3 with recompute=full"
+                      : "add nodes";
+    return makeError(
+        "no parallel configuration of " + profile.name + " fits: the " +
+        "smallest needs " + gib(smallestMemory) + " per device (" +
+        smallestConfig.str() + ") and a device has " + gib(cap) +
+        "; needs at least " + llvm::Twine(nodes * topo.devicesPerNode) +
+        " devices of " + gib(topo.device.memoryBytes) + " (" +
+        llvm::Twine(nodes) + " nodes); " + hint);
+  }
+  result.best = std::move(ranked.front());
+  result.runnersUp.assign(std::make_move_iterator(ranked.begin() + 1),
+                          std::make_move_iterator(ranked.end()));
+  // Did any shallower pipeline than the winner's fit at all?
+  bool smallerPpFits = llvm::any_of(fitsAtPp, [&](const auto &entry) {
+    return entry.first < result.best.config.pp && entry.second;
+  });
+  result.why = explain(result, profile, topo, smallerPpFits);
+  return result;
+}
+
+} // namespace partita

@@ -1,0 +1,71 @@
+//===- StrategySearch.h - The fastest parallel plan that fits ---*- C++ -*-===//
+//
+// Enumerates parallel configurations of a profiled model on a topology,
+// prunes those that cannot work (divisibility, memory), costs the rest with
+// the closed-form cost model and keeps the best. docs/search.md describes
+// the space, the pruning and the report.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_COMPILER_SEARCH_STRATEGYSEARCH_H
+#define PARTITA_COMPILER_SEARCH_STRATEGYSEARCH_H
+
+#include "compiler/CostModel/CostModel.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partita {
+
+enum class SearchObjective { Throughput, Memory };
+
+struct SearchOptions {
+  /// Dimensions the user fixed; the search fills in the rest.
+  PartialParallelConfig pins;
+  SearchObjective objective = SearchObjective::Throughput;
+  /// Memory a device may use; default: the device's memory.
+  std::optional<double> memoryCapBytes;
+  /// Let tensor-parallel groups span nodes.
+  bool allowTpAcrossNodes = false;
+  /// Runners-up kept in the report.
+  int64_t topK = 5;
+  CostParams costParams;
+};
+
+struct Candidate {
+  ParallelConfig config;
+  CostEstimate estimate;
+};
+
+struct SearchResult {
+  Candidate best;
+  /// The next best, best first (at most topK).
+  std::vector<Candidate> runnersUp;
+  int64_t costed = 0;
+  int64_t rejectedOutOfMemory = 0;
+  int64_t rejectedIndivisible = 0;
+  int64_t rejectedSlower = 0;
+  double searchTimeS = 0;
+  double memoryCapBytes = 0;
+  /// One sentence on why the winner wins.
+  std::string why;
+};
+
+/// Searches the space. When no configuration fits, the error says the
+/// smallest memory any configuration needs, the memory available and what
+/// would make it fit; impossible pins are errors naming the constraint.
+llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
+                                            const TopologyGraph &graph,
+                                            const SearchOptions &options);
+
+/// Cuts `layerCosts` into `stages` contiguous non-empty stages, the first
+/// also carrying `firstExtra` and the last `lastExtra`, minimising the
+/// largest stage load. Returns the layers per stage.
+std::vector<int64_t> balancedStageCut(const std::vector<double> &layerCosts,
+                                      double firstExtra, double lastExtra,
+                                      int64_t stages);
+
+} // namespace partita
+
+#endif // PARTITA_COMPILER_SEARCH_STRATEGYSEARCH_H

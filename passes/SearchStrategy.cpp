@@ -1,0 +1,96 @@
+//===- SearchStrategy.cpp - dist-search-strategy --------------------------===//
+
+#include "compiler/Search/SearchReport.h"
+#include "compiler/Topology/Topology.h"
+#include "passes/Passes.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace partita {
+#define GEN_PASS_DEF_DISTSEARCHSTRATEGY
+#include "passes/Passes.h.inc"
+
+/// The module's topology, or the default and a note saying so.
+Topology moduleTopology(mlir::ModuleOp module, std::string &note) {
+  if (auto attr = module->getAttrOfType<dist::TopologyAttr>(
+          dist::kTopologyAttrName))
+    return fromAttr(attr);
+  note = "no topology given: the default, one dgx-h100 node; choose one "
+         "with --topology";
+  return defaultTopology();
+}
+
+namespace {
+
+struct DistSearchStrategyPass
+    : impl::DistSearchStrategyBase<DistSearchStrategyPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    auto fail = [&](const llvm::Twine &message) {
+      module.emitError(message);
+      signalPassFailure();
+    };
+    SearchOptions options;
+    llvm::Expected<PartialParallelConfig> pins = parseParallelConfig(strategy);
+    if (!pins)
+      return fail(llvm::toString(pins.takeError()));
+    options.pins = *pins;
+    llvm::Expected<CostParams> params = parseCostParams(costParams);
+    if (!params)
+      return fail(llvm::toString(params.takeError()));
+    options.costParams = *params;
+    if (objective != "throughput" && objective != "memory")
+      return fail("dist-search-strategy: objective must be throughput or "
+                  "memory, got '" +
+                  objective + "'");
+    options.objective = objective == "memory" ? SearchObjective::Memory
+                                              : SearchObjective::Throughput;
+    if (memoryCapGib < 0)
+      return fail("dist-search-strategy: memory-cap-gib must not be "
+                  "negative");
+    if (memoryCapGib > 0)
+      options.memoryCapBytes = memoryCapGib * 1073741824.0;
+    options.allowTpAcrossNodes = allowTpAcrossNodes;
+    options.topK = std::max<int64_t>(0, topK);
+
+    std::string note;
+    Topology topology = moduleTopology(module, note);
+    TopologyGraph graph(topology);
+    llvm::json::Array reports;
+    mlir::WalkResult walk = module.walk([&](tfm::ModelOp model) {
+      ModelProfile profile = profileModel(model);
+      llvm::Expected<SearchResult> result =
+          searchStrategy(profile, graph, options);
+      if (!result) {
+        mlir::emitError(model.getLoc(), llvm::toString(result.takeError()));
+        return mlir::WalkResult::interrupt();
+      }
+      printSearchReport(*result, profile, note, llvm::errs());
+      reports.push_back(searchReportJson(*result, profile, !note.empty()));
+      module->setAttr(dist::kStrategyAttrName,
+                      toStrategyAttr(result->best.config,
+                                     profile.layers.size(),
+                                     module.getContext()));
+      return mlir::WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+    if (report.empty())
+      return;
+    std::string error;
+    auto file = mlir::openOutputFile(report, &error);
+    if (!file)
+      return fail("dist-search-strategy: " + error);
+    file->os() << llvm::formatv(
+        "{0:2}", reports.size() == 1 ? llvm::json::Value(std::move(reports[0]))
+                                     : llvm::json::Value(std::move(reports)));
+    file->os() << "\n";
+    file->keep();
+  }
+};
+
+} // namespace
+} // namespace partita
