@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace partita {
 
@@ -119,16 +120,40 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
 // Collectives: alpha-beta over the topology graph
 //===----------------------------------------------------------------------===//
 
-CollectiveGroup::CollectiveGroup(const TopologyGraph &graph,
+/// Up to this many nodes a group is routed as it is; beyond, a group that
+/// repeats one pattern on every node it touches is routed on this many.
+constexpr int64_t kRoutedNodes = 4;
+
+CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
                                  std::vector<int64_t> groupRanks)
     : ranks(std::move(groupRanks)) {
-  flat = graph.ring(ranks);
-  const Topology &topo = graph.topology();
+  const Topology &topo = fullGraph.topology();
+  // Ranks 0, s, 2s, ... (the groups of a mesh) load every node alike.
+  bool progression = !ranks.empty() && ranks.front() == 0;
+  int64_t stride = ranks.size() > 1 ? ranks[1] - ranks[0] : 1;
+  for (size_t i = 1; progression && i < ranks.size(); ++i)
+    progression = ranks[i] - ranks[i - 1] == stride;
+  bool uniformNodes = stride < topo.devicesPerNode
+                          ? topo.devicesPerNode % stride == 0
+                          : stride % topo.devicesPerNode == 0;
+  const TopologyGraph &graph =
+      progression && uniformNodes && topo.nodeOf(ranks.back()) >= kRoutedNodes
+          ? fullGraph.withNodes(kRoutedNodes)
+          : fullGraph;
+  std::vector<int64_t> routed;
+  for (int64_t r : ranks)
+    if (r < graph.topology().numDevices())
+      routed.push_back(r);
+  flat = graph.ring(routed);
+  flat.hops = size();
   // Ranks per node, in group order.
   std::map<int64_t, std::vector<int64_t>> byNode;
-  for (int64_t r : ranks)
+  for (int64_t r : routed)
     byNode[topo.nodeOf(r)].push_back(r);
-  numNodes = static_cast<int64_t>(byNode.size());
+  std::set<int64_t> nodes;
+  for (int64_t r : ranks)
+    nodes.insert(topo.nodeOf(r));
+  numNodes = static_cast<int64_t>(nodes.size());
   perNode = static_cast<int64_t>(byNode.begin()->second.size());
   bool uniform = llvm::all_of(byNode, [&](const auto &entry) {
     return static_cast<int64_t>(entry.second.size()) == perNode;

@@ -152,6 +152,18 @@ RingCost TopologyGraph::ring(const std::vector<int64_t> &ranks) const {
   return concurrentRings({ranks});
 }
 
+const TopologyGraph &TopologyGraph::withNodes(int64_t nodes) const {
+  if (nodes >= topo.nodes)
+    return *this;
+  std::unique_ptr<TopologyGraph> &graph = smaller[nodes];
+  if (!graph) {
+    Topology t = topo;
+    t.nodes = nodes;
+    graph = std::make_unique<TopologyGraph>(t);
+  }
+  return *graph;
+}
+
 RingCost TopologyGraph::path(int64_t src, int64_t dst) const {
   RingCost cost;
   cost.hops = 1;

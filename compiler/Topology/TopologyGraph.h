@@ -17,6 +17,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace partita {
@@ -51,6 +52,12 @@ public:
   /// A single transfer from `src` to `dst`.
   RingCost path(int64_t src, int64_t dst) const;
 
+  /// The same topology with at most `nodes` nodes. Groups whose ranks repeat
+  /// one pattern on every node load each link of a node, and each network
+  /// link per node, alike however many nodes they span, so their rings are
+  /// costed on a few nodes (built once, memoised).
+  const TopologyGraph &withNodes(int64_t nodes) const;
+
 private:
   struct EdgeProps {
     double bytesPerS = 0;
@@ -71,6 +78,7 @@ private:
   mutable std::map<std::pair<int64_t, int64_t>, std::vector<Edge>> routes;
   /// The strategy search asks for the same few groups many times.
   mutable std::map<std::vector<std::vector<int64_t>>, RingCost> ringCache;
+  mutable std::map<int64_t, std::unique_ptr<TopologyGraph>> smaller;
 };
 
 } // namespace partita
