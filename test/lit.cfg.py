@@ -10,7 +10,7 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.partita_obj_root, "test")
 # Inputs/ holds files that tests read; unit/ and fuzz/ are built by CMake.
-config.excludes = ["Inputs", "windows", "lab.json", "CMakeLists.txt", "unit", "fuzz", "lit.cfg.py",
+config.excludes = ["Inputs", "windows", "lab.json", "pairs.json", "CMakeLists.txt", "unit", "fuzz", "lit.cfg.py",
                    "lit.site.cfg.py"]
 
 config.substitutions.append(("%examples",

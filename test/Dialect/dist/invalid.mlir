@@ -79,3 +79,33 @@ module attributes {t = #dist.topology<"x", nodes = 1, devices_per_node = 0,
     device = #dist.device<"d", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 1, hbm_gbytes_per_s = 1>,
     intra_node = #dist.link<pcie, gbytes_per_s = 1, latency_us = 1>,
     inter_node = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 1, latency_us = 1, oversubscription = 1>>} {}
+
+// -----
+
+// expected-error @+1 {{zero must be 0, 1, 2 or 3, got 4}}
+module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 1, vpp = 1, zero = 4, micro_batch_size = 1, num_micro_batches = 1, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [2]>} {}
+
+// -----
+
+// expected-error @+1 {{dp, tp, pp, vpp, micro_batch_size and num_micro_batches must be at least 1}}
+module attributes {t = #dist.strategy<dp = 0, tp = 1, pp = 1, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 1, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [2]>} {}
+
+// -----
+
+// expected-error @+1 {{sequence_parallel must be 0 or 1}}
+module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 1, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 1, recompute = none, sequence_parallel = 2, schedule = "1f1b", stage_layers = [2]>} {}
+
+// -----
+
+// expected-error @+1 {{vpp > 1 goes with the interleaved schedule}}
+module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 2, zero = 0, micro_batch_size = 1, num_micro_batches = 2, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [1, 1, 1, 1]>} {}
+
+// -----
+
+// expected-error @+1 {{stage_layers has 1 entries for pp * vpp = 2 model chunks}}
+module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 2, recompute = none, sequence_parallel = 0, schedule = "gpipe", stage_layers = [2]>} {}
+
+// -----
+
+// expected-error @+1 {{every pipeline stage needs at least one layer}}
+module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 2, recompute = none, sequence_parallel = 0, schedule = "gpipe", stage_layers = [2, 0]>} {}

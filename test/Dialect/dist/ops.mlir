@@ -25,3 +25,9 @@ module attributes {test.links = [
     #dist.link<shared_memory, gbytes_per_s = 5, latency_us = 1>,
     #dist.network<rail_optimized, nics_per_node = 8, gbits_per_s = 400, latency_us = 5, oversubscription = 1>]} {
 }
+
+// -----
+
+// CHECK-LABEL: module attributes {dist.strategy = #dist.strategy<dp = 8, tp = 8, pp = 2, vpp = 1, zero = 1, micro_batch_size = 1, num_micro_batches = 64, recompute = selective, sequence_parallel = 1, schedule = "1f1b", stage_layers = [17, 15]>}
+module attributes {dist.strategy = #dist.strategy<dp = 8, tp = 8, pp = 2, vpp = 1, zero = 1, micro_batch_size = 1, num_micro_batches = 64, recompute = selective, sequence_parallel = 1, schedule = "1f1b", stage_layers = [17, 15]>} {
+}
