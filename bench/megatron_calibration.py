@@ -12,6 +12,12 @@ percentage error. Only physical parameters of the cost model are calibrated
 
     bench/megatron_calibration.py [--plan-opt build/bin/plan-opt]
         [--table ../shared/data/megatron-sc21-table1.json] [--markdown FILE]
+        [--search]
+
+With --search it also lets the strategy search plan each row (same model,
+cluster and global batch) and prints the searched strategy's predicted
+throughput next to that of the published configuration, both under the
+same cost model.
 """
 import argparse
 import json
@@ -72,6 +78,22 @@ def strategy_for(row):
     return ",".join(parts)
 
 
+def search(plan_opt, row, workdir, cost_params):
+    spec_path = os.path.join(workdir, "gpt-%s.json" % row["params_billion"])
+    report_path = spec_path.replace(".json", ".search.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec_for(row), f)
+    nodes = row["num_gpus"] // row["gpus_per_node"]
+    cmd = [plan_opt, spec_path, "--topology=dgx-a100:%d" % nodes,
+           "--cost-params=" + cost_params, "--report=" + report_path,
+           "-o", os.devnull]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("plan-opt search failed for %s:\n%s" % (row["params_billion"], result.stderr))
+    with open(report_path) as f:
+        return json.load(f)
+
+
 def predict(plan_opt, row, workdir, cost_params):
     spec_path = os.path.join(workdir, "gpt-%s.json" % row["params_billion"])
     report_path = spec_path.replace(".json", ".report.json")
@@ -95,6 +117,8 @@ def main():
     parser.add_argument("--table", default=os.path.join(
         ROOT, "..", "shared", "data", "megatron-sc21-table1.json"))
     parser.add_argument("--markdown", help="also write the table as Markdown here")
+    parser.add_argument("--search", action="store_true",
+                        help="also compare the searched strategy with the published one")
     parser.add_argument("--cost-params", default="",
                         help="extra cost-model parameters, e.g. gemm_efficiency=0.78")
     args = parser.parse_args()
@@ -108,8 +132,10 @@ def main():
             report = predict(args.plan_opt, row, workdir, params)
             predicted = report["predicted"]["hardware_tflops_per_gpu"]
             published = row["achieved_tflops_per_gpu"]
+            searched = search(args.plan_opt, row, workdir, params) if args.search else None
             rows.append((row, strategy_for(row), predicted, published,
-                         100.0 * (predicted - published) / published))
+                         100.0 * (predicted - published) / published,
+                         report["predicted"]["tokens_per_s"], searched))
     mape = sum(abs(r[4]) for r in rows) / len(rows)
 
     header = ("| model | GPUs | strategy | published TFLOP/s | predicted TFLOP/s | error |\n"
@@ -117,6 +143,20 @@ def main():
     lines = ["| %sB | %d | `%s` | %d | %.1f | %+.1f%% |" % (
         r[0]["params_billion"], r[0]["num_gpus"], r[1], r[3], r[2], r[4]) for r in rows]
     text = header + "\n".join(lines) + "\n\nMean absolute percentage error: %.1f%% over %d rows.\n" % (mape, len(rows))
+    if args.search:
+        text += ("\n| model | GPUs | published strategy tokens/s | searched strategy | "
+                 "searched tokens/s | gain |\n|---|---:|---:|---|---:|---:|\n")
+        for r in rows:
+            st = r[6]["strategy"]
+            searched_tps = r[6]["predicted"]["tokens_per_s"]
+            text += "| %sB | %d | %.0f | `dp=%d,tp=%d,pp=%d,vpp=%d,zero=%d,mbs=%d,recompute=%s,sp=%d` | %.0f | %+.1f%% |\n" % (
+                r[0]["params_billion"], r[0]["num_gpus"], r[5], st["dp"], st["tp"],
+                st["pp"], st["vpp"], st["zero"], st["micro_batch_size"], st["recompute"],
+                1 if st["sequence_parallel"] else 0, searched_tps,
+                100.0 * (searched_tps / r[5] - 1))
+        worse = [r for r in rows if r[6]["predicted"]["tokens_per_s"] < r[5] * (1 - 1e-9)]
+        text += "\nSearched at least as fast as published on %d of %d rows.\n" % (
+            len(rows) - len(worse), len(rows))
     print(text)
     if args.markdown:
         with open(args.markdown, "w") as f:
