@@ -37,7 +37,17 @@ struct DistSearchStrategyPass
     llvm::Expected<PartialParallelConfig> pins = parseParallelConfig(strategy);
     if (!pins)
       return fail(llvm::toString(pins.takeError()));
-    options.pins = *pins;
+    // The model spec's pins (carried by the module), then the option's.
+    if (auto specPins =
+            module->getAttrOfType<mlir::StringAttr>("dist.strategy_pins")) {
+      llvm::Expected<PartialParallelConfig> fromSpec =
+          parseParallelConfig(specPins.getValue());
+      if (!fromSpec)
+        return fail(llvm::toString(fromSpec.takeError()));
+      options.pins = overlay(*fromSpec, *pins);
+    } else {
+      options.pins = *pins;
+    }
     llvm::Expected<CostParams> params = parseCostParams(costParams);
     if (!params)
       return fail(llvm::toString(params.takeError()));

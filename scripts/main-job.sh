@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install, build, and compile an example model.
 #   scripts/main-job.sh [MODEL_SPEC [TOPOLOGY [STRATEGY]]]
-# (default: Llama-3 8B on two DGX H100 nodes with tp=8 and ZeRO-1)
+# (default: Llama-3 8B on two DGX H100 nodes; the search fills in what the
+# strategy leaves out)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"

@@ -116,6 +116,25 @@ static llvm::Error error(const llvm::Twine &message) {
                                  "--strategy: " + message.str());
 }
 
+PartialParallelConfig overlay(const PartialParallelConfig &base,
+                              const PartialParallelConfig &over) {
+  PartialParallelConfig c = base;
+  auto take = [](auto &field, const auto &value) {
+    if (value)
+      field = value;
+  };
+  take(c.dp, over.dp);
+  take(c.tp, over.tp);
+  take(c.pp, over.pp);
+  take(c.vpp, over.vpp);
+  take(c.zero, over.zero);
+  take(c.microBatchSize, over.microBatchSize);
+  take(c.recompute, over.recompute);
+  take(c.sequenceParallel, over.sequenceParallel);
+  take(c.schedule, over.schedule);
+  return c;
+}
+
 llvm::Expected<PartialParallelConfig> parseParallelConfig(StringRef text) {
   PartialParallelConfig c;
   llvm::SmallVector<StringRef> items;

@@ -68,6 +68,10 @@ struct PartialParallelConfig {
   std::optional<Schedule> schedule;
 };
 
+/// `over`'s keys replace `base`'s.
+PartialParallelConfig overlay(const PartialParallelConfig &base,
+                              const PartialParallelConfig &over);
+
 /// Parses "key=value,..."; unknown keys and bad values are errors that
 /// name the key.
 llvm::Expected<PartialParallelConfig> parseParallelConfig(llvm::StringRef text);

@@ -228,6 +228,10 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
       loc("loss"), RankedTensorType::get({}, b.getF32Type()), logits, labels);
   tfm::YieldOp::create(b, loc("loss"), ValueRange{loss});
 
+  // Pins travel in the IR, so the search stays a function of its input.
+  if (!spec.strategyPins.empty())
+    (*module)->setAttr("dist.strategy_pins",
+                       b.getStringAttr(spec.strategyPins));
   if (failed(verify(*module)))
     return nullptr;
   return module;

@@ -10,6 +10,7 @@
 
 #include "compiler/Import/ModelSpec.h"
 #include "compiler/Import/JsonReader.h"
+#include "compiler/CostModel/ParallelConfig.h"
 
 #include "support/Format.h"
 #include "llvm/ADT/SmallString.h"
@@ -636,6 +637,13 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
       model->rejectUnknownKeys();
     }
     training = root.object("training", ObjectReader::Optional);
+    if (auto pins = root.string("strategy", ObjectReader::Optional)) {
+      if (llvm::Expected<PartialParallelConfig> parsed =
+              parseParallelConfig(*pins))
+        spec.strategyPins = *pins;
+      else
+        errors.add(root.where("strategy"), llvm::toString(parsed.takeError()));
+    }
     root.rejectUnknownKeys();
   } else if (isHF) {
     readHFConfig(root, spec.model, src);

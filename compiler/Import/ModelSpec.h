@@ -95,6 +95,9 @@ struct TrainingOverrides {
 
 struct ModelSpec {
   std::string name;
+  /// Strategy dimensions the spec pins ("tp=8,recompute=full"), in the
+  /// --strategy syntax; empty when none.
+  std::string strategyPins;
   /// The file the spec was read from; used in locations and messages.
   std::string sourceFile;
   ModelConfig model;
