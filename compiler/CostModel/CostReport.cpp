@@ -78,22 +78,56 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
                  cc.timePerCallS * 1e3, cc.totalTimeS());
 }
 
+static llvm::json::Array stageLayersJson(const ParallelConfig &c, int64_t layers) {
+  llvm::json::Array a;
+  for (int64_t k = 0; k < c.pp * (c.stageLayers.empty() ? c.vpp : 1); ++k)
+    a.push_back(c.stageLayers.empty() ? layers / (c.pp * c.vpp)
+                                      : c.stageLayers[k]);
+  return a;
+}
+
+llvm::json::Object strategyJson(const ParallelConfig &c, int64_t layers) {
+  return llvm::json::Object{{"dp", c.dp},
+                            {"tp", c.tp},
+                            {"pp", c.pp},
+                            {"vpp", c.vpp},
+                            {"zero", c.zero},
+                            {"micro_batch_size", c.microBatchSize},
+                            {"num_micro_batches", c.numMicroBatches},
+                            {"recompute", toString(c.recompute)},
+                            {"sequence_parallel", c.sequenceParallel},
+                            {"schedule", toString(c.schedule)},
+                            {"stage_layers", stageLayersJson(c, layers)}};
+}
+
+llvm::json::Object predictedJson(const CostEstimate &e) {
+  const MemoryBreakdown &m = e.memory;
+  return llvm::json::Object{
+      {"step_time_s", e.stepTimeS},
+      {"tokens_per_s", e.tokensPerS},
+      {"tflops_per_gpu", e.modelTflopsPerDevice},
+      {"hardware_tflops_per_gpu", e.hardwareTflopsPerDevice},
+      {"mfu", e.mfu},
+      {"peak_memory_bytes_per_gpu", m.total()},
+      {"memory_breakdown",
+       llvm::json::Object{{"parameters", m.parameters},
+                          {"gradients", m.gradients},
+                          {"optimizer_states", m.optimizerStates},
+                          {"activations", m.activations},
+                          {"buffers", m.buffers}}},
+      {"comm_time_breakdown",
+       llvm::json::Object{{"tp", e.tpCommS},
+                          {"pp", e.ppCommS},
+                          {"dp", e.dpCommS}}},
+      {"bubble_fraction", e.bubbleFraction},
+      {"exposed_comm_s", e.exposedCommS}};
+}
+
 llvm::json::Object costReportJson(const CostEstimate &e,
                                   const ModelProfile &profile,
                                   bool defaultTopology) {
   using llvm::json::Array;
   using llvm::json::Object;
-  const ParallelConfig &c = e.config;
-  Object strategy{{"dp", c.dp},
-                  {"tp", c.tp},
-                  {"pp", c.pp},
-                  {"vpp", c.vpp},
-                  {"zero", c.zero},
-                  {"micro_batch_size", c.microBatchSize},
-                  {"num_micro_batches", c.numMicroBatches},
-                  {"recompute", toString(c.recompute)},
-                  {"sequence_parallel", c.sequenceParallel},
-                  {"schedule", toString(c.schedule)}};
   Array layer;
   for (const auto &[name, op] : e.layerOps)
     layer.push_back(Object{{"op", name},
@@ -116,7 +150,7 @@ llvm::json::Object costReportJson(const CostEstimate &e,
       {"topology", e.topologyName},
       {"default_topology", defaultTopology},
       {"devices", e.devices},
-      {"strategy", std::move(strategy)},
+      {"strategy", strategyJson(e.config, profile.layers.size())},
       {"flops", Object{{"model_flops_per_step", e.modelFlops},
                        {"hardware_flops_per_step", e.hardwareFlops}}},
       {"layer", std::move(layer)},
@@ -141,15 +175,7 @@ llvm::json::Object costReportJson(const CostEstimate &e,
               {"device_capacity", e.deviceMemoryBytes},
               {"fits", e.fits()}}},
       {"collectives", std::move(collectives)},
-      {"predicted", Object{{"step_time_s", e.stepTimeS},
-                           {"tokens_per_s", e.tokensPerS},
-                           {"tflops_per_gpu", e.modelTflopsPerDevice},
-                           {"hardware_tflops_per_gpu",
-                            e.hardwareTflopsPerDevice},
-                           {"mfu", e.mfu},
-                           {"bubble_fraction", e.bubbleFraction},
-                           {"exposed_comm_s", e.exposedCommS},
-                           {"peak_memory_bytes_per_gpu", m.total()}}}};
+      {"predicted", predictedJson(e)}};
 }
 
 } // namespace partita

@@ -15,6 +15,13 @@ namespace partita {
 void printCostReport(const CostEstimate &estimate, const ModelProfile &profile,
                      llvm::StringRef topologyNote, llvm::raw_ostream &os);
 
+/// The "strategy" object of the JSON reports (stage_layers has one entry
+/// per model chunk).
+llvm::json::Object strategyJson(const ParallelConfig &config,
+                                int64_t numLayers);
+/// The "predicted" object of the JSON reports.
+llvm::json::Object predictedJson(const CostEstimate &estimate);
+
 /// The JSON report; its keys are documented in docs/cost-model.md.
 llvm::json::Object costReportJson(const CostEstimate &estimate,
                                   const ModelProfile &profile,

@@ -5,6 +5,7 @@
 #include "support/Format.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ConvertUTF.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
 #include <cstdio>
@@ -62,6 +63,16 @@ std::string describeJsonValue(const json &value) {
   default:
     return "an unsupported value";
   }
+}
+
+std::optional<std::string> readFileText(StringRef path, ErrorList &errors) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    errors.add(path.str(), "cannot read file: " + buffer.getError().message());
+    return std::nullopt;
+  }
+  return (*buffer)->getBuffer().str();
 }
 
 std::optional<json> parseJsonDocument(StringRef text, StringRef fileName,

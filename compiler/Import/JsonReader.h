@@ -36,6 +36,10 @@ private:
   std::vector<std::string> messages;
 };
 
+/// The contents of a file; a failure is reported against `path`.
+std::optional<std::string> readFileText(llvm::StringRef path,
+                                        ErrorList &errors);
+
 /// Parses `text` as one JSON document. Empty, binary and malformed input are
 /// reported against `fileName`; returns nullopt then.
 std::optional<nlohmann::json> parseJsonDocument(llvm::StringRef text,

@@ -546,18 +546,6 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
                       "--global-batch=N");
 }
 
-std::optional<std::pair<std::string, std::string>>
-readFile(StringRef path, ErrorList &errors) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer) {
-    errors.add(path.str(), "cannot read file: " + buffer.getError().message());
-    return std::nullopt;
-  }
-  std::string dir = llvm::sys::path::parent_path(path).str();
-  return std::make_pair((*buffer)->getBuffer().str(), dir);
-}
-
 std::string stem(StringRef fileName) {
   StringRef s = llvm::sys::path::stem(fileName);
   if (s == "config") // HF: name the model after its folder
@@ -613,15 +601,15 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
         llvm::SmallString<256> path(*hfPath);
         if (!llvm::sys::path::is_absolute(path) && !baseDir.empty())
           path = (baseDir + "/" + *hfPath).str();
-        std::optional<std::pair<std::string, std::string>> contents;
+        std::optional<std::string> contents;
         if (llvm::sys::fs::is_regular_file(path))
-          contents = readFile(path, errors);
+          contents = readFileText(path, errors);
         else
           errors.add(model->where("hf_config"),
                      "HF config \"" + path.str().str() +
                          "\" is not a readable file");
         if (contents) {
-          hfDoc = parseJsonDocument(contents->first, path, errors);
+          hfDoc = parseJsonDocument(*contents, path, errors);
           if (hfDoc && !hfDoc->is_object())
             errors.add(path.str().str() + ": /", "expected a JSON object");
           else if (hfDoc) {
@@ -666,10 +654,11 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
 llvm::Expected<ModelSpec>
 readModelSpecFile(StringRef path, const TrainingOverrides &overrides) {
   ErrorList errors;
-  auto contents = readFile(path, errors);
+  std::optional<std::string> contents = readFileText(path, errors);
   if (!contents)
     return errors.takeError();
-  return readModelSpec(contents->first, path, contents->second, overrides);
+  return readModelSpec(*contents, path, llvm::sys::path::parent_path(path),
+                       overrides);
 }
 
 } // namespace partita

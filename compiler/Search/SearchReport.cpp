@@ -1,6 +1,7 @@
 //===- SearchReport.cpp - The strategy search report ----------------------===//
 
 #include "compiler/Search/SearchReport.h"
+#include "compiler/CostModel/CostReport.h"
 
 #include "llvm/Support/Format.h"
 
@@ -18,51 +19,6 @@ std::string stageLayersText(const ParallelConfig &c, int64_t layers) {
                                ? layers / c.pp
                                : c.stageLayers[k]);
   return text;
-}
-
-llvm::json::Array stageLayersJson(const ParallelConfig &c, int64_t layers) {
-  llvm::json::Array a;
-  for (int64_t k = 0; k < c.pp * (c.stageLayers.empty() ? c.vpp : 1); ++k)
-    a.push_back(c.stageLayers.empty() ? layers / (c.pp * c.vpp)
-                                      : c.stageLayers[k]);
-  return a;
-}
-
-llvm::json::Object strategyJson(const ParallelConfig &c, int64_t layers) {
-  return llvm::json::Object{{"dp", c.dp},
-                            {"tp", c.tp},
-                            {"pp", c.pp},
-                            {"vpp", c.vpp},
-                            {"zero", c.zero},
-                            {"micro_batch_size", c.microBatchSize},
-                            {"num_micro_batches", c.numMicroBatches},
-                            {"recompute", toString(c.recompute)},
-                            {"sequence_parallel", c.sequenceParallel},
-                            {"schedule", toString(c.schedule)},
-                            {"stage_layers", stageLayersJson(c, layers)}};
-}
-
-llvm::json::Object predictedJson(const CostEstimate &e) {
-  const MemoryBreakdown &m = e.memory;
-  return llvm::json::Object{
-      {"step_time_s", e.stepTimeS},
-      {"tokens_per_s", e.tokensPerS},
-      {"tflops_per_gpu", e.modelTflopsPerDevice},
-      {"hardware_tflops_per_gpu", e.hardwareTflopsPerDevice},
-      {"mfu", e.mfu},
-      {"peak_memory_bytes_per_gpu", m.total()},
-      {"memory_breakdown",
-       llvm::json::Object{{"parameters", m.parameters},
-                          {"gradients", m.gradients},
-                          {"optimizer_states", m.optimizerStates},
-                          {"activations", m.activations},
-                          {"buffers", m.buffers}}},
-      {"comm_time_breakdown",
-       llvm::json::Object{{"tp", e.tpCommS},
-                          {"pp", e.ppCommS},
-                          {"dp", e.dpCommS}}},
-      {"bubble_fraction", e.bubbleFraction},
-      {"exposed_comm_s", e.exposedCommS}};
 }
 
 } // namespace

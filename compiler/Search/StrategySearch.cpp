@@ -224,7 +224,11 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   SearchResult result;
   result.memoryCapBytes = cap;
   std::vector<Candidate> ranked; // best first, at most topK + 1
+  // The least memory any configuration needs, for the nothing-fits error;
+  // configurations pruned on their model states are costed there if they
+  // might need less.
   double smallestMemory = INFINITY;
+  std::vector<ParallelConfig> prunedOnStates;
   ParallelConfig smallestConfig;
   // Whether any configuration of each pipeline depth fits.
   std::map<int64_t, bool> fitsAtPp;
@@ -316,6 +320,20 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                   c.sequenceParallel = sp;
                   c.schedule = schedule;
                   c.stageLayers = stageLayers;
+                  // Model states alone (2 + 2 + 12 bytes per parameter,
+                  // divided as ZeRO divides them) bound the memory from
+                  // below: no need to cost what they already overflow.
+                  double params = double(profile.numParameters) / (tp * pp);
+                  double states =
+                      params * (profile.elementBytes / (zero >= 3 ? dp : 1) +
+                                options.costParams.gradientBytes /
+                                    (zero >= 2 ? dp : 1) +
+                                12.0 / (zero >= 1 ? dp : 1));
+                  if (states > cap) {
+                    ++result.rejectedOutOfMemory;
+                    prunedOnStates.push_back(c);
+                    continue;
+                  }
                   llvm::Expected<CostEstimate> e =
                       estimateCost(profile, graph, c, options.costParams);
                   if (!e) {
@@ -374,7 +392,22 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                            .count();
 
   if (ranked.empty()) {
-    if (result.costed == 0)
+    // Only now does the exact least memory matter: cost what was pruned.
+    for (const ParallelConfig &c : prunedOnStates) {
+      llvm::Expected<CostEstimate> e =
+          estimateCost(profile, graph, c, options.costParams);
+      if (!e) {
+        llvm::consumeError(e.takeError());
+        continue;
+      }
+      if (e->memory.total() < smallestMemory) {
+        smallestMemory = e->memory.total();
+        smallestConfig = c;
+      }
+    }
+  }
+  if (ranked.empty()) {
+    if (result.costed == 0 && smallestMemory == INFINITY)
       return makeError("no parallel configuration of " + profile.name +
                        " divides evenly on " + llvm::Twine(N) +
                        " devices with the given pins (" +

@@ -217,12 +217,11 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
 }
 
 llvm::Expected<Topology> readTopologyFile(StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return makeError(path + ": cannot read file: " +
-                     buffer.getError().message());
-  return readTopology((*buffer)->getBuffer(), path);
+  ErrorList errors;
+  std::optional<std::string> text = readFileText(path, errors);
+  if (!text)
+    return errors.takeError();
+  return readTopology(*text, path);
 }
 
 //===----------------------------------------------------------------------===//
