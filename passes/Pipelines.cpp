@@ -20,7 +20,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   if (options.search)
     pm.addPass(createDistSearchStrategy(
         {options.strategy, options.objective, options.memoryCapGib,
-         options.allowTpAcrossNodes, /*topK=*/5, options.report,
+         options.allowTpAcrossNodes, options.freeGlobalBatch, /*topK=*/5,
+         options.report,
          options.costParams}));
   bool wantsCost =
       !options.strategy.empty() || !options.costReport.empty();

@@ -42,6 +42,11 @@ struct CompilePipelineOptions
       *this, "allow-tp-across-nodes",
       llvm::cl::desc("Let tensor-parallel groups span nodes"),
       llvm::cl::init(false)};
+  Option<bool> freeGlobalBatch{
+      *this, "free-global-batch",
+      llvm::cl::desc("Let the global batch move to the nearest multiple of "
+                     "dp * mbs"),
+      llvm::cl::init(false)};
   Option<std::string> report{
       *this, "report",
       llvm::cl::desc("Write the search report as JSON to this file")};

@@ -64,6 +64,7 @@ struct DistSearchStrategyPass
     if (memoryCapGib > 0)
       options.memoryCapBytes = memoryCapGib * 1073741824.0;
     options.allowTpAcrossNodes = allowTpAcrossNodes;
+    options.freeGlobalBatch = freeGlobalBatch;
     options.topK = std::max<int64_t>(0, topK);
 
     std::string note;

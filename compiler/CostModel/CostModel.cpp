@@ -640,10 +640,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                                                         : 0;
   }
   // Per device and micro-batch of `tokens`; undo the tensor-parallel split.
-  double scale = t * double(profile.globalBatch) * s / tokens;
+  double scale = t * double(c.globalBatch()) * s / tokens;
   e.modelFlops = 3 * forward * scale;
   e.hardwareFlops = e.modelFlops + recomputed * scale;
-  e.tokensPerS = double(profile.globalBatch) * s / e.stepTimeS;
+  e.tokensPerS = double(c.globalBatch()) * s / e.stepTimeS;
   e.modelTflopsPerDevice = e.modelFlops / e.stepTimeS / e.devices / 1e12;
   e.hardwareTflopsPerDevice =
       e.hardwareFlops / e.stepTimeS / e.devices / 1e12;

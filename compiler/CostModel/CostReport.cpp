@@ -17,7 +17,7 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
   if (!topologyNote.empty())
     os << "  (" << topologyNote << ")\n";
   os << "  strategy  " << c.str() << "\n"
-     << "  step      " << profile.globalBatch << " sequences = "
+     << "  step      " << c.globalBatch() << " sequences = "
      << c.numMicroBatches << " micro-batches of " << c.microBatchSize
      << " per data-parallel rank\n\n";
 
@@ -94,6 +94,7 @@ llvm::json::Object strategyJson(const ParallelConfig &c, int64_t layers) {
                             {"zero", c.zero},
                             {"micro_batch_size", c.microBatchSize},
                             {"num_micro_batches", c.numMicroBatches},
+                            {"global_batch", c.globalBatch()},
                             {"recompute", toString(c.recompute)},
                             {"sequence_parallel", c.sequenceParallel},
                             {"schedule", toString(c.schedule)},

@@ -47,6 +47,8 @@ struct ParallelConfig {
   std::vector<int64_t> stageLayers;
 
   int64_t numDevices() const { return dp * tp * pp; }
+  /// Sequences per optimizer step.
+  int64_t globalBatch() const { return dp * microBatchSize * numMicroBatches; }
   /// The layer indices pipeline rank `rank` runs: its stage of stageLayers,
   /// or chunks rank, rank + pp, ... of an even cut.
   std::vector<int64_t> layersOfRank(int64_t rank, int64_t numLayers) const;

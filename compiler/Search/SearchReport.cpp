@@ -34,6 +34,9 @@ void printSearchReport(const SearchResult &r, const ModelProfile &profile,
     os << "  (" << topologyNote << ")\n";
   os << "  strategy      " << r.best.config.str() << "\n";
   os << "  stage layers  " << stageLayersText(r.best.config, layers) << "\n";
+  if (r.best.config.globalBatch() != profile.globalBatch)
+    os << "  global batch  " << r.best.config.globalBatch()
+       << " sequences (freed from " << profile.globalBatch << ")\n";
   os << "  why           " << r.why << "\n";
   os << format("  step %.3f s, %.0f tokens/s, %.1f TFLOP/s per device, MFU "
                "%.1f%%, bubble %.1f%%, exposed communication %.3f s\n",

@@ -134,8 +134,11 @@ std::string gib(double bytes) {
 
 /// One sentence on why the winner wins, from how the best alternatives
 /// along each dimension fared.
+/// Why the winner's pipeline is as deep as it is.
+enum class PipelineDepthReason { Faster, Memory, Divisibility };
+
 std::string explain(const SearchResult &r, const ModelProfile &profile,
-                    const Topology &topo, bool smallerPpFits) {
+                    const Topology &topo, PipelineDepthReason depth) {
   const ParallelConfig &c = r.best.config;
   std::vector<std::string> reasons;
   if (c.tp > 1) {
@@ -146,9 +149,13 @@ std::string explain(const SearchResult &r, const ModelProfile &profile,
                               : " spreads the layers' weights across nodes"));
   }
   if (c.pp > 1) {
-    if (!smallerPpFits)
+    if (depth == PipelineDepthReason::Memory)
       reasons.push_back("pp=" + std::to_string(c.pp) + " is needed to fit " +
                         profile.name + " in " + gib(r.memoryCapBytes));
+    else if (depth == PipelineDepthReason::Divisibility)
+      reasons.push_back("pp=" + std::to_string(c.pp) +
+                        " is the shallowest pipeline that divides the "
+                        "devices and the batch");
     else
       reasons.push_back("pp=" + std::to_string(c.pp) +
                         " leaves a bubble of " +
@@ -172,9 +179,13 @@ std::string explain(const SearchResult &r, const ModelProfile &profile,
     const Candidate &next = r.runnersUp.front();
     double slower =
         100 * (next.estimate.stepTimeS / r.best.estimate.stepTimeS - 1);
-    reasons.push_back("the runner-up (" + next.config.str() + ") is " +
-                      formatNumber(std::round(slower * 10) / 10) +
-                      "% slower");
+    if (slower < 0.05)
+      reasons.push_back("the runner-up (" + next.config.str() +
+                        ") is as fast");
+    else
+      reasons.push_back("the runner-up (" + next.config.str() + ") is " +
+                        formatNumber(std::round(slower * 10) / 10) +
+                        "% slower");
   }
   if (reasons.empty())
     return "plain data parallelism fits and needs no model parallelism.";
@@ -230,14 +241,18 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   double smallestMemory = INFINITY;
   std::vector<ParallelConfig> prunedOnStates;
   ParallelConfig smallestConfig;
-  // Whether any configuration of each pipeline depth fits.
-  std::map<int64_t, bool> fitsAtPp;
+  // What became of each pipeline depth: some configuration fit, or all that
+  // could be built ran out of memory.
+  enum class Depth { OutOfMemory, Fits };
+  std::map<int64_t, Depth> atPp;
   auto better = [&](const CostEstimate &a, const CostEstimate &b) {
     if (options.objective == SearchObjective::Memory)
       return a.memory.total() < b.memory.total() ||
              (a.memory.total() == b.memory.total() &&
               a.stepTimeS < b.stepTimeS);
-    return a.stepTimeS < b.stepTimeS;
+    // Time per sequence: the step time when the batch is fixed.
+    return a.stepTimeS / a.config.globalBatch() <
+           b.stepTimeS / b.config.globalBatch();
   };
 
   FlopWeights plainWeights = flopWeights(profile, false);
@@ -261,12 +276,25 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
         ++result.rejectedIndivisible;
         continue;
       }
-      if (B % dp != 0) {
+      if (B % dp != 0 && !options.freeGlobalBatch) {
         ++result.rejectedIndivisible;
         continue;
       }
-      for (int64_t mbs : pinnedOr(pins.microBatchSize, divisors(B / dp, 16))) {
-        int64_t m = B / (dp * mbs);
+      std::vector<int64_t> mbsChoices = divisors(B / dp, 16);
+      if (options.freeGlobalBatch) {
+        mbsChoices.clear();
+        for (int64_t mbs = 1; mbs <= 16; ++mbs)
+          mbsChoices.push_back(mbs);
+      }
+      for (int64_t mbs : pinnedOr(pins.microBatchSize, mbsChoices)) {
+        // The global batch is fixed, or moves to the nearest multiple of
+        // dp * mbs (at least one micro-batch).
+        if (!options.freeGlobalBatch && (B / dp) % mbs != 0) {
+          ++result.rejectedIndivisible;
+          continue;
+        }
+        int64_t m = std::max<int64_t>(
+            1, (B + dp * mbs / 2) / (dp * mbs));
         std::vector<int64_t> vpps{1};
         if (pp > 1 && L % pp == 0)
           for (int64_t v : divisors(L / pp, 8))
@@ -330,6 +358,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                                     (zero >= 2 ? dp : 1) +
                                 12.0 / (zero >= 1 ? dp : 1));
                   if (states > cap) {
+                    atPp.try_emplace(pp, Depth::OutOfMemory);
                     ++result.rejectedOutOfMemory;
                     prunedOnStates.push_back(c);
                     continue;
@@ -348,10 +377,11 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                     smallestConfig = c;
                   }
                   if (memory > cap) {
+                    atPp.try_emplace(pp, Depth::OutOfMemory);
                     ++result.rejectedOutOfMemory;
                     continue;
                   }
-                  fitsAtPp[pp] = true;
+                  atPp[pp] = Depth::Fits;
                   Candidate candidate{c, std::move(*e)};
                   auto pos = std::find_if(
                       ranked.begin(), ranked.end(), [&](const Candidate &o) {
@@ -434,11 +464,18 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   result.best = std::move(ranked.front());
   result.runnersUp.assign(std::make_move_iterator(ranked.begin() + 1),
                           std::make_move_iterator(ranked.end()));
-  // Did any shallower pipeline than the winner's fit at all?
-  bool smallerPpFits = llvm::any_of(fitsAtPp, [&](const auto &entry) {
-    return entry.first < result.best.config.pp && entry.second;
-  });
-  result.why = explain(result, profile, topo, smallerPpFits);
+  // Did shallower pipelines than the winner's fit, or run out of memory, or
+  // not divide at all?
+  PipelineDepthReason depth = PipelineDepthReason::Divisibility;
+  for (const auto &[pp, state] : atPp) {
+    if (pp >= result.best.config.pp)
+      continue;
+    if (state == Depth::Fits)
+      depth = PipelineDepthReason::Faster;
+    else if (depth == PipelineDepthReason::Divisibility)
+      depth = PipelineDepthReason::Memory;
+  }
+  result.why = explain(result, profile, topo, depth);
   return result;
 }
 

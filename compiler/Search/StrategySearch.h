@@ -28,6 +28,9 @@ struct SearchOptions {
   std::optional<double> memoryCapBytes;
   /// Let tensor-parallel groups span nodes.
   bool allowTpAcrossNodes = false;
+  /// Let the global batch move to the nearest multiple of dp * mbs instead
+  /// of requiring dp * mbs to divide it.
+  bool freeGlobalBatch = false;
   /// Runners-up kept in the report.
   int64_t topK = 5;
   CostParams costParams;

@@ -85,6 +85,11 @@ llvm::cl::opt<bool> tpAcrossNodesFlag(
     llvm::cl::desc("Let the search place tensor-parallel groups across "
                    "nodes"),
     llvm::cl::cat(planCategory));
+llvm::cl::opt<bool> freeBatchFlag(
+    "free-global-batch",
+    llvm::cl::desc("Let the search move the global batch to the nearest "
+                   "multiple of dp * mbs"),
+    llvm::cl::cat(planCategory));
 llvm::cl::opt<bool> noSearchFlag(
     "no-search",
     llvm::cl::desc("Do not search: cost --strategy with the documented "
@@ -188,6 +193,7 @@ int main(int argc, char **argv) {
       options.objective = objectiveFlag;
       options.memoryCapGib = memoryCapFlag;
       options.allowTpAcrossNodes = tpAcrossNodesFlag;
+      options.freeGlobalBatch = freeBatchFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });
