@@ -132,4 +132,47 @@ def DistEstimateCost : Pass<"dist-estimate-cost", "mlir::ModuleOp"> {
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
 
+def DistPartitionTensors : Pass<"dist-partition-tensors", "mlir::ModuleOp"> {
+  let summary = "Apply data and tensor parallelism: local shapes and collectives";
+  let description = [{
+    Rewrites each `tfm.model` from global shapes to the program one rank
+    runs for one micro-batch under the module's `#dist.strategy`:
+
+    - the batch dimension becomes the micro-batch size;
+    - tensor parallelism the Megatron-LM way: the q, k, v and MLP gate/up
+      projections (whose input comes from a norm) are column-parallel, their
+      weights split along the output dimension; the attention output and MLP
+      down projections are row-parallel, split along the input dimension
+      and followed by a `dist.all_reduce` over tp (then the bias, by
+      `tfm.bias_add`); attention and rotary ops keep their share of the
+      heads. With more tp ranks than key/value heads, each rank holds one
+      kv head, replicated;
+    - the token embedding becomes a `dist.vocab_embedding` over this rank's
+      slice of the vocabulary followed by an all-reduce, the LM head a
+      column-parallel projection onto the slice, and the loss a
+      `dist.vocab_cross_entropy` (the full logits are never gathered);
+    - every parameter gets its local shape and a `dist.sharding` attribute
+      saying which slice of the global tensor it holds.
+
+    Before (tp=2, mbs=1, one q projection of a 64-wide model):
+
+    ```mlir
+    %w = tfm.param "layers.0.attn.q.weight" normal(2.0e-02) : tensor<64x64xf32>
+    %q = tfm.linear %n, %w : tensor<8x128x64xf32>, tensor<64x64xf32> -> tensor<8x128x64xf32>
+    ```
+
+    after:
+
+    ```mlir
+    %w = tfm.param "layers.0.attn.q.weight" normal(2.0e-02) {dist.sharding = #dist.sharding<axis = tp, dim = 0, parts = 2>} : tensor<32x64xf32>
+    %q = tfm.linear %n, %w : tensor<1x128x64xf32>, tensor<32x64xf32> -> tensor<1x128x32xf32>
+    ```
+
+    Shapes a strategy does not divide (heads, kv heads, vocabulary, MLP
+    width, batch) are errors at the op concerned. Sequence parallelism and
+    pipeline stages are not applied by this pass.
+  }];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
 #endif // PARTITA_PASSES

@@ -17,6 +17,10 @@ using namespace partita::dist;
 #include "dialects/dist/DistAttrs.cpp.inc"
 
 void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/dist/DistOps.cpp.inc"
+      >();
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "dialects/dist/DistAttrs.cpp.inc"
@@ -234,6 +238,47 @@ TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << devicesPerNode;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// all_gather, reduce_scatter
+//===----------------------------------------------------------------------===//
+
+/// The input and result agree but along `dim`, where `grow` says whether the
+/// result is the larger (gather) or the smaller (scatter).
+static LogicalResult verifyConcat(Operation *op, RankedTensorType input,
+                                  RankedTensorType result, int64_t dim,
+                                  bool grow) {
+  if (dim < 0 || dim >= input.getRank())
+    return op->emitOpError("dim ")
+           << dim << " is out of range for " << input;
+  if (input.getRank() != result.getRank() ||
+      input.getElementType() != result.getElementType())
+    return op->emitOpError("input ")
+           << input << " and result " << result
+           << " differ in rank or element type";
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t small = grow ? input.getDimSize(d) : result.getDimSize(d);
+    int64_t large = grow ? result.getDimSize(d) : input.getDimSize(d);
+    if (d != dim ? small != large : large % small != 0)
+      return op->emitOpError("dimension ")
+             << d << " goes from " << input.getDimSize(d) << " to "
+             << result.getDimSize(d) << "; only dim " << dim
+             << " may change, by a whole factor";
+  }
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyConcat(*this, getInput().getType(), getType(), getDim(), true);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyConcat(*this, getInput().getType(), getType(), getDim(),
+                      false);
+}
+
+#define GET_OP_CLASSES
+#include "dialects/dist/DistOps.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // StrategyAttr

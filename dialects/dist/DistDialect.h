@@ -14,6 +14,15 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.h.inc"
 
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/dist/DistOps.h.inc"
+
 namespace partita::dist {
 /// The names of the module attributes holding the topology and the chosen
 /// strategy.

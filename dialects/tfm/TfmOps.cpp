@@ -440,6 +440,16 @@ LogicalResult AttentionOp::verify() {
 // AddOp, CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult BiasAddOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() < 1)
+    return emitOpError("input must have at least one dimension");
+  if (failed(verifyFeatureVector(*this, getBias(), "bias",
+                                 input.getShape().back())))
+    return failure();
+  return verifyOneFloatElementType(*this);
+}
+
 LogicalResult AddOp::verify() {
   if (getInputs().size() < 2)
     return emitOpError("needs at least two operands, got ")

@@ -296,6 +296,20 @@ def Tfm_SwigluOp : Tfm_Op<"swiglu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
 
+def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "adds a bias vector along the last dimension";
+  let description = [{
+    `result[..., i] = input[..., i] + bias[i]`. Partitioning splits a
+    row-parallel linear's bias off, to be added once after the reduction.
+  }];
+  let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$bias);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` type($input) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tfm_AddOp : Tfm_Op<"add", [Pure, SameOperandsAndResultType]> {
   let summary = "residual add of two or more tensors";
   let description = [{

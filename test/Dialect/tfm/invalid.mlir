@@ -434,3 +434,10 @@ tfm.model @m {
 %x = tfm.param "x" zeros : tensor<2x4x64xf32>
 // expected-error @+1 {{'low_freq_factor' applies to llama3 rope scaling only}}
 %y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<linear, factor = 2.0, low_freq_factor = 1.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x8xf32>
+%b = tfm.param "b" zeros : tensor<4xf32>
+// expected-error @+1 {{'tfm.bias_add' op bias must be tensor<8x...> to match the last input dimension 8, got 'tensor<4xf32>'}}
+%y = tfm.bias_add %x, %b : tensor<2x4x8xf32>, tensor<4xf32>

@@ -49,8 +49,10 @@ tfm.model @tiny {
     %s = tfm.silu %gt : tensor<2x16x32xbf16>
     // CHECK: tfm.swiglu %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>
     %sw = tfm.swiglu %s, %r : tensor<2x16x32xbf16>
+    // CHECK: tfm.bias_add %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>, tensor<32xbf16>
+    %ba = tfm.bias_add %sw, %bq : tensor<2x16x32xbf16>, tensor<32xbf16>
     // CHECK: tfm.add %h, %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>
-    %sum = tfm.add %h, %sw, %n2 : tensor<2x16x32xbf16>
+    %sum = tfm.add %h, %ba, %n2 : tensor<2x16x32xbf16>
     // CHECK: tfm.yield %{{.*}} : tensor<2x16x32xbf16>
     tfm.yield %sum : tensor<2x16x32xbf16>
   }

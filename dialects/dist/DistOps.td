@@ -1,0 +1,110 @@
+//===- DistOps.td - dist collectives and distributed ops ---*- tablegen -*-===//
+
+#ifndef PARTITA_DIST_OPS
+#define PARTITA_DIST_OPS
+
+include "DistDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Dist_AxisTp : I32EnumAttrCase<"tp", 0>;
+def Dist_AxisDp : I32EnumAttrCase<"dp", 1>;
+def Dist_AxisPp : I32EnumAttrCase<"pp", 2>;
+def Dist_AxisAll : I32EnumAttrCase<"all", 3>;
+def Dist_MeshAxis : I32EnumAttr<"MeshAxis",
+    "the communicator a collective runs on",
+    [Dist_AxisTp, Dist_AxisDp, Dist_AxisPp, Dist_AxisAll]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+def Dist_MeshAxisAttr : EnumAttr<Dist_Dialect, Dist_MeshAxis, "axis"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
+  let summary = "how a parameter is split over a mesh axis";
+  let description = [{
+    Dimension `dim` of the global tensor is cut into `parts` equal slices
+    over the ranks of `axis`; rank r of an axis of size n holds slice
+    `r * parts / n` (so `parts < n` replicates each slice `n / parts`
+    times, as key/value heads are when tp exceeds them).
+
+    `#dist.sharding<axis = tp, dim = 0, parts = 2>`
+  }];
+  let parameters = (ins "MeshAxis":$axis, "int64_t":$dim, "int64_t":$parts);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+def Dist_AnyTensor : RankedTensorOf<[BF16, F16, F32]>;
+
+def Dist_AllReduceOp : Dist_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
+  let summary = "sum of a tensor over the ranks of a mesh axis";
+  let description = [{
+    `%y = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x16x64xbf16>`
+  }];
+  let arguments = (ins Dist_AnyTensor:$input, Dist_MeshAxisAttr:$axis);
+  let results = (outs Dist_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class Dist_ConcatOp<string mnemonic, string summaryText>
+    : Dist_Op<mnemonic, [Pure]> {
+  let summary = summaryText;
+  let arguments = (ins Dist_AnyTensor:$input, Dist_MeshAxisAttr:$axis,
+                       I64Attr:$dim);
+  let results = (outs Dist_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Dist_AllGatherOp : Dist_ConcatOp<"all_gather",
+    "concatenation of every rank's tensor along `dim`"> {
+  let description = [{
+    The result's `dim` is the input's times the axis size.
+  }];
+}
+
+def Dist_ReduceScatterOp : Dist_ConcatOp<"reduce_scatter",
+    "sum over the ranks, each keeping its slice along `dim`"> {
+  let description = [{
+    The result's `dim` is the input's divided by the axis size.
+  }];
+}
+
+def Dist_VocabEmbeddingOp : Dist_Op<"vocab_embedding", [Pure]> {
+  let summary = "embedding lookup in this rank's slice of the vocabulary";
+  let description = [{
+    The table holds rows `[r * V/n, (r+1) * V/n)` of the vocabulary for rank
+    r of `axis` (size n); tokens outside that range give zero rows, so an
+    all-reduce over the axis completes the lookup.
+  }];
+  let arguments = (ins Dist_AnyTensor:$table, RankedTensorOf<[I32, I64]>:$tokens,
+                       Dist_MeshAxisAttr:$axis);
+  let results = (outs Dist_AnyTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $tokens attr-dict `:` type($table) `,` type($tokens) `->`
+    type($result)
+  }];
+}
+
+def Dist_VocabCrossEntropyOp : Dist_Op<"vocab_cross_entropy", [Pure]> {
+  let summary = "cross-entropy over logits split along the vocabulary";
+  let description = [{
+    Each rank of `axis` holds the logits of its vocabulary slice; the loss
+    is computed with reductions of the row maxima and exponent sums over the
+    axis (Megatron-LM's vocab-parallel cross-entropy): the full logits are
+    never gathered. The mean over the local tokens, as a scalar f32.
+  }];
+  let arguments = (ins Dist_AnyTensor:$logits, RankedTensorOf<[I32, I64]>:$labels,
+                       Dist_MeshAxisAttr:$axis);
+  let results = (outs 0DTensorOf<[F32]>:$loss);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->`
+    type($loss)
+  }];
+}
+
+#endif // PARTITA_DIST_OPS

@@ -1,0 +1,287 @@
+//===- PartitionTensors.cpp - dist-partition-tensors ----------------------===//
+//
+// Global shapes to the local shapes of one rank and one micro-batch, with
+// the tensor-parallel collectives Megatron-LM's scheme needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/CostModel/ParallelConfig.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace partita {
+#define GEN_PASS_DEF_DISTPARTITIONTENSORS
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+
+RankedTensorType withDim(Type type, int64_t dim, int64_t size) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim < 0 ? shape.size() + dim : dim] = size;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+int64_t lastDim(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape().back();
+}
+
+class Partitioner {
+public:
+  Partitioner(tfm::ModelOp model, const ParallelConfig &config)
+      : model(model), t(config.tp), mbs(config.microBatchSize),
+        builder(model.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult checkShapes();
+  LogicalResult rewrite(Block &block);
+  LogicalResult rewriteOp(Operation *op);
+  /// The parts a column-parallel projection's output is cut into: t, or
+  /// the key/value heads when tp exceeds them.
+  int64_t columnParts(tfm::LinearOp linear);
+  void shard(Value param, int64_t dim, int64_t parts);
+  /// Sets `v`'s batch dimension to the micro-batch size.
+  void localBatch(Value v) {
+    v.setType(withDim(v.getType(), 0, mbs));
+  }
+  Value allReduce(Value v, Location loc) {
+    return dist::AllReduceOp::create(
+        builder, loc, v.getType(), v,
+        dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp));
+  }
+
+  tfm::ModelOp model;
+  int64_t t, mbs;
+  OpBuilder builder;
+  int64_t kvHeads = 0;
+};
+
+bool isRowParallel(tfm::LinearOp linear) {
+  Operation *producer = linear.getInput().getDefiningOp();
+  return producer && isa<tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
+                         tfm::SiluOp>(producer);
+}
+
+/// Whether `v` (possibly through a rotary op) feeds an attention's key or
+/// value.
+bool feedsKeyOrValue(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (auto rotary = dyn_cast<tfm::RotaryOp>(user))
+      if (feedsKeyOrValue(rotary.getResult()))
+        return true;
+    if (auto attention = dyn_cast<tfm::AttentionOp>(user))
+      if (attention.getKey() == v || attention.getValue() == v)
+        return true;
+  }
+  return false;
+}
+
+int64_t Partitioner::columnParts(tfm::LinearOp linear) {
+  if (kvHeads && kvHeads < t && feedsKeyOrValue(linear.getResult()))
+    return kvHeads;
+  return t;
+}
+
+void Partitioner::shard(Value param, int64_t dim, int64_t parts) {
+  auto op = param.getDefiningOp<tfm::ParamOp>();
+  if (!op || parts == 1 || op->hasAttr("dist.sharding"))
+    return;
+  auto type = cast<RankedTensorType>(param.getType());
+  param.setType(withDim(type, dim, type.getDimSize(dim) / parts));
+  op->setAttr("dist.sharding",
+              dist::ShardingAttr::get(builder.getContext(),
+                                      dist::MeshAxis::tp, dim, parts));
+}
+
+/// Everything tensor parallelism splits must divide by t, before anything
+/// changes.
+LogicalResult Partitioner::checkShapes() {
+  if (cast<RankedTensorType>(model.getTokens().getType()).getDimSize(0) %
+          mbs !=
+      0)
+    return model.emitOpError("micro-batch size ")
+           << mbs << " does not divide the batch of "
+           << model.getTokens().getType();
+  WalkResult result = model.walk([&](Operation *op) -> WalkResult {
+    if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
+      int64_t heads = attention.getNumHeads();
+      int64_t kv = attention.getNumKvHeads();
+      kvHeads = kv;
+      if (heads % t != 0)
+        return attention.emitOpError("tp=")
+               << t << " does not divide the " << heads << " heads";
+      if (kv % t != 0 && t % kv != 0)
+        return attention.emitOpError("tp=")
+               << t << " neither divides nor is a multiple of the " << kv
+               << " key/value heads";
+    } else if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
+      int64_t width = isRowParallel(linear) ? lastDim(linear.getInput())
+                                            : lastDim(linear.getResult());
+      if (width % t != 0)
+        return linear.emitOpError("tp=")
+               << t << " does not divide the width " << width;
+    } else if (auto embedding = dyn_cast<tfm::EmbeddingOp>(op)) {
+      int64_t vocab = embedding.getTable().getType().getDimSize(0);
+      if (vocab % t != 0)
+        return embedding.emitOpError("tp=")
+               << t << " does not divide the vocabulary of " << vocab
+               << "; pad the vocabulary to a multiple of " << t;
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+LogicalResult Partitioner::run() {
+  if (failed(checkShapes()))
+    return failure();
+  Block &body = model.getBodyBlock();
+  for (BlockArgument arg : body.getArguments())
+    localBatch(arg);
+  return rewrite(body);
+}
+
+LogicalResult Partitioner::rewrite(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block))
+    if (failed(rewriteOp(&op)))
+      return failure();
+  return success();
+}
+
+LogicalResult Partitioner::rewriteOp(Operation *op) {
+  Location loc = op->getLoc();
+  builder.setInsertionPointAfter(op);
+  if (auto block = dyn_cast<tfm::BlockOp>(op)) {
+    Block &body = block.getBody().front();
+    for (auto [arg, input] : llvm::zip(body.getArguments(), block.getInputs()))
+      arg.setType(input.getType());
+    if (failed(rewrite(body)))
+      return failure();
+    for (auto [result, value] :
+         llvm::zip(block.getResults(),
+                   body.getTerminator()->getOperands()))
+      result.setType(value.getType());
+    return success();
+  }
+  if (isa<tfm::ParamOp, tfm::YieldOp>(op))
+    return success(); // parameters are shaped by their users
+  if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
+    Value result = linear.getResult();
+    result.setType(withDim(result.getType(), 0, mbs));
+    if (t == 1)
+      return success();
+    if (!isRowParallel(linear)) {
+      int64_t parts = columnParts(linear);
+      shard(linear.getWeight(), 0, parts);
+      if (linear.getBias())
+        shard(linear.getBias(), 0, parts);
+      result.setType(withDim(result.getType(), -1, lastDim(result) / parts));
+      return success();
+    }
+    // Row-parallel: partial sums, reduced over tp, then the bias once.
+    shard(linear.getWeight(), 1, t);
+    Value bias = linear.getBias();
+    if (bias)
+      linear.getBiasMutable().clear();
+    Value reduced = allReduce(result, loc);
+    Value out = bias ? tfm::BiasAddOp::create(builder, loc, reduced, bias)
+                           .getResult()
+                     : reduced;
+    result.replaceAllUsesExcept(out, reduced.getDefiningOp());
+    return success();
+  }
+  if (auto rotary = dyn_cast<tfm::RotaryOp>(op)) {
+    Value input = rotary.getInput();
+    int64_t headDim = lastDim(rotary.getResult()) / rotary.getNumHeads();
+    rotary.setNumHeads(lastDim(input) / headDim);
+    rotary.getResult().setType(cast<RankedTensorType>(input.getType()));
+    return success();
+  }
+  if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
+    int64_t heads = attention.getNumHeads();
+    int64_t headDim = lastDim(attention.getResult()) / heads;
+    attention.setNumHeads(lastDim(attention.getQuery()) / headDim);
+    attention.setNumKvHeads(lastDim(attention.getKey()) / headDim);
+    attention.getResult().setType(attention.getQuery().getType());
+    return success();
+  }
+  if (auto embedding = dyn_cast<tfm::EmbeddingOp>(op)) {
+    Value result = embedding.getResult();
+    result.setType(withDim(result.getType(), 0, mbs));
+    if (t == 1)
+      return success();
+    shard(embedding.getTable(), 0, t);
+    auto local = dist::VocabEmbeddingOp::create(
+        builder, loc, result.getType(), embedding.getTable(),
+        embedding.getTokens(),
+        dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp));
+    Value full = allReduce(local, loc);
+    result.replaceAllUsesWith(full);
+    embedding.erase();
+    return success();
+  }
+  if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
+    shard(head.getWeight(), 0, t);
+    Value result = head.getResult();
+    result.setType(withDim(withDim(result.getType(), 0, mbs), -1,
+                           lastDim(result) / t));
+    return success();
+  }
+  if (auto loss = dyn_cast<tfm::CrossEntropyOp>(op)) {
+    if (t == 1)
+      return success();
+    auto local = dist::VocabCrossEntropyOp::create(
+        builder, loc, loss.getType(), loss.getLogits(), loss.getLabels(),
+        dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp));
+    loss.getResult().replaceAllUsesWith(local.getResult());
+    loss.erase();
+    return success();
+  }
+  // Norms, adds, activations, position embeddings: the shape of their
+  // first operand (the batch is already local there).
+  if (op->getNumResults() == 1 && op->getNumOperands() >= 1) {
+    Value result = op->getResult(0);
+    Type first = op->getOperand(0).getType();
+    if (isa<tfm::PositionEmbeddingOp, tfm::RmsNormOp, tfm::LayerNormOp,
+            tfm::AddOp, tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp,
+            tfm::BiasAddOp, dist::AllReduceOp>(op))
+      result.setType(first);
+  }
+  return success();
+}
+
+struct DistPartitionTensorsPass
+    : impl::DistPartitionTensorsBase<DistPartitionTensorsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto strategy =
+        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
+    if (!strategy) {
+      module.emitError("dist-partition-tensors needs the module's "
+                       "dist.strategy: run dist-search-strategy first (or "
+                       "plan-opt --strategy=...)");
+      return signalPassFailure();
+    }
+    ParallelConfig config = fromStrategyAttr(strategy);
+    if (config.sequenceParallel) {
+      module.emitError("dist-partition-tensors does not apply sequence "
+                       "parallelism yet; pin sp=0");
+      return signalPassFailure();
+    }
+    WalkResult result = module.walk([&](tfm::ModelOp model) {
+      if (failed(Partitioner(model, config).run()))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace partita
