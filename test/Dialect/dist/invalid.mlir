@@ -109,3 +109,27 @@ module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 1, zero = 0,
 
 // expected-error @+1 {{every pipeline stage needs at least one layer}}
 module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 2, recompute = none, sequence_parallel = 0, schedule = "gpipe", stage_layers = [2, 0]>} {}
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.all_gather' op dimension 2 goes from 64 to 32; only dim 1 may change, by a whole factor}}
+%g = dist.all_gather %x {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x16x32xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.reduce_scatter' op dimension 1 goes from 8 to 3; only dim 1 may change, by a whole factor}}
+%s = dist.reduce_scatter %x {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x3x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.all_gather' op dim 3 is out of range for 'tensor<2x8x64xf32>'}}
+%g = dist.all_gather %x {axis = #dist.axis<tp>, dim = 3 : i64} : tensor<2x8x64xf32> -> tensor<2x8x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.all_gather' op input 'tensor<2x8x64xf32>' and result 'tensor<2x16xf32>' differ in rank or element type}}
+%g = dist.all_gather %x {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x16xf32>

@@ -1,6 +1,6 @@
 // Round-trip of the dist attributes.
-// RUN: plan-opt %s -split-input-file | plan-opt -split-input-file | FileCheck %s
-// RUN: plan-opt %s -split-input-file --verify-roundtrip -o /dev/null
+// RUN: plan-opt %s -split-input-file --allow-unregistered-dialect | plan-opt -split-input-file --allow-unregistered-dialect | FileCheck %s
+// RUN: plan-opt %s -split-input-file --allow-unregistered-dialect --verify-roundtrip -o /dev/null
 
 // CHECK: module attributes {dist.topology = #dist.topology<"lab", nodes = 2, devices_per_node = 4,
 // CHECK-SAME: device = #dist.device<"A100-SXM-80GB", bf16_tflops = 312, fp16_tflops = 312, fp32_tflops = 19.5, memory_gib = 80, hbm_gbytes_per_s = 2039>,
@@ -30,4 +30,25 @@ module attributes {test.links = [
 
 // CHECK-LABEL: module attributes {dist.strategy = #dist.strategy<dp = 8, tp = 8, pp = 2, vpp = 1, zero = 1, micro_batch_size = 1, num_micro_batches = 64, recompute = selective, sequence_parallel = 1, schedule = "1f1b", stage_layers = [17, 15]>}
 module attributes {dist.strategy = #dist.strategy<dp = 8, tp = 8, pp = 2, vpp = 1, zero = 1, micro_batch_size = 1, num_micro_batches = 64, recompute = selective, sequence_parallel = 1, schedule = "1f1b", stage_layers = [17, 15]>} {
+}
+
+// -----
+
+// CHECK-LABEL: module attributes {test.ops}
+// CHECK: dist.all_reduce %{{.*}} {axis = #dist.axis<tp>} : tensor<2x8x64xf32>
+// CHECK: dist.all_gather %{{.*}} {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x4x64xf32> -> tensor<2x8x64xf32>
+// CHECK: dist.reduce_scatter %{{.*}} {axis = #dist.axis<dp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x4x64xf32>
+// CHECK: tfm.param "w" zeros {dist.sharding = #dist.sharding<axis = tp, dim = 0, parts = 2>} : tensor<64x64xf32>
+// CHECK: dist.vocab_embedding %{{.*}}, %{{.*}} {axis = #dist.axis<tp>} : tensor<64x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+// CHECK: dist.vocab_cross_entropy %{{.*}}, %{{.*}} {axis = #dist.axis<tp>} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<f32>
+module attributes {test.ops} {
+  %x = tfm.param "x" zeros : tensor<2x8x64xf32>
+  %a = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x8x64xf32>
+  %h = tfm.param "h" zeros : tensor<2x4x64xf32>
+  %g = dist.all_gather %h {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x4x64xf32> -> tensor<2x8x64xf32>
+  %s = dist.reduce_scatter %a {axis = #dist.axis<dp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x4x64xf32>
+  %t = "test.tokens"() : () -> tensor<2x8xi32>
+  %w = tfm.param "w" zeros {dist.sharding = #dist.sharding<axis = tp, dim = 0, parts = 2>} : tensor<64x64xf32>
+  %e = dist.vocab_embedding %w, %t {axis = #dist.axis<tp>} : tensor<64x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
+  %l = dist.vocab_cross_entropy %e, %t {axis = #dist.axis<tp>} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<f32>
 }
