@@ -33,6 +33,7 @@ class Partitioner {
 public:
   Partitioner(tfm::ModelOp model, const ParallelConfig &config)
       : model(model), t(config.tp), mbs(config.microBatchSize),
+        sp(config.sequenceParallel && config.tp > 1),
         builder(model.getContext()) {}
 
   LogicalResult run();
@@ -49,14 +50,43 @@ private:
   void localBatch(Value v) {
     v.setType(withDim(v.getType(), 0, mbs));
   }
+  dist::MeshAxisAttr tpAxis() {
+    return dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp);
+  }
   Value allReduce(Value v, Location loc) {
-    return dist::AllReduceOp::create(
-        builder, loc, v.getType(), v,
-        dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp));
+    return dist::AllReduceOp::create(builder, loc, v.getType(), v, tpAxis());
+  }
+  /// Sequence parallelism: a row-parallel result is reduced and scattered
+  /// along the sequence; otherwise all-reduced.
+  Value reduce(Value v, Location loc) {
+    if (!sp)
+      return allReduce(v, loc);
+    Type shard = withDim(v.getType(), 1,
+                         cast<RankedTensorType>(v.getType()).getDimSize(1) / t);
+    return dist::ReduceScatterOp::create(builder, loc, shard, v, tpAxis(),
+                                         builder.getI64IntegerAttr(1));
+  }
+  /// The full sequence of a sequence-sharded value, gathered once and
+  /// shared by every projection that reads it.
+  Value gathered(Value shard) {
+    auto [it, inserted] = gathers.try_emplace(shard, Value());
+    if (!inserted)
+      return it->second;
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfterValue(shard);
+    Type full = withDim(shard.getType(), 1,
+                        cast<RankedTensorType>(shard.getType()).getDimSize(1) *
+                            t);
+    it->second = dist::AllGatherOp::create(builder, shard.getLoc(), full,
+                                           shard, tpAxis(),
+                                           builder.getI64IntegerAttr(1));
+    return it->second;
   }
 
   tfm::ModelOp model;
   int64_t t, mbs;
+  bool sp;
+  llvm::DenseMap<Value, Value> gathers;
   OpBuilder builder;
   int64_t kvHeads = 0;
 };
@@ -101,12 +131,14 @@ void Partitioner::shard(Value param, int64_t dim, int64_t parts) {
 /// Everything tensor parallelism splits must divide by t, before anything
 /// changes.
 LogicalResult Partitioner::checkShapes() {
-  if (cast<RankedTensorType>(model.getTokens().getType()).getDimSize(0) %
-          mbs !=
-      0)
+  auto tokens = cast<RankedTensorType>(model.getTokens().getType());
+  if (tokens.getDimSize(0) % mbs != 0)
     return model.emitOpError("micro-batch size ")
-           << mbs << " does not divide the batch of "
-           << model.getTokens().getType();
+           << mbs << " does not divide the batch of " << tokens;
+  if (sp && tokens.getDimSize(1) % t != 0)
+    return model.emitOpError("sequence parallelism: tp=")
+           << t << " does not divide the sequence length "
+           << tokens.getDimSize(1);
   WalkResult result = model.walk([&](Operation *op) -> WalkResult {
     if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
       int64_t heads = attention.getNumHeads();
@@ -176,6 +208,8 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     if (t == 1)
       return success();
     if (!isRowParallel(linear)) {
+      if (sp)
+        linear.getInputMutable().assign(gathered(linear.getInput()));
       int64_t parts = columnParts(linear);
       shard(linear.getWeight(), 0, parts);
       if (linear.getBias())
@@ -188,7 +222,7 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     Value bias = linear.getBias();
     if (bias)
       linear.getBiasMutable().clear();
-    Value reduced = allReduce(result, loc);
+    Value reduced = reduce(result, loc);
     Value out = bias ? tfm::BiasAddOp::create(builder, loc, reduced, bias)
                            .getResult()
                      : reduced;
@@ -218,14 +252,33 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     shard(embedding.getTable(), 0, t);
     auto local = dist::VocabEmbeddingOp::create(
         builder, loc, result.getType(), embedding.getTable(),
-        embedding.getTokens(),
-        dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp));
-    Value full = allReduce(local, loc);
-    result.replaceAllUsesWith(full);
+        embedding.getTokens(), tpAxis());
+    // Learned positions are added to the full sequence before it is split.
+    bool positionsFollow = llvm::any_of(result.getUsers(), [](Operation *u) {
+      return isa<tfm::PositionEmbeddingOp>(u);
+    });
+    Value out = positionsFollow ? allReduce(local, loc) : reduce(local, loc);
+    result.replaceAllUsesWith(out);
     embedding.erase();
     return success();
   }
+  if (auto position = dyn_cast<tfm::PositionEmbeddingOp>(op)) {
+    Value result = position.getResult();
+    result.setType(cast<RankedTensorType>(position.getInput().getType()));
+    if (!sp)
+      return success();
+    Type shard = withDim(result.getType(), 1,
+                         cast<RankedTensorType>(result.getType()).getDimSize(1) /
+                             t);
+    auto slice = dist::ShardSliceOp::create(builder, loc, shard, result,
+                                            tpAxis(),
+                                            builder.getI64IntegerAttr(1));
+    result.replaceAllUsesExcept(slice, slice);
+    return success();
+  }
   if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
+    if (sp)
+      head.getInputMutable().assign(gathered(head.getInput()));
     shard(head.getWeight(), 0, t);
     Value result = head.getResult();
     result.setType(withDim(withDim(result.getType(), 0, mbs), -1,
@@ -247,9 +300,8 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   if (op->getNumResults() == 1 && op->getNumOperands() >= 1) {
     Value result = op->getResult(0);
     Type first = op->getOperand(0).getType();
-    if (isa<tfm::PositionEmbeddingOp, tfm::RmsNormOp, tfm::LayerNormOp,
-            tfm::AddOp, tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp,
-            tfm::BiasAddOp, dist::AllReduceOp>(op))
+    if (isa<tfm::RmsNormOp, tfm::LayerNormOp, tfm::AddOp, tfm::SwigluOp,
+            tfm::GeluOp, tfm::SiluOp, tfm::BiasAddOp, dist::AllReduceOp>(op))
       result.setType(first);
   }
   return success();
@@ -268,11 +320,6 @@ struct DistPartitionTensorsPass
       return signalPassFailure();
     }
     ParallelConfig config = fromStrategyAttr(strategy);
-    if (config.sequenceParallel) {
-      module.emitError("dist-partition-tensors does not apply sequence "
-                       "parallelism yet; pin sp=0");
-      return signalPassFailure();
-    }
     WalkResult result = module.walk([&](tfm::ModelOp model) {
       if (failed(Partitioner(model, config).run()))
         return WalkResult::interrupt();

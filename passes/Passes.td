@@ -151,6 +151,12 @@ def DistPartitionTensors : Pass<"dist-partition-tensors", "mlir::ModuleOp"> {
       slice of the vocabulary followed by an all-reduce, the LM head a
       column-parallel projection onto the slice, and the loss a
       `dist.vocab_cross_entropy` (the full logits are never gathered);
+    - with sequence parallelism (Korthikanti et al. 2022) the residual
+      stream, norms and adds hold 1/tp of the sequence: one
+      `dist.all_gather` before the projections that share an input (and
+      before the LM head), a `dist.reduce_scatter` instead of each
+      all-reduce; learned positions are added to the full sequence, which
+      `dist.shard_slice` then splits;
     - every parameter gets its local shape and a `dist.sharding` attribute
       saying which slice of the global tensor it holds.
 
@@ -169,8 +175,8 @@ def DistPartitionTensors : Pass<"dist-partition-tensors", "mlir::ModuleOp"> {
     ```
 
     Shapes a strategy does not divide (heads, kv heads, vocabulary, MLP
-    width, batch) are errors at the op concerned. Sequence parallelism and
-    pipeline stages are not applied by this pass.
+    width, batch, sequence) are errors at the op concerned. Pipeline stages
+    are not this pass's: it partitions within a stage.
   }];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

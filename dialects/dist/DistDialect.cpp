@@ -272,6 +272,11 @@ LogicalResult AllGatherOp::verify() {
   return verifyConcat(*this, getInput().getType(), getType(), getDim(), true);
 }
 
+LogicalResult ShardSliceOp::verify() {
+  return verifyConcat(*this, getInput().getType(), getType(), getDim(),
+                      false);
+}
+
 LogicalResult ReduceScatterOp::verify() {
   return verifyConcat(*this, getInput().getType(), getType(), getDim(),
                       false);

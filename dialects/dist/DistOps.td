@@ -74,6 +74,14 @@ def Dist_ReduceScatterOp : Dist_ConcatOp<"reduce_scatter",
   }];
 }
 
+def Dist_ShardSliceOp : Dist_ConcatOp<"shard_slice",
+    "this rank's slice of a tensor every rank holds, along `dim`"> {
+  let description = [{
+    No communication: rank r of an axis of size n keeps slice r of n. Used to
+    enter a sequence-parallel region from a replicated tensor.
+  }];
+}
+
 def Dist_VocabEmbeddingOp : Dist_Op<"vocab_embedding", [Pure]> {
   let summary = "embedding lookup in this rank's slice of the vocabulary";
   let description = [{
