@@ -100,7 +100,8 @@ def predict(plan_opt, row, workdir, cost_params):
     with open(spec_path, "w") as f:
         json.dump(spec_for(row), f)
     nodes = row["num_gpus"] // row["gpus_per_node"]
-    cmd = [plan_opt, spec_path, "--topology=dgx-a100:%d" % nodes,
+    # Cost exactly the published configuration: no search.
+    cmd = [plan_opt, spec_path, "--no-search", "--topology=dgx-a100:%d" % nodes,
            "--cost-params=" + cost_params,
            "--strategy=" + strategy_for(row), "--cost-report=" + report_path,
            "-o", os.devnull]

@@ -128,7 +128,9 @@ CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
                                  std::vector<int64_t> groupRanks)
     : ranks(std::move(groupRanks)) {
   const Topology &topo = fullGraph.topology();
-  // Ranks 0, s, 2s, ... (the groups of a mesh) load every node alike.
+  // Ranks 0, s, 2s, ... (the groups of a mesh) load every node they touch
+  // alike, and identical nodes make the node numbers irrelevant: such a
+  // group spanning many nodes is routed on its first few, renumbered.
   bool progression = !ranks.empty() && ranks.front() == 0;
   int64_t stride = ranks.size() > 1 ? ranks[1] - ranks[0] : 1;
   for (size_t i = 1; progression && i < ranks.size(); ++i)
@@ -136,14 +138,23 @@ CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
   bool uniformNodes = stride < topo.devicesPerNode
                           ? topo.devicesPerNode % stride == 0
                           : stride % topo.devicesPerNode == 0;
-  const TopologyGraph &graph =
-      progression && uniformNodes && topo.nodeOf(ranks.back()) >= kRoutedNodes
-          ? fullGraph.withNodes(kRoutedNodes)
-          : fullGraph;
-  std::vector<int64_t> routed;
+  std::map<int64_t, int64_t> compactNode;
   for (int64_t r : ranks)
-    if (r < graph.topology().numDevices())
+    compactNode.try_emplace(topo.nodeOf(r), compactNode.size());
+  bool reduce = progression && uniformNodes &&
+                static_cast<int64_t>(compactNode.size()) > kRoutedNodes;
+  const TopologyGraph &graph =
+      reduce ? fullGraph.withNodes(kRoutedNodes) : fullGraph;
+  std::vector<int64_t> routed;
+  for (int64_t r : ranks) {
+    if (!reduce) {
       routed.push_back(r);
+      continue;
+    }
+    int64_t node = compactNode[topo.nodeOf(r)];
+    if (node < kRoutedNodes)
+      routed.push_back(node * topo.devicesPerNode + r % topo.devicesPerNode);
+  }
   flat = graph.ring(routed);
   flat.hops = size();
   // Ranks per node, in group order.
@@ -469,6 +480,19 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       n *= 1 + double(p - 1) / (double(p) * v);
     return n;
   };
+  // The vocab-parallel embedding reduces its output (a reduce-scatter with
+  // sequence parallelism, whose backward is an all-gather), and the LM
+  // head's input needs the mirror image in backward (or an all-gather
+  // forward and a reduce-scatter backward): one reduction unit per micro-batch
+  // on each end rank.
+  double endTp = 0;
+  if (t > 1) {
+    double bytes = eb * tokens * h;
+    endTp = c.sequenceParallel
+                ? tpGroup.time(CollectiveKind::AllGather, bytes, eff) +
+                      tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff)
+                : tpGroup.time(CollectiveKind::AllReduce, bytes, eff);
+  }
   std::vector<Rank> ranks(p);
   for (int64_t k = 0; k < p; ++k) {
     Rank &r = ranks[k];
@@ -489,11 +513,13 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     if (k == 0) {
       r.fwd += embedFwd;
       r.bwd += 2 * embedFwd;
+      r.tp += endTp;
       r.params += double(profile.embeddingParams) / t;
     }
     if (k == p - 1) {
       r.fwd += headFwd;
       r.bwd += 2 * headFwd;
+      r.tp += endTp;
       r.params += double(profile.headParams) / t + profile.finalNormParams;
       // Logits with the fp32 softmax work.
       r.working += (eb + 4) * tokens * V / t;
@@ -515,6 +541,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     for (int64_t i : c.layersOfRank(0, L))
       calls += profile.layers[i].rowParallelGemms;
     calls *= m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
+    // The embedding's (and, on one stage, the LM head's) reductions.
+    calls += m * (p == 1 ? 2 : 1);
     std::string algo;
     if (c.sequenceParallel) {
       double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);

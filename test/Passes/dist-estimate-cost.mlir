@@ -25,7 +25,7 @@
 // TEXT: memory per device (GiB)
 // TEXT: device memory {{.*}} fits
 // TEXT: communication per step
-// TEXT: all_reduce      tp    ring               2         0.07         16
+// TEXT: all_reduce      tp    ring               2         0.07         20
 // TEXT: all_reduce      dp    ring               2         0.16          1
 
 // Per device and micro-batch: q is 2 * 256 tokens * (64/2) * 64 FLOPs,
@@ -44,7 +44,9 @@
 // JSON-DAG: "forward_flops": 8388608,
 // JSON-DAG: "parameters": 328448,
 // JSON-DAG: "bytes_per_call": 65536,
-// JSON-DAG: "calls_per_step": 16,
+// Per micro-batch: 2 row-parallel reductions x 2 layers + the embedding's,
+// forward and backward alike, for 2 micro-batches: (4 + 1) x 2 x 2 = 20.
+// JSON-DAG: "calls_per_step": 20,
 // JSON-DAG: "bytes_per_call": 164224,
 // JSON-DAG: "step_time_s":
 // JSON-DAG: "tokens_per_s":

@@ -150,6 +150,20 @@ TEST(Collectives, AllGatherAndSendRecv) {
   // One message: S / B + alpha over the 200 Gb/s NIC and the network.
   EXPECT_NEAR(pair.time(CollectiveKind::SendRecv, 25e6, 1.0),
               25e6 / 25e9 + 5e-6, 1e-15);
+  // The same between nodes 0 and 40 of a large cluster (groups spanning
+  // many nodes are routed on a renumbered few: a pair must stay a pair).
+  TopologyGraph large(preset("dgx-a100", 64));
+  CollectiveGroup far(large, {0, 8 * 40});
+  EXPECT_NEAR(far.time(CollectiveKind::SendRecv, 25e6, 1.0),
+              25e6 / 25e9 + 5e-6, 1e-15);
+  // A data-parallel ring over all 64 nodes costs what the same ring over
+  // fewer nodes costs per hop, with 64 hops.
+  std::vector<int64_t> dp;
+  for (int64_t n = 0; n < 64; ++n)
+    dp.push_back(8 * n);
+  CollectiveGroup ring(large, dp);
+  EXPECT_NEAR(ring.time(CollectiveKind::AllGather, 64e6, 1.0),
+              63.0 / 64 * 64e6 / 25e9 + 63 * 5e-6, 1e-12);
 }
 
 } // namespace
