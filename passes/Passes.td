@@ -181,4 +181,40 @@ def DistPartitionTensors : Pass<"dist-partition-tensors", "mlir::ModuleOp"> {
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
 
+def DistSplitStages : Pass<"dist-split-stages", "mlir::ModuleOp"> {
+  let summary = "Cut a model into the pipeline stages of its strategy";
+  let description = [{
+    Moves the ops of each `tfm.model` into `dist.stage` regions following
+    the module's `#dist.strategy`: `stage_layers` gives the `tfm.block`s of
+    each model chunk (chunk c runs on pipeline rank `c % pp`, so interleaved
+    chunks alternate over the ranks); the embedding goes with the first
+    chunk, the final norm, LM head and loss with the last. The activation
+    crossing each cut is sent with `dist.send` and received with
+    `dist.recv`. A parameter used by several chunks (the token embedding
+    and a tied LM head) gets a copy in each, marked `dist.tied` (their
+    gradients are summed across the chunks' ranks). With pp = 1 there is
+    one stage.
+
+    After `--dist-split-stages` (pp=2, one block per stage):
+
+    ```mlir
+    tfm.model @m {
+    ^bb0(%tokens: tensor<1x8xi32>, %labels: tensor<1x8xi32>):
+      dist.stage chunk 0 rank 0 {
+        ... embedding, tfm.block 0 ...
+        dist.send %x {peer = #dist.peer<next>} : tensor<1x8x64xf32>
+        dist.stage_return
+      }
+      %loss = dist.stage chunk 1 rank 1 -> tensor<f32> {
+        %x = dist.recv {peer = #dist.peer<prev>} : tensor<1x8x64xf32>
+        ... tfm.block 1, final norm, LM head, loss ...
+        dist.stage_return %l : tensor<f32>
+      }
+      tfm.yield %loss : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
 #endif // PARTITA_PASSES

@@ -282,6 +282,37 @@ LogicalResult ReduceScatterOp::verify() {
                       false);
 }
 
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StageOp::verifyRegions() {
+  Block &body = getBody().front();
+  auto ret = dyn_cast<StageReturnOp>(body.getTerminator());
+  if (!ret)
+    return emitOpError("must end with dist.stage_return");
+  if (ret.getValues().getTypes() != getResultTypes())
+    return ret.emitOpError("returns (")
+           << ret.getValues().getTypes() << ") but the stage yields ("
+           << getResultTypes() << ")";
+  // Stages run on different ranks: only the model's own inputs (the block
+  // arguments of the enclosing op) may be read from outside.
+  Block *enclosing = (*this)->getBlock();
+  WalkResult result = body.walk([&](Operation *op) {
+    for (Value operand : op->getOperands()) {
+      if (operand.getParentRegion()->isProperAncestor(&getBody()) &&
+          operand.getParentBlock() == enclosing &&
+          !isa<BlockArgument>(operand)) {
+        op->emitOpError("uses a value of another pipeline stage; pass it "
+                        "with dist.send and dist.recv");
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.cpp.inc"
 

@@ -115,4 +115,70 @@ def Dist_VocabCrossEntropyOp : Dist_Op<"vocab_cross_entropy", [Pure]> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+
+def Dist_PeerNext : I32EnumAttrCase<"next", 0>;
+def Dist_PeerPrev : I32EnumAttrCase<"prev", 1>;
+def Dist_Peer : I32EnumAttr<"Peer", "the neighbouring pipeline stage",
+    [Dist_PeerNext, Dist_PeerPrev]> {
+  let cppNamespace = "::partita::dist";
+  let genSpecializedAttr = 0;
+}
+def Dist_PeerAttr : EnumAttr<Dist_Dialect, Dist_Peer, "peer"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Dist_StageOp : Dist_Op<"stage", [SingleBlock]> {
+  let summary = "one model chunk of a pipeline: the ops one stage runs";
+  let description = [{
+    Model chunk `chunk` of a pipelined model, run by pipeline rank `rank`
+    (`chunk % pp` when model chunks are interleaved over the ranks). Values
+    cross between stages only through `dist.send` / `dist.recv`; a stage
+    may read the model's tokens and labels. The last stage returns the loss.
+
+    ```mlir
+    dist.stage chunk 0 rank 0 {
+      ...
+      dist.send %x {peer = #dist.peer<next>} : tensor<1x128x64xf32>
+      dist.stage_return
+    }
+    %loss = dist.stage chunk 1 rank 1 -> tensor<f32> {
+      %x = dist.recv {peer = #dist.peer<prev>} : tensor<1x128x64xf32>
+      ...
+      dist.stage_return %l : tensor<f32>
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$chunk, I64Attr:$rank);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `chunk` $chunk `rank` $rank (`->` type($results)^)? attr-dict-with-keyword
+    $body
+  }];
+  let hasRegionVerifier = 1;
+}
+
+def Dist_StageReturnOp : Dist_Op<"stage_return", [
+    Pure, Terminator, HasParent<"StageOp">]> {
+  let summary = "ends a pipeline stage, returning its results";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+def Dist_SendOp : Dist_Op<"send"> {
+  let summary = "sends a tensor to the neighbouring pipeline stage";
+  let arguments = (ins Dist_AnyTensor:$input, Dist_PeerAttr:$peer);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Dist_RecvOp : Dist_Op<"recv"> {
+  let summary = "receives a tensor from the neighbouring pipeline stage";
+  let arguments = (ins Dist_PeerAttr:$peer);
+  let results = (outs Dist_AnyTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
 #endif // PARTITA_DIST_OPS

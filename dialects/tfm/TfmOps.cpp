@@ -156,6 +156,10 @@ LogicalResult ModelOp::verifyRegions() {
   llvm::StringMap<ParamOp> seen;
   int64_t totalElements = 0;
   WalkResult result = walk([&](ParamOp param) {
+    // A pipeline stage's copy of a weight another stage also uses (tied
+    // embeddings) shares the original's name.
+    if (param->hasAttr("dist.tied"))
+      return WalkResult::advance();
     // Each count is below 2^62 (ParamOp::verify); keep the sum there too so
     // that every later size computation fits in int64.
     totalElements += param.getNumElements();

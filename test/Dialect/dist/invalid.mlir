@@ -133,3 +133,29 @@ module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 1, zero = 0,
 %x = tfm.param "x" zeros : tensor<2x8x64xf32>
 // expected-error @+1 {{'dist.all_gather' op input 'tensor<2x8x64xf32>' and result 'tensor<2x16xf32>' differ in rank or element type}}
 %g = dist.all_gather %x {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x16xf32>
+
+// -----
+
+tfm.model @m {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %x = tfm.param "x" zeros : tensor<f32>
+  dist.stage chunk 0 rank 0 {
+    // expected-error @+1 {{'dist.stage_return' op returns ('tensor<f32>') but the stage yields ()}}
+    dist.stage_return %x : tensor<f32>
+  }
+  tfm.yield %x : tensor<f32>
+}
+
+// -----
+
+tfm.model @m {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+  dist.stage chunk 0 rank 0 {
+    // expected-error @+1 {{'dist.send' op uses a value of another pipeline stage; pass it with dist.send and dist.recv}}
+    dist.send %x {peer = #dist.peer<next>} : tensor<2x4x8xf32>
+    dist.stage_return
+  }
+  %c = tfm.param "c" zeros : tensor<f32>
+  tfm.yield %c : tensor<f32>
+}

@@ -52,3 +52,27 @@ module attributes {test.ops} {
   %e = dist.vocab_embedding %w, %t {axis = #dist.axis<tp>} : tensor<64x64xf32>, tensor<2x8xi32> -> tensor<2x8x64xf32>
   %l = dist.vocab_cross_entropy %e, %t {axis = #dist.axis<tp>} : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<f32>
 }
+
+// -----
+
+// CHECK-LABEL: tfm.model @staged
+// CHECK: dist.stage chunk 0 rank 0 {
+// CHECK: dist.send %{{.*}} {peer = #dist.peer<next>} : tensor<2x4x8xf32>
+// CHECK: %[[L:.*]] = dist.stage chunk 1 rank 1 -> tensor<f32> {
+// CHECK: dist.recv {peer = #dist.peer<prev>} : tensor<2x4x8xf32>
+// CHECK: dist.stage_return %{{.*}} : tensor<f32>
+// CHECK: tfm.yield %[[L]] : tensor<f32>
+tfm.model @staged {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  dist.stage chunk 0 rank 0 {
+    %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+    dist.send %x {peer = #dist.peer<next>} : tensor<2x4x8xf32>
+    dist.stage_return
+  }
+  %loss = dist.stage chunk 1 rank 1 -> tensor<f32> {
+    %y = dist.recv {peer = #dist.peer<prev>} : tensor<2x4x8xf32>
+    %c = tfm.param "c" zeros : tensor<f32>
+    dist.stage_return %c : tensor<f32>
+  }
+  tfm.yield %loss : tensor<f32>
+}
