@@ -8,16 +8,21 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 model="${1:-$root/examples/models/llama3-8b.json}"
 topology="${2:-dgx-h100:2}"
-strategy="${3:-tp=8,zero=1,mbs=1,recompute=selective,sp=1}"
+strategy="${3:-}" # pins for the search, e.g. tp=8,zero=1; none by default
 
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 
 echo
-echo "== plan-opt $(basename "$model") --topology=$topology --strategy=$strategy"
-"$build/bin/plan-opt" "$model" --topology="$topology" --strategy="$strategy" \
+pins=()
+if [ -n "$strategy" ]; then
+  pins=(--strategy="$strategy")
+fi
+echo "== plan-opt $(basename "$model") --topology=$topology ${pins[*]}"
+"$build/bin/plan-opt" "$model" --topology="$topology" "${pins[@]}" \
+  --report="$build/main-job-plan.json" \
   --cost-report="$build/main-job-cost.json" -o "$build/main-job.mlir"
-echo "(JSON report: $build/main-job-cost.json)"
+echo "(JSON reports: $build/main-job-plan.json, $build/main-job-cost.json)"
 echo
 echo "== the imported tfm graph ($build/main-job.mlir), first layer:"
 sed -n '1,/^    }$/p' "$build/main-job.mlir" | cut -c1-160
