@@ -12,6 +12,8 @@
 #include <cmath>
 #include <set>
 
+#include "llvm/Support/MathExtras.h"
+
 namespace partita {
 
 llvm::StringRef toString(CollectiveKind kind) {
@@ -72,8 +74,8 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       continue;
     }
     double number;
-    if (value.getAsDouble(number))
-      return fail("a number");
+    if (value.getAsDouble(number) || !std::isfinite(number))
+      return fail("a finite number");
     auto fraction = [&](double &field) -> llvm::Error {
       if (!(number > 0 && number <= 1))
         return fail("a number in (0, 1]");
@@ -89,7 +91,7 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       err = fraction(p.hbmEfficiency);
     else if (key == "collective_efficiency")
       err = fraction(p.collectiveEfficiency);
-    else if (key == "gemm_half_dim" && number >= 0)
+    else if (key == "gemm_half_dim" && number >= 0 && number <= 1e6)
       p.gemmHalfDim = number;
     else if (key == "gradient_bytes" && (number == 2 || number == 4))
       p.gradientBytes = number;
@@ -99,7 +101,7 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       p.overlapP2P = number == 1;
     else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
              key == "overlap_grad_reduce" || key == "overlap_p2p")
-      return fail(key == "gemm_half_dim"    ? "a number >= 0"
+      return fail(key == "gemm_half_dim"    ? "a number from 0 to 1e6"
                   : key == "gradient_bytes" ? "2 or 4"
                                             : "0 or 1");
     else
@@ -314,8 +316,12 @@ struct LayerCoster {
       row.forwardTimeS += time;
       row.backwardTimeS += 2 * time; // input and weight gradients
     };
+    // Key/value projections split over the kv heads when tp exceeds them
+    // (each rank holds one, replicated), like dist-partition-tensors.
+    const double kvParts =
+        layer.kvHeads ? std::min<double>(t, layer.kvHeads) : t;
     for (const GemmProfile &g : layer.gemms) {
-      double n = g.rowParallel ? g.n : g.n / t;
+      double n = g.rowParallel ? g.n : g.n / (g.keyValue ? kvParts : t);
       double k = g.rowParallel ? g.k / t : g.k;
       double time = dev.gemmTime(tokens, n, k, eb);
       record(g.name, 2 * tokens * n * k, time);
@@ -366,7 +372,8 @@ struct LayerCoster {
       lc.tpForwardS = layer.rowParallelGemms * perGemm;
     }
 
-    lc.params = layer.params / t;
+    lc.params = (layer.params - layer.keyValueParams) / t +
+                layer.keyValueParams / kvParts;
     // Kept tensors; unfused attention also keeps its softmax output
     // (Korthikanti et al.'s 5as/h term, without dropout) unless recomputed.
     double tensors =
@@ -392,6 +399,18 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   const Topology &topo = graph.topology();
   if (profile.layers.empty())
     return fail("the model has no tfm.block layers to cost");
+  // Sizes beyond these are not configurations but overflows.
+  constexpr int64_t kMaxSize = int64_t(1) << 24;
+  int64_t product;
+  if (llvm::any_of(std::initializer_list<int64_t>{c.dp, c.tp, c.pp, c.vpp,
+                                                  c.microBatchSize,
+                                                  c.numMicroBatches},
+                   [](int64_t x) { return x < 1 || x > kMaxSize; }) ||
+      llvm::MulOverflow(c.dp, c.tp, product) ||
+      llvm::MulOverflow(product, c.pp, product) || product > kMaxSize)
+    return fail("dp, tp, pp, vpp, micro-batch size and count must be "
+                "between 1 and " +
+                llvm::Twine(kMaxSize) + ", and so must dp * tp * pp");
   const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches,
                 dp = c.dp;
   const int64_t L = profile.layers.size();
@@ -408,6 +427,15 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                   " neither divides nor is a multiple of the " +
                   llvm::Twine(layer.kvHeads) + " key/value heads");
   }
+  if (profile.vocab % t != 0)
+    return fail("tp=" + llvm::Twine(t) + " does not divide the vocabulary of " +
+                llvm::Twine(profile.vocab) + " (the vocabulary is not padded)");
+  if (c.sequenceParallel && profile.seqLen % t != 0)
+    return fail("sequence parallelism: tp=" + llvm::Twine(t) +
+                " does not divide the sequence length " +
+                llvm::Twine(profile.seqLen));
+  if (c.schedule == Schedule::Interleaved && p == 1)
+    return fail("the interleaved schedule needs pp > 1");
   if (c.stageLayers.empty() && L % (p * v) != 0)
     return fail("pp * vpp = " + llvm::Twine(p * v) + " does not divide the " +
                 llvm::Twine(L) + " layers");
@@ -418,9 +446,11 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     if (v != 1 || static_cast<int64_t>(c.stageLayers.size()) != p ||
         total != L ||
         llvm::any_of(c.stageLayers, [](int64_t n) { return n < 1; }))
-      return fail("stage_layers must give each of the " + llvm::Twine(p) +
-                  " stages at least one of the " + llvm::Twine(L) +
-                  " layers (and vpp must be 1)");
+      return fail("stage_layers has " + llvm::Twine(c.stageLayers.size()) +
+                  " stages of " + llvm::Twine(total) + " layers in all; it "
+                  "needs pp = " + llvm::Twine(p) + " stages of at least one "
+                  "layer covering the " + llvm::Twine(L) +
+                  " layers (and vpp = 1)");
   }
 
   CostEstimate e;
@@ -521,6 +551,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.bwd += 2 * headFwd;
       r.tp += endTp;
       r.params += double(profile.headParams) / t + profile.finalNormParams;
+      // A tied LM head keeps its own copy of the embedding on the last
+      // stage (dist-split-stages).
+      if (profile.headParams == 0 && p > 1)
+        r.params += double(profile.embeddingParams) / t;
       // Logits with the fp32 softmax work.
       r.working += (eb + 4) * tokens * V / t;
     }
@@ -528,21 +562,24 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   auto perMicroBatch = [](const Rank &r) {
     return r.fwd + r.bwd + r.recompute + r.tp;
   };
-  const Rank &busiest = *std::max_element(
-      ranks.begin(), ranks.end(), [&](const Rank &a, const Rank &b) {
-        return perMicroBatch(a) < perMicroBatch(b);
-      });
+  const int64_t busiestRank =
+      std::max_element(ranks.begin(), ranks.end(),
+                       [&](const Rank &a, const Rank &b) {
+                         return perMicroBatch(a) < perMicroBatch(b);
+                       }) -
+      ranks.begin();
+  const Rank &busiest = ranks[busiestRank];
   double slowest = perMicroBatch(busiest);
 
   // --- Collectives of the report -------------------------------------------
   if (t > 1) {
     double bytes = eb * tokens * h;
     double calls = 0;
-    for (int64_t i : c.layersOfRank(0, L))
+    for (int64_t i : c.layersOfRank(busiestRank, L))
       calls += profile.layers[i].rowParallelGemms;
     calls *= m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
     // The embedding's (and, on one stage, the LM head's) reductions.
-    calls += m * (p == 1 ? 2 : 1);
+    calls += m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
     std::string algo;
     if (c.sequenceParallel) {
       double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
@@ -598,6 +635,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double gradBytes = params.gradientBytes * stageParams;
     std::string algo;
     double dpTime;
+    // The gathers of updated parameters need the optimizer's output: they
+    // cannot hide behind the backward pass.
+    double afterStep = 0;
     if (c.zero == 0) {
       dpTime = dpGroup.time(CollectiveKind::AllReduce, gradBytes, eff, &algo);
       e.collectives.push_back({CollectiveKind::AllReduce, "dp", algo, dp,
@@ -613,20 +653,21 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                                  eff, &algo);
         e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
                                  eb * stageParams, 1, ag});
-        dpTime += ag;
+        afterStep = ag;
       }
     }
-    e.dpCommS = dpTime;
+    e.dpCommS = dpTime + afterStep;
     // Gradient buckets reduce while the last backward pass runs.
-    e.dpCommExposedS = params.overlapGradientReduction
-                           ? std::max(0.0, dpTime - busiest.bwd)
-                           : dpTime;
+    e.dpCommExposedS = (params.overlapGradientReduction
+                            ? std::max(0.0, dpTime - busiest.bwd)
+                            : dpTime) +
+                       afterStep;
     if (c.zero == 3) {
       // Each layer's parameters are gathered before its forward and its
       // backward in every micro-batch, prefetched one layer ahead: what the
       // previous layer's compute does not cover is exposed.
       double calls = 0;
-      for (int64_t i : c.layersOfRank(0, L)) {
+      for (int64_t i : c.layersOfRank(busiestRank, L)) {
         double bytes = eb * layers[i].params;
         double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff);
         e.dpCommS += 2 * m * ag;

@@ -25,6 +25,20 @@ bool isSharded(Value v, const llvm::DenseSet<Operation *> &columnGemms) {
              tfm::SiluOp>(def);
 }
 
+/// Whether `v` (possibly through a rotary op) is an attention's key or
+/// value.
+bool feedsKeyOrValue(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (auto rotary = dyn_cast<tfm::RotaryOp>(user))
+      if (feedsKeyOrValue(rotary.getResult()))
+        return true;
+    if (auto attention = dyn_cast<tfm::AttentionOp>(user))
+      if (attention.getKey() == v || attention.getValue() == v)
+        return true;
+  }
+  return false;
+}
+
 LayerProfile profileBlock(tfm::BlockOp block) {
   LayerProfile layer;
   llvm::DenseSet<Operation *> columnGemms;
@@ -64,8 +78,15 @@ LayerProfile profileBlock(tfm::BlockOp block) {
           n = n.split('.').second;
         name = n.str();
       }
+      bool keyValue = !row && feedsKeyOrValue(linear.getResult());
       layer.gemms.push_back(
-          {name, weight.getDimSize(0), weight.getDimSize(1), row});
+          {name, weight.getDimSize(0), weight.getDimSize(1), row, keyValue});
+      if (keyValue) {
+        layer.keyValueParams += weight.getNumElements();
+        if (Value bias = linear.getBias())
+          layer.keyValueParams +=
+              cast<RankedTensorType>(bias.getType()).getNumElements();
+      }
       if (row)
         ++layer.rowParallelGemms;
       else

@@ -24,6 +24,8 @@ struct GemmProfile {
   std::string name;
   int64_t n = 0, k = 0;
   bool rowParallel = false;
+  /// A key or value projection: split over min(tp, kv heads) parts.
+  bool keyValue = false;
 };
 
 /// Widths are per token; "boundary" tensors are the residual stream between
@@ -31,6 +33,8 @@ struct GemmProfile {
 /// parallel), "sharded" ones live inside them (split over tp).
 struct LayerProfile {
   int64_t params = 0;
+  /// Of which key/value projection weights and biases.
+  int64_t keyValueParams = 0;
   std::vector<GemmProfile> gemms;
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   /// Sliding window (0: full causal context).

@@ -94,9 +94,9 @@ ParallelConfig fromStrategyAttr(mlir::Attribute attr) {
                : s.getSchedule() == dist::ScheduleKind::interleaved
                    ? Schedule::Interleaved
                    : Schedule::OneFOneB;
+  // The cost model checks a stage cut against the model's layers.
   llvm::ArrayRef<int64_t> chunks = s.getStageLayers().asArrayRef();
-  bool even = llvm::all_equal(chunks);
-  if (c.vpp == 1 && !even)
+  if (c.vpp == 1)
     c.stageLayers.assign(chunks.begin(), chunks.end());
   return c;
 }

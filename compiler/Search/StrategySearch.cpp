@@ -129,7 +129,10 @@ FlopWeights flopWeights(const ModelProfile &profile, bool fullRecompute) {
 }
 
 std::string gib(double bytes) {
-  return formatNumber(std::round(bytes / 1073741824.0 * 10) / 10) + " GiB";
+  double g = bytes / 1073741824.0;
+  if (g < 0.1)
+    return formatNumber(std::round(bytes / 1048576.0 * 10) / 10) + " MiB";
+  return formatNumber(std::round(g * 10) / 10) + " GiB";
 }
 
 /// One sentence on why the winner wins, from how the best alternatives
@@ -210,7 +213,12 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   if (L == 0)
     return makeError("the model has no tfm.block layers to plan");
   const LayerProfile &layer = profile.layers.front();
-  const double cap = options.memoryCapBytes.value_or(topo.device.memoryBytes);
+  // A cap lowers the memory a device may use; it cannot add any.
+  const double cap = std::min(
+      options.memoryCapBytes.value_or(topo.device.memoryBytes),
+      topo.device.memoryBytes);
+  if (!(cap >= 1 << 20))
+    return makeError("the memory cap must be at least 1 MiB per device");
 
   // Pins that can never work are errors, not empty searches.
   if (pins.tp && (layer.heads % *pins.tp != 0))
@@ -227,10 +235,15 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                      llvm::Twine(pinnedDevices) + " exceeds the " +
                      llvm::Twine(N) + " devices of topology '" + topo.name +
                      "'");
-  if (pins.tp && !options.allowTpAcrossNodes && *pins.tp > topo.devicesPerNode)
+  if (pins.tp && !options.allowTpAcrossNodes &&
+      topo.devicesPerNode % *pins.tp != 0)
     return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
                      " crosses nodes of " + llvm::Twine(topo.devicesPerNode) +
                      " devices; allow it with --allow-tp-across-nodes");
+  if (pins.tp && profile.vocab % *pins.tp != 0)
+    return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
+                     " does not divide the vocabulary of " +
+                     llvm::Twine(profile.vocab));
 
   SearchResult result;
   result.memoryCapBytes = cap;
@@ -261,6 +274,11 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   // Configurations on `devices` of the topology's devices.
   auto searchOn = [&](int64_t devices) {
   for (int64_t tp : pinnedOr(pins.tp, divisors(devices, tpMax))) {
+    // A tensor-parallel group must fill whole nodes or share one.
+    if (!options.allowTpAcrossNodes && topo.devicesPerNode % tp != 0) {
+      ++result.rejectedIndivisible;
+      continue;
+    }
     if (layer.heads % tp != 0 ||
         (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0)) {
       ++result.rejectedIndivisible;
@@ -301,6 +319,10 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
             if (v > 1 && m % pp == 0)
               vpps.push_back(v);
         for (int64_t vpp : pinnedOr(pins.vpp, vpps)) {
+          if (vpp > 1 && pp == 1) {
+            ++result.rejectedIndivisible;
+            continue;
+          }
           std::vector<Schedule> schedules;
           if (vpp > 1)
             schedules = {Schedule::Interleaved};
@@ -318,13 +340,19 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                  pinnedOr(pins.recompute, {Recompute::None,
                                            Recompute::Selective,
                                            Recompute::Full})) {
-              std::vector<int64_t> stageLayers;
+              // The cut that balances compute; and the even cut, which loads
+              // the first stage (holding the most micro-batches) less.
+              std::vector<std::vector<int64_t>> cuts{{}};
               if (pp > 1 && vpp == 1) {
                 const FlopWeights &w = recompute == Recompute::Full
                                            ? recomputeWeights
                                            : plainWeights;
-                stageLayers = balancedStageCut(w.layers, 0, w.head, pp);
+                cuts = {balancedStageCut(w.layers, 0, w.head, pp)};
+                if (L % pp == 0 &&
+                    cuts[0] != std::vector<int64_t>(pp, L / pp))
+                  cuts.push_back(std::vector<int64_t>(pp, L / pp));
               }
+              for (const std::vector<int64_t> &stageLayers : cuts)
               for (bool sp : pinnedOr(pins.sequenceParallel,
                                       tp > 1 ? std::vector<bool>{false, true}
                                              : std::vector<bool>{false})) {
@@ -353,7 +381,8 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                   // below: no need to cost what they already overflow.
                   double params = double(profile.numParameters) / (tp * pp);
                   double states =
-                      params * (profile.elementBytes / (zero >= 3 ? dp : 1) +
+                      params * (double(profile.elementBytes) /
+                                    (zero >= 3 ? dp : 1) +
                                 options.costParams.gradientBytes /
                                     (zero >= 2 ? dp : 1) +
                                 12.0 / (zero >= 1 ? dp : 1));
@@ -446,7 +475,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     // Memory of model states scales with 1/devices at best: a lower bound
     // on the devices needed.
     int64_t needed = static_cast<int64_t>(
-        std::ceil(N * smallestMemory / cap));
+        std::min(1e15, std::ceil(N * smallestMemory / cap)));
     int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
     // ZeRO needs data parallelism to shard over.
     bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;
@@ -458,7 +487,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
         "smallest needs " + gib(smallestMemory) + " per device (" +
         smallestConfig.str() + ") and a device has " + gib(cap) +
         "; needs at least " + llvm::Twine(nodes * topo.devicesPerNode) +
-        " devices of " + gib(topo.device.memoryBytes) + " (" +
+        " devices of " + gib(cap) + " (" +
         llvm::Twine(nodes) + " nodes); " + hint);
   }
   result.best = std::move(ranked.front());

@@ -88,9 +88,9 @@ std::vector<std::string> topologyPresetNames() {
 }
 
 llvm::Expected<Topology> presetTopology(StringRef name, int64_t count) {
-  if (count < 1)
-    return makeError("topology count must be at least 1, got " +
-                     llvm::Twine(count));
+  if (count < 1 || count > kMaxDevices)
+    return makeError("topology count must be between 1 and " +
+                     llvm::Twine(kMaxDevices) + ", got " + llvm::Twine(count));
   Topology t;
   if (name == "dgx-a100")
     t = dgxA100();
@@ -108,6 +108,10 @@ llvm::Expected<Topology> presetTopology(StringRef name, int64_t count) {
     t.devicesPerNode = count; // N ranks on this host
   else
     t.nodes = count;
+  if (t.numDevices() > kMaxDevices)
+    return makeError(name + ":" + llvm::Twine(count) + " has " +
+                     llvm::Twine(t.numDevices()) + " devices; at most " +
+                     llvm::Twine(kMaxDevices) + " are supported");
   return t;
 }
 
@@ -172,9 +176,10 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
   t.name = llvm::sys::path::stem(fileName).str();
   if (auto name = root.string("name", N::Optional))
     t.name = *name;
-  if (auto nodes = root.integer("nodes", need, 1, 1 << 20))
+  if (auto nodes = root.integer("nodes", need, 1, kMaxDevices))
     t.nodes = *nodes;
-  if (auto perNode = root.integer("devices_per_node", need, 1, 1024))
+  if (auto perNode =
+          root.integer("devices_per_node", need, 1, kMaxDevicesPerNode))
     t.devicesPerNode = *perNode;
 
   if (auto d = root.object("device", need)) {
@@ -199,7 +204,7 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
   if (auto n = root.object("inter_node", need)) {
     if (auto kind = n->oneOf("kind", need, {"fat_tree", "rail_optimized"}))
       t.interNode.kind = *dist::symbolizeNetworkKind(*kind);
-    if (auto nics = n->integer("nics_per_node", need, 1, 1024))
+    if (auto nics = n->integer("nics_per_node", need, 1, kMaxNicsPerNode))
       t.interNode.nicsPerNode = *nics;
     // Line rates are quoted in bits: 400 Gb/s is 50 GB/s.
     readNumber(*n, "gbits_per_s", kGiga / 8, t.interNode.bytesPerSPerNic,
@@ -211,6 +216,11 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
     n->rejectUnknownKeys();
   }
   root.rejectUnknownKeys();
+  if (errors.empty() && t.numDevices() > kMaxDevices)
+    errors.add(root.where("nodes"),
+               llvm::Twine(t.nodes) + " nodes of " +
+                   llvm::Twine(t.devicesPerNode) + " devices exceed the " +
+                   llvm::Twine(kMaxDevices) + " devices supported");
   if (!errors.empty())
     return errors.takeError();
   return t;

@@ -41,6 +41,12 @@ struct InterNodeNetwork {
   double oversubscription = 1;
 };
 
+/// The largest cluster Partita models: every size derived from a topology
+/// then fits int64 and memory.
+constexpr int64_t kMaxDevices = int64_t(1) << 18;
+constexpr int64_t kMaxDevicesPerNode = 1024;
+constexpr int64_t kMaxNicsPerNode = 1024;
+
 struct Topology {
   std::string name;
   int64_t nodes = 1;

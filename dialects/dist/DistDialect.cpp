@@ -6,6 +6,9 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace partita::dist;
@@ -192,8 +195,14 @@ Attribute NetworkAttr::parse(AsmParser &parser, Type) {
                          "oversubscription"},
                         v))
     return {};
+  double nics = v["nics_per_node"];
+  if (nics != std::floor(nics) || nics < 1 || nics > 1024) {
+    parser.emitError(parser.getCurrentLocation(),
+                     "nics_per_node must be an integer from 1 to 1024");
+    return {};
+  }
   return parser.getChecked<NetworkAttr>(
-      parser.getContext(), *kind, static_cast<int64_t>(v["nics_per_node"]),
+      parser.getContext(), *kind, static_cast<int64_t>(nics),
       APFloat(v["gbits_per_s"]), APFloat(v["latency_us"]),
       APFloat(v["oversubscription"]));
 }
@@ -210,8 +219,9 @@ void NetworkAttr::print(AsmPrinter &printer) const {
 LogicalResult NetworkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                   NetworkKind, int64_t nics, APFloat bandwidth,
                                   APFloat latency, APFloat oversubscription) {
-  if (nics < 1)
-    return emitError() << "nics_per_node must be at least 1, got " << nics;
+  if (nics < 1 || nics > 1024)
+    return emitError() << "nics_per_node must be between 1 and 1024, got "
+                       << nics;
   if (failed(checkPositive(emitError, "gbits_per_s", bandwidth)))
     return failure();
   if (latency.convertToDouble() < 0.0)
@@ -236,6 +246,11 @@ TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "topology '" << name
                        << "' needs at least one device per node, got "
                        << devicesPerNode;
+  // The bound of the topology readers (compiler/Topology/Topology.h).
+  constexpr int64_t maxDevices = int64_t(1) << 18;
+  if (devicesPerNode > 1024 || nodes > maxDevices / devicesPerNode)
+    return emitError() << "topology '" << name << "' has more than "
+                       << maxDevices << " devices";
   return success();
 }
 
@@ -325,16 +340,25 @@ LogicalResult StrategyAttr::verify(
     int64_t pp, int64_t vpp, int64_t zero, int64_t microBatchSize,
     int64_t numMicroBatches, RecomputeKind, int64_t sequenceParallel,
     ScheduleKind schedule, DenseI64ArrayAttr stageLayers) {
-  if (dp < 1 || tp < 1 || pp < 1 || vpp < 1 || microBatchSize < 1 ||
-      numMicroBatches < 1)
-    return emitError() << "dp, tp, pp, vpp, micro_batch_size and "
-                          "num_micro_batches must be at least 1";
+  constexpr int64_t maxSize = int64_t(1) << 24;
+  for (int64_t v : {dp, tp, pp, vpp, microBatchSize, numMicroBatches})
+    if (v < 1 || v > maxSize)
+      return emitError() << "dp, tp, pp, vpp, micro_batch_size and "
+                            "num_micro_batches must be between 1 and "
+                         << maxSize;
+  int64_t devices, chunks;
+  if (llvm::MulOverflow(dp, tp, devices) ||
+      llvm::MulOverflow(devices, pp, devices) ||
+      llvm::MulOverflow(pp, vpp, chunks) || devices > maxSize)
+    return emitError() << "dp * tp * pp must be at most " << maxSize;
   if (zero < 0 || zero > 3)
     return emitError() << "zero must be 0, 1, 2 or 3, got " << zero;
   if (sequenceParallel != 0 && sequenceParallel != 1)
     return emitError() << "sequence_parallel must be 0 or 1";
   if ((vpp > 1) != (schedule == ScheduleKind::interleaved))
     return emitError() << "vpp > 1 goes with the interleaved schedule";
+  if (schedule == ScheduleKind::interleaved && pp == 1)
+    return emitError() << "the interleaved schedule needs pp > 1";
   if (static_cast<int64_t>(stageLayers.size()) != pp * vpp)
     return emitError() << "stage_layers has " << stageLayers.size()
                        << " entries for pp * vpp = " << pp * vpp

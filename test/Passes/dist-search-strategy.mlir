@@ -16,7 +16,7 @@
 // RUN: not plan-opt %s --dist-search-strategy="strategy=pp=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PP
 // RUN: not plan-opt %s --dist-attach-topology=topology=cpu:4 --dist-search-strategy="strategy=dp=16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEVICES
 // RUN: not plan-opt %s --dist-attach-topology=topology=%S/Inputs/pairs.json --dist-search-strategy="strategy=tp=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CROSS
-// RUN: not plan-opt %s --dist-attach-topology=topology=cpu:4 --dist-search-strategy="memory-cap-gib=0.0001" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: not plan-opt %s --dist-attach-topology=topology=cpu:1 --dist-search-strategy="memory-cap-gib=0.001" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFIT
 // RUN: not plan-opt %s --dist-search-strategy="objective=speed" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OBJECTIVE
 
 // CHECK: plan for "tiny-llama" on 4 devices of topology "cpu"
@@ -51,7 +51,7 @@
 // PP: error: --strategy: pp=4 exceeds the 2 layers
 // DEVICES: error: --strategy: the pinned dp * tp * pp = 16 exceeds the 4 devices of topology 'cpu'
 // CROSS: error: --strategy: tp=4 crosses nodes of 2 devices; allow it with --allow-tp-across-nodes
-// NOFIT: error: no parallel configuration of tiny-llama fits: the smallest needs {{.*}} per device ({{.*}}) and a device has 0 GiB; needs at least {{[0-9]+}} devices of 4 GiB
+// NOFIT: error: no parallel configuration of tiny-llama fits: the smallest needs {{.*}} per device ({{.*}}) and a device has 1 MiB; needs at least {{[0-9]+}} devices of 1 MiB
 // OBJECTIVE: error: dist-search-strategy: objective must be throughput or memory, got 'speed'
 
 module {

@@ -46,7 +46,7 @@ module attributes {t = #dist.network<torus, nics_per_node = 1, gbits_per_s = 1, 
 
 // -----
 
-// expected-error @+1 {{nics_per_node must be at least 1, got 0}}
+// expected-error @+1 {{nics_per_node must be an integer from 1 to 1024}}
 module attributes {t = #dist.network<fat_tree, nics_per_node = 0, gbits_per_s = 1, latency_us = 1, oversubscription = 1>} {}
 
 // -----
@@ -87,7 +87,7 @@ module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 1, vpp = 1, zero = 4,
 
 // -----
 
-// expected-error @+1 {{dp, tp, pp, vpp, micro_batch_size and num_micro_batches must be at least 1}}
+// expected-error @+1 {{dp, tp, pp, vpp, micro_batch_size and num_micro_batches must be between 1 and 16777216}}
 module attributes {t = #dist.strategy<dp = 0, tp = 1, pp = 1, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 1, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [2]>} {}
 
 // -----
