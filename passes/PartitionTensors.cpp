@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Analysis/ParallelRoles.h"
 #include "compiler/CostModel/ParallelConfig.h"
 #include "passes/Passes.h"
 
@@ -90,26 +91,6 @@ private:
   OpBuilder builder;
   int64_t kvHeads = 0;
 };
-
-bool isRowParallel(tfm::LinearOp linear) {
-  Operation *producer = linear.getInput().getDefiningOp();
-  return producer && isa<tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
-                         tfm::SiluOp>(producer);
-}
-
-/// Whether `v` (possibly through a rotary op) feeds an attention's key or
-/// value.
-bool feedsKeyOrValue(Value v) {
-  for (Operation *user : v.getUsers()) {
-    if (auto rotary = dyn_cast<tfm::RotaryOp>(user))
-      if (feedsKeyOrValue(rotary.getResult()))
-        return true;
-    if (auto attention = dyn_cast<tfm::AttentionOp>(user))
-      if (attention.getKey() == v || attention.getValue() == v)
-        return true;
-  }
-  return false;
-}
 
 int64_t Partitioner::columnParts(tfm::LinearOp linear) {
   if (kvHeads && kvHeads < t && feedsKeyOrValue(linear.getResult()))

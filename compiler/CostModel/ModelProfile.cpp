@@ -2,6 +2,7 @@
 
 #include "compiler/CostModel/ModelProfile.h"
 #include "compiler/Analysis/ModelStats.h"
+#include "compiler/Analysis/ParallelRoles.h"
 
 #include "llvm/ADT/DenseSet.h"
 
@@ -23,20 +24,6 @@ bool isSharded(Value v, const llvm::DenseSet<Operation *> &columnGemms) {
   return columnGemms.contains(def) ||
          isa<tfm::RotaryOp, tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
              tfm::SiluOp>(def);
-}
-
-/// Whether `v` (possibly through a rotary op) is an attention's key or
-/// value.
-bool feedsKeyOrValue(Value v) {
-  for (Operation *user : v.getUsers()) {
-    if (auto rotary = dyn_cast<tfm::RotaryOp>(user))
-      if (feedsKeyOrValue(rotary.getResult()))
-        return true;
-    if (auto attention = dyn_cast<tfm::AttentionOp>(user))
-      if (attention.getKey() == v || attention.getValue() == v)
-        return true;
-  }
-  return false;
 }
 
 LayerProfile profileBlock(tfm::BlockOp block) {
@@ -65,9 +52,7 @@ LayerProfile profileBlock(tfm::BlockOp block) {
     if (auto param = dyn_cast<tfm::ParamOp>(op)) {
       layer.params += param.getNumElements();
     } else if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
-      Operation *producer = linear.getInput().getDefiningOp();
-      bool row = producer && isa<tfm::AttentionOp, tfm::SwigluOp,
-                                 tfm::GeluOp, tfm::SiluOp>(producer);
+      bool row = isRowParallel(linear);
       auto weight = linear.getWeight().getType();
       // Named after the weight: "layers.3.attn.q.weight" -> "attn.q".
       std::string name = "linear";
