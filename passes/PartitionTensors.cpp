@@ -90,6 +90,8 @@ private:
   llvm::DenseMap<Value, Value> gathers;
   OpBuilder builder;
   int64_t kvHeads = 0;
+  /// The LM head's (unpadded) vocabulary, for the loss.
+  int64_t vocab = 0;
 };
 
 int64_t Partitioner::columnParts(tfm::LinearOp linear) {
@@ -103,7 +105,11 @@ void Partitioner::shard(Value param, int64_t dim, int64_t parts) {
   if (!op || parts == 1 || op->hasAttr("dist.sharding"))
     return;
   auto type = cast<RankedTensorType>(param.getType());
-  param.setType(withDim(type, dim, type.getDimSize(dim) / parts));
+  int64_t size = type.getDimSize(dim);
+  // Only the vocabulary can be uneven (checkShapes): pad it.
+  if (size % parts != 0)
+    op->setAttr("dist.padded_from", builder.getI64IntegerAttr(size));
+  param.setType(withDim(type, dim, (size + parts - 1) / parts));
   op->setAttr("dist.sharding",
               dist::ShardingAttr::get(builder.getContext(),
                                       dist::MeshAxis::tp, dim, parts));
@@ -138,12 +144,6 @@ LogicalResult Partitioner::checkShapes() {
       if (width % t != 0)
         return linear.emitOpError("tp=")
                << t << " does not divide the width " << width;
-    } else if (auto embedding = dyn_cast<tfm::EmbeddingOp>(op)) {
-      int64_t vocab = embedding.getTable().getType().getDimSize(0);
-      if (vocab % t != 0)
-        return embedding.emitOpError("tp=")
-               << t << " does not divide the vocabulary of " << vocab
-               << "; pad the vocabulary to a multiple of " << t;
     }
     return WalkResult::advance();
   });
@@ -262,16 +262,19 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
       head.getInputMutable().assign(gathered(head.getInput()));
     shard(head.getWeight(), 0, t);
     Value result = head.getResult();
+    vocab = lastDim(result);
     result.setType(withDim(withDim(result.getType(), 0, mbs), -1,
-                           lastDim(result) / t));
+                           (vocab + t - 1) / t));
     return success();
   }
   if (auto loss = dyn_cast<tfm::CrossEntropyOp>(op)) {
     if (t == 1)
       return success();
+    IntegerAttr padded =
+        vocab % t != 0 ? builder.getI64IntegerAttr(vocab) : IntegerAttr();
     auto local = dist::VocabCrossEntropyOp::create(
         builder, loc, loss.getType(), loss.getLogits(), loss.getLabels(),
-        dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp));
+        tpAxis(), padded);
     loss.getResult().replaceAllUsesWith(local.getResult());
     loss.erase();
     return success();

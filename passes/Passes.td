@@ -174,8 +174,11 @@ def DistPartitionTensors : Pass<"dist-partition-tensors", "mlir::ModuleOp"> {
     %q = tfm.linear %n, %w : tensor<1x128x64xf32>, tensor<32x64xf32> -> tensor<1x128x32xf32>
     ```
 
-    Shapes a strategy does not divide (heads, kv heads, vocabulary, MLP
-    width, batch, sequence) are errors at the op concerned. Pipeline stages
+    A vocabulary tp does not divide is padded to a multiple of tp: the
+    table and head weight get zero rows, `dist.padded_from` records the
+    true size, and the loss ignores the padding. Other shapes a strategy
+    does not divide (heads, kv heads, MLP width, batch, sequence) are
+    errors at the op concerned. Pipeline stages
     are not this pass's: it partitions within a stage.
   }];
   let dependentDialects = ["::partita::dist::DistDialect"];

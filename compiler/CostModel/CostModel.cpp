@@ -427,9 +427,6 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                   " neither divides nor is a multiple of the " +
                   llvm::Twine(layer.kvHeads) + " key/value heads");
   }
-  if (profile.vocab % t != 0)
-    return fail("tp=" + llvm::Twine(t) + " does not divide the vocabulary of " +
-                llvm::Twine(profile.vocab) + " (the vocabulary is not padded)");
   if (c.sequenceParallel && profile.seqLen % t != 0)
     return fail("sequence parallelism: tp=" + llvm::Twine(t) +
                 " does not divide the sequence length " +
@@ -466,7 +463,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   Device dev{topo.device.peakFlops(dtype), topo.device.hbmBytesPerS, params};
   const double eb = profile.elementBytes;
   const double s = profile.seqLen, b = c.microBatchSize, tokens = b * s;
-  const double h = profile.hidden, V = profile.vocab;
+  // The vocabulary is padded to a multiple of tp (dist-partition-tensors).
+  const double h = profile.hidden,
+               V = double((profile.vocab + t - 1) / t * t);
   const double sp = c.sequenceParallel ? t : 1; // split of boundary tensors
   const double eff = params.collectiveEfficiency;
 

@@ -240,10 +240,6 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
                      " crosses nodes of " + llvm::Twine(topo.devicesPerNode) +
                      " devices; allow it with --allow-tp-across-nodes");
-  if (pins.tp && profile.vocab % *pins.tp != 0)
-    return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
-                     " does not divide the vocabulary of " +
-                     llvm::Twine(profile.vocab));
 
   SearchResult result;
   result.memoryCapBytes = cap;

@@ -27,7 +27,10 @@ def Dist_ShardingAttr : Dist_Attr<"Sharding", "sharding"> {
     Dimension `dim` of the global tensor is cut into `parts` equal slices
     over the ranks of `axis`; rank r of an axis of size n holds slice
     `r * parts / n` (so `parts < n` replicates each slice `n / parts`
-    times, as key/value heads are when tp exceeds them).
+    times, as key/value heads are when tp exceeds them). A parameter whose
+    `dim` was padded to a multiple of `parts` (the vocabulary) also carries
+    `dist.padded_from`, the size before padding; the padding rows are zero
+    and never indexed.
 
     `#dist.sharding<axis = tp, dim = 0, parts = 2>`
   }];
@@ -87,7 +90,8 @@ def Dist_VocabEmbeddingOp : Dist_Op<"vocab_embedding", [Pure]> {
   let description = [{
     The table holds rows `[r * V/n, (r+1) * V/n)` of the vocabulary for rank
     r of `axis` (size n); tokens outside that range give zero rows, so an
-    all-reduce over the axis completes the lookup.
+    all-reduce over the axis completes the lookup. V may be the vocabulary
+    padded to a multiple of n; no token indexes the padding rows.
   }];
   let arguments = (ins Dist_AnyTensor:$table, RankedTensorOf<[I32, I64]>:$tokens,
                        Dist_MeshAxisAttr:$axis);
@@ -104,10 +108,14 @@ def Dist_VocabCrossEntropyOp : Dist_Op<"vocab_cross_entropy", [Pure]> {
     Each rank of `axis` holds the logits of its vocabulary slice; the loss
     is computed with reductions of the row maxima and exponent sums over the
     axis (Megatron-LM's vocab-parallel cross-entropy): the full logits are
-    never gathered. The mean over the local tokens, as a scalar f32.
+    never gathered. The mean over the local tokens, as a scalar f32. With
+    `vocab_size`, the vocabulary was padded to a multiple of the axis size:
+    logits of the padding entries (index vocab_size and above over all
+    ranks) are ignored.
   }];
   let arguments = (ins Dist_AnyTensor:$logits, RankedTensorOf<[I32, I64]>:$labels,
-                       Dist_MeshAxisAttr:$axis);
+                       Dist_MeshAxisAttr:$axis,
+                       OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->`

@@ -293,3 +293,52 @@ module attributes {dist.strategy = #dist.strategy<dp = 1, tp = 2, pp = 1, vpp = 
     tfm.yield %9 : tensor<f32>
   }
 }
+
+// -----
+
+// A vocabulary of 130 on tp=4 is padded to 132: 33 rows per rank, the
+// padding recorded on the (tied) table and ignored by the loss.
+// CHECK-LABEL: tfm.model @odd
+// CHECK: %[[T:.*]] = tfm.param "embed.tokens.weight" {{.*}} {dist.padded_from = 130 : i64, dist.sharding = #dist.sharding<axis = tp, dim = 0, parts = 4>} : tensor<33x32xf32>
+// CHECK: tfm.lm_head %{{.*}}, %[[T]] : tensor<1x8x32xf32>, tensor<33x32xf32> -> tensor<1x8x33xf32>
+// CHECK: dist.vocab_cross_entropy {{.*}} {axis = #dist.axis<tp>, vocab_size = 130 : i64} : tensor<1x8x33xf32>, tensor<1x8xi32> -> tensor<f32>
+module attributes {dist.strategy = #dist.strategy<dp = 1, tp = 4, pp = 1, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 4, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [1]>} {
+  tfm.model @odd {
+  ^bb0(%tokens: tensor<4x8xi32>, %labels: tensor<4x8xi32>):
+    %0 = tfm.param "embed.tokens.weight" normal(2.000000e-02) : tensor<130x32xf32>
+    %1 = tfm.embedding %0, %tokens : tensor<130x32xf32>, tensor<4x8xi32> -> tensor<4x8x32xf32>
+    %2 = tfm.block 0 (%1) : (tensor<4x8x32xf32>) -> tensor<4x8x32xf32> {
+    ^bb0(%h: tensor<4x8x32xf32>):
+      %7 = tfm.param "layers.0.attn_norm.weight" ones : tensor<32xf32>
+      %8 = tfm.rms_norm %h, %7 {eps = 1.000000e-05 : f64} : tensor<4x8x32xf32>, tensor<32xf32> -> tensor<4x8x32xf32>
+      %9 = tfm.param "layers.0.attn.q.weight" normal(2.000000e-02) : tensor<32x32xf32>
+      %10 = tfm.linear %8, %9 : tensor<4x8x32xf32>, tensor<32x32xf32> -> tensor<4x8x32xf32>
+      %11 = tfm.param "layers.0.attn.k.weight" normal(2.000000e-02) : tensor<32x32xf32>
+      %12 = tfm.linear %8, %11 : tensor<4x8x32xf32>, tensor<32x32xf32> -> tensor<4x8x32xf32>
+      %13 = tfm.param "layers.0.attn.v.weight" normal(2.000000e-02) : tensor<32x32xf32>
+      %14 = tfm.linear %8, %13 : tensor<4x8x32xf32>, tensor<32x32xf32> -> tensor<4x8x32xf32>
+      %15 = tfm.rotary %10 {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.000000e+04 : f64} : tensor<4x8x32xf32> -> tensor<4x8x32xf32>
+      %16 = tfm.rotary %12 {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.000000e+04 : f64} : tensor<4x8x32xf32> -> tensor<4x8x32xf32>
+      %17 = tfm.attention %15, %16, %14 {causal, num_heads = 4 : i64, num_kv_heads = 4 : i64} : tensor<4x8x32xf32>, tensor<4x8x32xf32>, tensor<4x8x32xf32> -> tensor<4x8x32xf32>
+      %18 = tfm.param "layers.0.attn.out.weight" normal(0.014142135623730949) : tensor<32x32xf32>
+      %19 = tfm.linear %17, %18 : tensor<4x8x32xf32>, tensor<32x32xf32> -> tensor<4x8x32xf32>
+      %20 = tfm.add %h, %19 : tensor<4x8x32xf32>
+      %21 = tfm.param "layers.0.mlp_norm.weight" ones : tensor<32xf32>
+      %22 = tfm.rms_norm %20, %21 {eps = 1.000000e-05 : f64} : tensor<4x8x32xf32>, tensor<32xf32> -> tensor<4x8x32xf32>
+      %23 = tfm.param "layers.0.mlp.gate.weight" normal(2.000000e-02) : tensor<64x32xf32>
+      %24 = tfm.linear %22, %23 : tensor<4x8x32xf32>, tensor<64x32xf32> -> tensor<4x8x64xf32>
+      %25 = tfm.param "layers.0.mlp.up.weight" normal(2.000000e-02) : tensor<64x32xf32>
+      %26 = tfm.linear %22, %25 : tensor<4x8x32xf32>, tensor<64x32xf32> -> tensor<4x8x64xf32>
+      %27 = tfm.swiglu %24, %26 : tensor<4x8x64xf32>
+      %28 = tfm.param "layers.0.mlp.down.weight" normal(0.014142135623730949) : tensor<32x64xf32>
+      %29 = tfm.linear %27, %28 : tensor<4x8x64xf32>, tensor<32x64xf32> -> tensor<4x8x32xf32>
+      %30 = tfm.add %20, %29 : tensor<4x8x32xf32>
+      tfm.yield %30 : tensor<4x8x32xf32>
+    }
+    %3 = tfm.param "final_norm.weight" ones : tensor<32xf32>
+    %4 = tfm.rms_norm %2, %3 {eps = 1.000000e-05 : f64} : tensor<4x8x32xf32>, tensor<32xf32> -> tensor<4x8x32xf32>
+    %5 = tfm.lm_head %4, %0 : tensor<4x8x32xf32>, tensor<130x32xf32> -> tensor<4x8x130xf32>
+    %6 = tfm.cross_entropy %5, %labels : tensor<4x8x130xf32>, tensor<4x8xi32> -> tensor<f32>
+    tfm.yield %6 : tensor<f32>
+  }
+}
