@@ -78,38 +78,35 @@ def strategy_for(row):
     return ",".join(parts)
 
 
-def search(plan_opt, row, workdir, cost_params):
+def run_plan_opt(plan_opt, row, workdir, args, suffix):
+    """Runs plan-opt on the row's model and cluster; returns the JSON report
+    written with `--report` or `--cost-report` (named in `args`)."""
     spec_path = os.path.join(workdir, "gpt-%s.json" % row["params_billion"])
-    report_path = spec_path.replace(".json", ".search.json")
+    report_path = spec_path.replace(".json", suffix)
     with open(spec_path, "w") as f:
         json.dump(spec_for(row), f)
     nodes = row["num_gpus"] // row["gpus_per_node"]
-    cmd = [plan_opt, spec_path, "--topology=dgx-a100:%d" % nodes,
-           "--cost-params=" + cost_params, "--report=" + report_path,
-           "-o", os.devnull]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit("plan-opt search failed for %s:\n%s" % (row["params_billion"], result.stderr))
-    with open(report_path) as f:
-        return json.load(f)
-
-
-def predict(plan_opt, row, workdir, cost_params):
-    spec_path = os.path.join(workdir, "gpt-%s.json" % row["params_billion"])
-    report_path = spec_path.replace(".json", ".report.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec_for(row), f)
-    nodes = row["num_gpus"] // row["gpus_per_node"]
-    # Cost exactly the published configuration: no search.
-    cmd = [plan_opt, spec_path, "--no-search", "--topology=dgx-a100:%d" % nodes,
-           "--cost-params=" + cost_params,
-           "--strategy=" + strategy_for(row), "--cost-report=" + report_path,
-           "-o", os.devnull]
+    cmd = [plan_opt, spec_path, "--topology=dgx-a100:%d" % nodes] + [
+        a.replace("REPORT", report_path) for a in args] + ["-o", os.devnull]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit("plan-opt failed for %s:\n%s" % (row["params_billion"], result.stderr))
     with open(report_path) as f:
         return json.load(f)
+
+
+def search(plan_opt, row, workdir, cost_params):
+    return run_plan_opt(plan_opt, row, workdir,
+                        ["--cost-params=" + cost_params, "--report=REPORT"],
+                        ".search.json")
+
+
+def predict(plan_opt, row, workdir, cost_params):
+    # Cost exactly the published configuration: no search.
+    return run_plan_opt(plan_opt, row, workdir,
+                        ["--no-search", "--cost-params=" + cost_params,
+                         "--strategy=" + strategy_for(row),
+                         "--cost-report=REPORT"], ".report.json")
 
 
 def main():

@@ -295,14 +295,10 @@ struct DistPartitionTensorsPass
     : impl::DistPartitionTensorsBase<DistPartitionTensorsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto strategy =
-        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
-    if (!strategy) {
-      module.emitError("dist-partition-tensors needs the module's "
-                       "dist.strategy: run dist-search-strategy first (or "
-                       "plan-opt --strategy=...)");
+    dist::StrategyAttr strategy =
+        requireStrategy(module, "dist-partition-tensors");
+    if (!strategy)
       return signalPassFailure();
-    }
     ParallelConfig config = fromStrategyAttr(strategy);
     WalkResult result = module.walk([&](tfm::ModelOp model) {
       if (failed(Partitioner(model, config).run()))

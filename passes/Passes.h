@@ -21,6 +21,10 @@ namespace partita {
 struct Topology;
 Topology moduleTopology(mlir::ModuleOp module, std::string &note);
 
+/// The module's #dist.strategy; without one, an error saying that `pass`
+/// needs it, and null.
+dist::StrategyAttr requireStrategy(mlir::ModuleOp module, llvm::StringRef pass);
+
 /// Registers every Partita pass and named pipeline with the global registry.
 void registerPartitaPassesAndPipelines();
 

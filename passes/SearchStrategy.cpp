@@ -21,6 +21,17 @@ Topology moduleTopology(mlir::ModuleOp module, std::string &note) {
   return defaultTopology();
 }
 
+dist::StrategyAttr requireStrategy(mlir::ModuleOp module,
+                                   llvm::StringRef pass) {
+  auto strategy =
+      module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
+  if (!strategy)
+    module.emitError(pass) << " needs the module's dist.strategy: run "
+                              "dist-search-strategy first (or plan-opt "
+                              "--strategy=...)";
+  return strategy;
+}
+
 namespace {
 
 struct DistSearchStrategyPass

@@ -145,14 +145,9 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
 struct DistSplitStagesPass : impl::DistSplitStagesBase<DistSplitStagesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto strategy =
-        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
-    if (!strategy) {
-      module.emitError("dist-split-stages needs the module's dist.strategy: "
-                       "run dist-search-strategy first (or plan-opt "
-                       "--strategy=...)");
+    dist::StrategyAttr strategy = requireStrategy(module, "dist-split-stages");
+    if (!strategy)
       return signalPassFailure();
-    }
     WalkResult result = module.walk([&](tfm::ModelOp model) {
       return failed(splitModel(model, strategy)) ? WalkResult::interrupt()
                                                  : WalkResult::advance();
