@@ -106,6 +106,17 @@ std::optional<json> parseJsonDocument(StringRef text, StringRef fileName,
   }
 }
 
+std::optional<json> parseJsonObject(StringRef text, StringRef fileName,
+                                    ErrorList &errors) {
+  std::optional<json> doc = parseJsonDocument(text, fileName, errors);
+  if (doc && !doc->is_object()) {
+    errors.add(fileName.str() + ": /",
+               "expected a JSON object, got " + describeJsonValue(*doc));
+    return std::nullopt;
+  }
+  return doc;
+}
+
 ObjectReader::ObjectReader(const json &object, std::string fileName,
                            std::string pointer, ErrorList &errors)
     : obj(&object), file(std::move(fileName)), pointer(std::move(pointer)),

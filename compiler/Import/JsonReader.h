@@ -46,6 +46,11 @@ std::optional<nlohmann::json> parseJsonDocument(llvm::StringRef text,
                                                 llvm::StringRef fileName,
                                                 ErrorList &errors);
 
+/// As parseJsonDocument, and the document must be an object.
+std::optional<nlohmann::json> parseJsonObject(llvm::StringRef text,
+                                              llvm::StringRef fileName,
+                                              ErrorList &errors);
+
 /// Escapes a key for use in a JSON pointer (RFC 6901).
 std::string escapeJsonPointerToken(llvm::StringRef key);
 

@@ -562,14 +562,9 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
   ModelSpec spec;
   spec.sourceFile = fileName.str();
   spec.name = stem(fileName);
-  std::optional<json> doc = parseJsonDocument(text, fileName, errors);
+  std::optional<json> doc = parseJsonObject(text, fileName, errors);
   if (!doc)
     return errors.takeError();
-  if (!doc->is_object()) {
-    errors.add(fileName.str() + ": /",
-               "expected a JSON object, got " + describeJsonValue(*doc));
-    return errors.takeError();
-  }
   ObjectReader root(*doc, fileName.str(), "", errors);
   FieldSources src;
   std::optional<ObjectReader> training;
@@ -609,10 +604,8 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
                      "HF config \"" + path.str().str() +
                          "\" is not a readable file");
         if (contents) {
-          hfDoc = parseJsonDocument(*contents, path, errors);
-          if (hfDoc && !hfDoc->is_object())
-            errors.add(path.str().str() + ": /", "expected a JSON object");
-          else if (hfDoc) {
+          hfDoc = parseJsonObject(*contents, path, errors);
+          if (hfDoc) {
             ObjectReader hf(*hfDoc, path.str().str(), "", errors);
             readHFConfig(hf, spec.model, src);
             hasBase = true;

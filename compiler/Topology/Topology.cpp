@@ -146,15 +146,9 @@ void readNumber(ObjectReader &r, StringRef key, double scale, double &field,
 
 llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
   ErrorList errors;
-  std::optional<nlohmann::json> doc =
-      parseJsonDocument(text, fileName, errors);
+  std::optional<nlohmann::json> doc = parseJsonObject(text, fileName, errors);
   if (!doc)
     return errors.takeError();
-  if (!doc->is_object()) {
-    errors.add(fileName.str() + ": /",
-               "expected a JSON object, got " + describeJsonValue(*doc));
-    return errors.takeError();
-  }
   using N = ObjectReader::Need;
   ObjectReader root(*doc, fileName.str(), "", errors);
   std::optional<int64_t> version = root.integer("version", N::Required, 1);
