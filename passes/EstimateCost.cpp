@@ -4,6 +4,7 @@
 #include "compiler/Topology/Topology.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -13,14 +14,41 @@ namespace partita {
 
 namespace {
 
+/// A JSON object of numbers (and objects of numbers) as a dictionary
+/// attribute.
+mlir::DictionaryAttr toAttr(const llvm::json::Object &object,
+                            mlir::MLIRContext *context) {
+  mlir::Builder b(context);
+  llvm::SmallVector<mlir::NamedAttribute> fields;
+  for (const auto &[key, value] : object) {
+    mlir::Attribute attr;
+    if (auto *nested = value.getAsObject())
+      attr = toAttr(*nested, context);
+    else if (auto i = value.getAsInteger())
+      attr = b.getI64IntegerAttr(*i);
+    else if (auto d = value.getAsNumber())
+      attr = b.getF64FloatAttr(*d);
+    else
+      continue;
+    fields.push_back(b.getNamedAttr(key.str(), attr));
+  }
+  return b.getDictionaryAttr(fields);
+}
+
+/// The prediction travels with the module to plan.json.
+void recordPrediction(mlir::ModuleOp module, const llvm::json::Object &p) {
+  module->setAttr("dist.predicted", toAttr(p, module.getContext()));
+}
+
 struct DistEstimateCostPass
     : impl::DistEstimateCostBase<DistEstimateCostPass> {
   using Base::Base;
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    if (format != "text" && format != "json") {
-      module.emitError("dist-estimate-cost: format must be text or json, "
+    if (format != "text" && format != "json" && format != "none") {
+      module.emitError("dist-estimate-cost: format must be text, json or "
+                       "none, "
                        "got '")
           << format << "'";
       return signalPassFailure();
@@ -54,7 +82,9 @@ struct DistEstimateCostPass
         return signalPassFailure();
       }
     }
-    llvm::raw_ostream &os = file ? file->os() : llvm::errs();
+    llvm::raw_ostream &os = format == "none" ? llvm::nulls()
+                            : file          ? file->os()
+                                            : llvm::errs();
 
     llvm::json::Array reports;
     mlir::WalkResult result = module.walk([&](tfm::ModelOp model) {
@@ -72,9 +102,17 @@ struct DistEstimateCostPass
         mlir::emitError(model.getLoc(), llvm::toString(estimate.takeError()));
         return mlir::WalkResult::interrupt();
       }
+      recordPrediction(module, predictedJson(*estimate));
+      // The strategy costed is the one later passes apply when the module
+      // has none yet.
+      if (!chosen)
+        module->setAttr(dist::kStrategyAttrName,
+                        toStrategyAttr(estimate->config,
+                                       static_cast<int64_t>(profile.layers.size()),
+                                       model.getContext()));
       if (format == "text")
         printCostReport(*estimate, profile, note, os);
-      else
+      else if (format == "json")
         reports.push_back(costReportJson(*estimate, profile, usesDefault));
       return mlir::WalkResult::advance();
     });
@@ -90,7 +128,6 @@ struct DistEstimateCostPass
     }
     if (file)
       file->keep();
-    markAllAnalysesPreserved();
   }
 };
 

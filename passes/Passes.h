@@ -4,6 +4,7 @@
 #define PARTITA_PASSES_PASSES_H
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/exec/ExecDialect.h"
 #include "dialects/tfm/TfmOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

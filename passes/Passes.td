@@ -115,14 +115,17 @@ def DistEstimateCost : Pass<"dist-estimate-cost", "mlir::ModuleOp"> {
     group and what of it is exposed), memory per device by kind, every
     collective with its algorithm, size and time, and the predicted step
     time, tokens/s, TFLOP/s per device and MFU. `format=text` prints a table
-    to stderr; `format=json` writes the keys of docs/cost-model.md. The IR is
-    not changed.
+    to stderr; `format=json` writes the keys of docs/cost-model.md;
+    `format=none` writes nothing. The prediction (the report's `predicted`
+    object) is recorded as the module's `dist.predicted` attribute, which
+    plan.json carries; a module without `dist.strategy` gets the costed
+    strategy.
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"",
            "Parallel configuration, e.g. dp=8,tp=8,pp=2,zero=1">,
     Option<"format", "format", "std::string", /*default=*/"\"text\"",
-           "Report format: text or json">,
+           "Report format: text, json or none">,
     Option<"output", "output", "std::string", /*default=*/"\"-\"",
            "Where to write the report ('-': standard error)">,
     Option<"costParams", "cost-params", "std::string", /*default=*/"",
@@ -218,6 +221,104 @@ def DistSplitStages : Pass<"dist-split-stages", "mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+def DistLowerToExec : Pass<"dist-lower-to-exec", "mlir::ModuleOp"> {
+  let summary = "Lower the staged model to one exec.program per pipeline rank";
+  let description = [{
+    Runs after `dist-partition-tensors` and `dist-split-stages`. Every SSA
+    value becomes a named `exec.buffer` (parameters by their name, with
+    their init rule and sharding; activations as `<layer>.<kernel>.<n>`),
+    every op a kernel or collective launch in the `forward` phase of its
+    model chunk, on the program of the chunk's pipeline rank. Dist
+    collectives keep their group; an all-reduce whose input nothing else
+    reads runs in place. The loss becomes `ce_max`, `ce_stats` and
+    `ce_loss` kernels with the tensor-parallel reductions between them
+    (Megatron-LM's vocab-parallel cross-entropy), scaled so that the sum
+    over micro-batches and data-parallel ranks is the mean over the global
+    batch. The `tfm.model` is replaced by the programs.
+
+    ```mlir
+    exec.program @rank0 pp_rank 0 {
+      exec.buffer @tokens : tensor<2x128xi32> tokens
+      exec.buffer @"embed.tokens.weight" : tensor<256x64xf32> param {...}
+      exec.buffer @embedding.0 : tensor<2x128x64xf32> activation
+      exec.phase forward chunk 0 {
+        exec.kernel "embedding" ins [@"embed.tokens.weight", @tokens]
+            outs [@embedding.0] params {vocab_parts = 2 : i64}
+        exec.collective all_reduce "tp" @embedding.0 -> @embedding.0
+        ...
+        exec.send @"layers.0.add.18" to next
+      }
+    }
+    ```
+  }];
+  let dependentDialects = ["::partita::exec::ExecDialect"];
+}
+
+def ExecBuildBackward : Pass<"exec-build-backward", "mlir::ModuleOp"> {
+  let summary = "Add the backward phases, gradient reduction and AdamW";
+  let description = [{
+    For every `forward` phase, a `backward` phase with a backward kernel for
+    each forward launch in reverse order, accumulating activation gradients
+    in `activation_grad` buffers and parameter gradients in `param_grad`
+    buffers across micro-batches. Tensor parallelism: the gradient of a
+    replicated activation read by column-parallel projections is
+    all-reduced over `tp` (Megatron-LM's `f`); sequence-parallel all-gathers
+    and reduce-scatters swap. Pipeline: received activations send their
+    gradients back. Recomputation as the strategy says: `selective` re-runs
+    each attention core before its backward, `full` each layer's forward.
+
+    Then a `step` phase: tied copies summed over `tied`, sequence-parallel
+    norm and bias gradients over `tp`, replicated key/value projections over
+    `tp_kv`; data parallelism by ZeRO stage (0: all-reduce; 1: reduce-scatter
+    then an all-gather of the updated parameters; 2: reduce-scatter after
+    each micro-batch's backward; 3: parameters held as shards, gathered
+    before each layer's forward and backward); the global gradient norm
+    (`grad_sumsq`, all-reduced over `world`, each gradient weighted by
+    one over the ranks that hold a copy of it) and `clip_coefficient`;
+    `adamw` on each parameter or shard; the loss summed over `dp`.
+  }];
+  let dependentDialects = ["::partita::exec::ExecDialect"];
+}
+
+def ExecSchedulePipeline : Pass<"exec-schedule-pipeline", "mlir::ModuleOp"> {
+  let summary = "Order forward and backward phases over the micro-batches";
+  let description = [{
+    Adds an `exec.schedule` to every program, in the strategy's schedule:
+    `gpipe` (all forwards, then all backwards), `1f1b` (pp - rank - 1
+    warm-up forwards, then one forward and one backward alternately, then
+    the remaining backwards: at most pp - rank micro-batches in flight) or
+    `interleaved` (Megatron-LM's interleaved 1F1B over the rank's model
+    chunks, micro-batches in groups of pp). Gradients accumulate across
+    micro-batches; the `step` phase runs once after the schedule.
+
+    For pp = 2 and 4 micro-batches, rank 0 under `1f1b`:
+
+    ```mlir
+    exec.schedule {
+      exec.run forward mb 0 chunk 0
+      exec.run forward mb 1 chunk 0
+      exec.run backward mb 0 chunk 0
+      exec.run forward mb 2 chunk 0
+      ...
+    }
+    ```
+  }];
+}
+
+def ExecExportPlan : Pass<"exec-export-plan", "mlir::ModuleOp"> {
+  let summary = "Write the exec programs as plan.json";
+  let description = [{
+    Writes the plan a runtime executes (docs/plan-format.md): the mesh and
+    rank-to-device map, the groups, each pipeline rank's buffers, phases and
+    schedule, parameter shards for checkpoints, optimizer settings and the
+    predicted step time. The module is not changed.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"plan.json\"",
+           "File to write the plan to ('-' for stdout)">,
+  ];
 }
 
 #endif // PARTITA_PASSES

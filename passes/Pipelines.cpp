@@ -31,6 +31,17 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   if (!options.costReport.empty())
     pm.addPass(createDistEstimateCost(
         {costed, "json", options.costReport, options.costParams}));
+  if (options.plan.empty())
+    return;
+  // The plan carries the prediction, made on the global shapes.
+  if (!wantsCost)
+    pm.addPass(createDistEstimateCost({costed, "none", "-", options.costParams}));
+  pm.addPass(createDistPartitionTensors());
+  pm.addPass(createDistSplitStages());
+  pm.addPass(createDistLowerToExec());
+  pm.addPass(createExecBuildBackward());
+  pm.addPass(createExecSchedulePipeline());
+  pm.addPass(createExecExportPlan({options.plan}));
 }
 
 void registerPartitaPassesAndPipelines() {

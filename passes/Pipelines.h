@@ -53,6 +53,11 @@ struct CompilePipelineOptions
   Option<std::string> costParams{
       *this, "cost-params",
       llvm::cl::desc("Override the cost model's physical parameters")};
+  Option<std::string> plan{
+      *this, "plan",
+      llvm::cl::desc("Compile on to an executable plan (partition, stages, "
+                     "exec lowering, backward, schedule) and write it as "
+                     "plan.json to this file")};
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Also write the cost report as JSON to this file")};

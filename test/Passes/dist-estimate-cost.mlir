@@ -5,6 +5,7 @@
 // RUN: plan-opt %s --dist-estimate-cost="strategy=dp=2,tp=2,mbs=2 format=json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=JSON
 // RUN: plan-opt %s --dist-estimate-cost="strategy=dp=2,tp=2,mbs=2 format=json output=%t.json" -o /dev/null
 // RUN: FileCheck %s --check-prefix=JSON < %t.json
+// RUN: plan-opt %s --dist-estimate-cost="strategy=dp=2,tp=2,mbs=2 format=none" 2>&1 | FileCheck %s --check-prefix=RECORD
 // RUN: plan-opt %s --dist-attach-topology=topology=cpu:4 --dist-estimate-cost="strategy=tp=2,recompute=full" -o /dev/null 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not plan-opt %s --dist-estimate-cost="strategy=tp=8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not plan-opt %s --dist-estimate-cost="strategy=dp=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BATCH
@@ -63,7 +64,7 @@
 // HEADS: dist-estimate-cost.mlir:{{[0-9]+}}:3: error: tp=8 does not divide the 4 attention heads
 // BATCH: error: --strategy: dp * mbs = 3 does not divide the global batch of 8 sequences
 // KEY: error: --strategy: unknown key 'pipeline'; keys: dp, tp, pp, vpp, zero, mbs, recompute, sp, schedule
-// FORMAT: error: dist-estimate-cost: format must be text or json, got 'yaml'
+// FORMAT: error: dist-estimate-cost: format must be text, json or none, got 'yaml'
 // PARAMS: error: --cost-params: gemm_efficiency=2: expected a number in (0, 1]
 
 module {
@@ -136,3 +137,10 @@ module {
   }
 }
 
+
+// The prediction, and the costed strategy when the module has none, stay
+// on the module for the passes that lower it to a plan; nothing is printed.
+// RECORD-NOT: cost of
+// RECORD: module attributes {dist.predicted = {
+// RECORD-SAME: step_time_s =
+// RECORD-SAME: dist.strategy = #dist.strategy<dp = 2, tp = 2, pp = 1

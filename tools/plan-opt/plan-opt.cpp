@@ -9,6 +9,7 @@
 
 #include "compiler/Import/GraphBuilder.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/exec/ExecDialect.h"
 #include "dialects/tfm/TfmDialect.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
@@ -150,7 +151,8 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   DialectRegistry registry;
-  registry.insert<partita::tfm::TfmDialect, partita::dist::DistDialect>();
+  registry.insert<partita::tfm::TfmDialect, partita::dist::DistDialect,
+                  partita::exec::ExecDialect>();
   partita::registerPartitaPassesAndPipelines();
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
@@ -175,6 +177,8 @@ int main(int argc, char **argv) {
   // A model spec runs the compile pipeline unless the command line names
   // passes; --topology applies to any pipeline.
   bool runCompilePipeline = isModelSpec(inputFile) && !namesPasses(argc, argv);
+  // `-o plan.json` compiles on to the executable plan and writes it there.
+  bool writesPlan = runCompilePipeline && llvm::StringRef(outputFile).ends_with(".json");
   if (runCompilePipeline || topologyFlag.getNumOccurrences()) {
     MlirOptMainConfig userConfig = config;
     config.setPassPipelineSetupFn([=](PassManager &pm) -> LogicalResult {
@@ -194,11 +198,18 @@ int main(int argc, char **argv) {
       options.memoryCapGib = memoryCapFlag;
       options.allowTpAcrossNodes = tpAcrossNodesFlag;
       options.freeGlobalBatch = freeBatchFlag;
+      if (writesPlan)
+        options.plan = outputFile;
       partita::buildCompilePipeline(pm, options);
       return success();
     });
   }
 
+  if (writesPlan) // the export pass writes the file; the IR goes nowhere
+    return failed(MlirOptMain(llvm::nulls(), std::move(input), registry,
+                              config))
+               ? EXIT_FAILURE
+               : EXIT_SUCCESS;
   std::string error;
   auto output = openOutputFile(outputFile, &error);
   if (!output) {

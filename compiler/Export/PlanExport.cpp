@@ -1,0 +1,360 @@
+//===- PlanExport.cpp - exec programs to plan.json ------------------------===//
+
+#include "compiler/Export/PlanExport.h"
+
+#include "compiler/CostModel/CostReport.h"
+#include "compiler/CostModel/ParallelConfig.h"
+#include "compiler/Topology/Topology.h"
+#include "dialects/dist/DistDialect.h"
+#include "dialects/exec/ExecDialect.h"
+
+using namespace mlir;
+using llvm::json::Array;
+using llvm::json::Object;
+using JsonValue = llvm::json::Value;
+
+namespace partita {
+
+namespace {
+
+JsonValue toJson(Attribute attr) {
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto s = dyn_cast<StringAttr>(attr))
+    return s.getValue();
+  if (auto r = dyn_cast<FlatSymbolRefAttr>(attr))
+    return r.getValue();
+  if (isa<UnitAttr>(attr))
+    return true;
+  if (auto a = dyn_cast<ArrayAttr>(attr)) {
+    Array out;
+    for (Attribute e : a)
+      out.push_back(toJson(e));
+    return out;
+  }
+  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
+    Object out;
+    for (NamedAttribute n : d)
+      out[n.getName().getValue()] = toJson(n.getValue());
+    return out;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  attr.print(os);
+  return text;
+}
+
+std::string dtypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
+  if (type.isInteger(32))
+    return "i32";
+  if (type.isInteger(64))
+    return "i64";
+  return "unknown";
+}
+
+int64_t bytesOf(RankedTensorType type) {
+  return type.getNumElements() *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+Array shapeJson(ArrayRef<int64_t> shape) {
+  Array out;
+  for (int64_t d : shape)
+    out.push_back(d);
+  return out;
+}
+
+Object bufferJson(exec::BufferOp buf) {
+  RankedTensorType type = buf.getTensorType();
+  Object out{{"name", buf.getSymName()},
+             {"kind", exec::stringifyBufferKind(buf.getKind())},
+             {"dtype", dtypeName(type.getElementType())},
+             {"shape", shapeJson(type.getShape())},
+             {"bytes", bytesOf(type)}};
+  if (auto param = buf.getParam())
+    out["param"] = *param;
+  if (buf.getDpShard())
+    out["dp_shard"] = true;
+  return out;
+}
+
+Object launchJson(Operation *op) {
+  if (auto k = dyn_cast<exec::KernelOp>(op)) {
+    Object out{{"op", "kernel"},
+               {"kernel", k.getName()},
+               {"ins", toJson(k.getIns())},
+               {"outs", toJson(k.getOuts())}};
+    if (auto acc = k.getAccumulate()) {
+      Array flags;
+      for (bool f : *acc)
+        flags.push_back(f);
+      out["accumulate"] = std::move(flags);
+    }
+    out["params"] = k.getParamsAttr() ? toJson(k.getParamsAttr()) : Object();
+    if (auto layer = op->getAttrOfType<IntegerAttr>("layer"))
+      out["layer"] = layer.getInt();
+    return out;
+  }
+  if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
+    Object out{{"op", "collective"},
+               {"collective", exec::stringifyCollectiveKind(c.getKind())},
+               {"group", c.getGroup()},
+               {"input", c.getInput()},
+               {"output", c.getOutput()},
+               {"reduction", exec::stringifyReduction(c.getReduction())}};
+    if (auto dim = c.getDim())
+      out["dim"] = static_cast<int64_t>(*dim);
+    if (c.getAccumulate())
+      out["accumulate"] = true;
+    return out;
+  }
+  if (auto s = dyn_cast<exec::SendOp>(op))
+    return Object{{"op", "send"},
+                  {"buffer", s.getBuffer()},
+                  {"peer", exec::stringifyPeer(s.getPeer())}};
+  auto r = cast<exec::RecvOp>(op);
+  return Object{{"op", "recv"},
+                {"buffer", r.getBuffer()},
+                {"peer", exec::stringifyPeer(r.getPeer())}};
+}
+
+/// The most micro-batches whose activations a rank holds at once.
+int64_t maxInFlight(exec::ScheduleOp schedule) {
+  llvm::DenseMap<int64_t, int64_t> open; // micro-batch -> chunks forwarded
+  int64_t inFlight = 0, peak = 0;
+  for (auto run : schedule.getBody().front().getOps<exec::RunOp>()) {
+    int64_t mb = run.getMicroBatch();
+    if (run.getPhase() == exec::PhaseKind::forward) {
+      if (open[mb]++ == 0)
+        peak = std::max(peak, ++inFlight);
+    } else if (--open[mb] == 0) {
+      --inFlight;
+    }
+  }
+  return peak;
+}
+
+Object programJson(exec::ProgramOp program) {
+  Array buffers, phases, schedule;
+  int64_t inFlight = 1;
+  for (Operation &op : program.getBody().front()) {
+    if (auto buf = dyn_cast<exec::BufferOp>(op)) {
+      buffers.push_back(bufferJson(buf));
+    } else if (auto phase = dyn_cast<exec::PhaseOp>(op)) {
+      Array launches;
+      for (Operation &launch : phase.getBody().front())
+        launches.push_back(launchJson(&launch));
+      Object p{{"kind", exec::stringifyPhaseKind(phase.getKind())},
+               {"launches", std::move(launches)}};
+      if (auto chunk = phase.getChunk())
+        p["chunk"] = static_cast<int64_t>(*chunk);
+      phases.push_back(std::move(p));
+    } else if (auto sched = dyn_cast<exec::ScheduleOp>(op)) {
+      for (auto run : sched.getBody().front().getOps<exec::RunOp>())
+        schedule.push_back(
+            Object{{"phase", exec::stringifyPhaseKind(run.getPhase())},
+                   {"micro_batch", static_cast<int64_t>(run.getMicroBatch())},
+                   {"chunk", static_cast<int64_t>(run.getChunk())}});
+      inFlight = maxInFlight(sched);
+    }
+  }
+  return Object{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
+                {"max_in_flight", inFlight},
+                {"buffers", std::move(buffers)},
+                {"phases", std::move(phases)},
+                {"schedule", std::move(schedule)}};
+}
+
+/// Every group of `name`'s kind as lists of ranks.
+Array groupsJson(StringRef name, const ParallelConfig &c, int64_t kvParts) {
+  Array groups;
+  auto add = [&](auto &&members) {
+    Array g;
+    for (int64_t r : members)
+      g.push_back(r);
+    groups.push_back(std::move(g));
+  };
+  for (int64_t p = 0; p < c.pp; ++p)
+    for (int64_t d = 0; d < c.dp; ++d)
+      for (int64_t t = 0; t < c.tp; ++t) {
+        int64_t rank = meshRank(p, d, t, c.dp, c.tp);
+        std::vector<int64_t> members;
+        if (name == "tp" && t == 0) {
+          for (int64_t u = 0; u < c.tp; ++u)
+            members.push_back(meshRank(p, d, u, c.dp, c.tp));
+        } else if (name == "tp_kv" && t % (c.tp / kvParts) == 0) {
+          for (int64_t u = t; u < t + c.tp / kvParts; ++u)
+            members.push_back(meshRank(p, d, u, c.dp, c.tp));
+        } else if (name == "dp" && d == 0) {
+          for (int64_t e = 0; e < c.dp; ++e)
+            members.push_back(meshRank(p, e, t, c.dp, c.tp));
+        } else if (name == "pp" && p == 0) {
+          for (int64_t q = 0; q < c.pp; ++q)
+            members.push_back(meshRank(q, d, t, c.dp, c.tp));
+        } else if (name == "tied" && p == 0 && c.pp > 1) {
+          members = {rank, meshRank(c.pp - 1, d, t, c.dp, c.tp)};
+        } else if (name == "world" && rank == 0) {
+          for (int64_t r = 0; r < c.numDevices(); ++r)
+            members.push_back(r);
+        }
+        if (!members.empty())
+          add(members);
+      }
+  return groups;
+}
+
+} // namespace
+
+llvm::Expected<Object> exportPlan(ModuleOp module) {
+  auto strategy =
+      module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
+  auto topologyAttr =
+      module->getAttrOfType<dist::TopologyAttr>(dist::kTopologyAttrName);
+  auto model = module->getAttrOfType<StringAttr>("exec.model");
+  auto seqLen = module->getAttrOfType<IntegerAttr>("exec.seq_len");
+  if (!strategy || !topologyAttr || !model || !seqLen)
+    return llvm::createStringError(
+        "the module has no %s to export; compile it with dist-lower-to-exec, "
+        "exec-build-backward and exec-schedule-pipeline first",
+        !strategy       ? "dist.strategy"
+        : !topologyAttr ? "dist.topology"
+                        : "exec programs");
+  ParallelConfig config = fromStrategyAttr(strategy);
+  Topology topology = fromAttr(topologyAttr);
+  if (config.numDevices() > topology.numDevices())
+    return llvm::createStringError(
+        "the strategy needs %lld devices but topology '%s' has %lld",
+        (long long)config.numDevices(), topology.name.c_str(),
+        (long long)topology.numDevices());
+
+  int64_t numLayers = 0;
+  for (int64_t n : config.stageLayers)
+    numLayers += n;
+  Array programs;
+  int64_t kvParts = config.tp;
+  llvm::StringMap<Object> parameters;
+  std::vector<std::string> parameterOrder;
+  std::optional<std::string> dtype;
+  for (auto program : module.getOps<exec::ProgramOp>()) {
+    if (program.getBody().front().getOps<exec::ScheduleOp>().empty())
+      return llvm::createStringError(
+          "exec.program @%s has no schedule; run exec-schedule-pipeline",
+          program.getSymName().str().c_str());
+    programs.push_back(programJson(program));
+    for (auto buf : program.getBody().front().getOps<exec::BufferOp>()) {
+      if (auto parts = buf.getShardingParts(); parts && *parts < config.tp)
+        kvParts = std::min<int64_t>(kvParts, *parts);
+      if (buf.getKind() != exec::BufferKind::param &&
+          buf.getKind() != exec::BufferKind::param_shard)
+        continue;
+      auto local = buf.getKind() == exec::BufferKind::param_shard
+                       ? cast<RankedTensorType>(
+                             buf->getAttrOfType<TypeAttr>("local_type")
+                                 .getValue())
+                       : buf.getTensorType();
+      dtype = dtypeName(local.getElementType());
+      std::string name = buf.getParam()->str();
+      SmallVector<int64_t> global(local.getShape());
+      int64_t dim = buf.getShardingDim().value_or(0);
+      int64_t parts = buf.getShardingParts().value_or(1);
+      if (buf.getShardingDim())
+        global[dim] = buf.getPaddedFrom() ? *buf.getPaddedFrom()
+                                          : global[dim] * parts;
+      Object holder{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
+                    {"buffer", buf.getSymName()},
+                    {"dp_shard", buf.getDpShard()}};
+      auto [it, inserted] = parameters.try_emplace(name);
+      if (inserted) {
+        parameterOrder.push_back(name);
+        Object p{{"name", name},
+                 {"global_shape", shapeJson(global)},
+                 {"local_shape", shapeJson(local.getShape())},
+                 {"dtype", dtypeName(local.getElementType())},
+                 {"init", buf.getInit() ? buf.getInit()->str() : "zeros"},
+                 {"tp_dim", buf.getShardingDim() ? JsonValue(dim) : JsonValue(nullptr)},
+                 {"tp_parts", parts},
+                 {"holders", Array()}};
+        if (auto std = buf.getInitStd())
+          p["init_std"] = std->convertToDouble();
+        if (auto padded = buf.getPaddedFrom())
+          p["padded_from"] = static_cast<int64_t>(*padded);
+        it->second = std::move(p);
+      }
+      it->second.getArray("holders")->push_back(std::move(holder));
+    }
+  }
+
+  Object groups;
+  for (StringRef name : {"tp", "dp", "pp", "world", "tied", "tp_kv"}) {
+    if ((name == "tied" && config.pp == 1) || (name == "tp_kv" && kvParts == config.tp))
+      continue;
+    groups[name] = groupsJson(name, config, kvParts);
+  }
+  Array devices;
+  for (int64_t r = 0; r < config.numDevices(); ++r) {
+    int64_t p = r / (config.dp * config.tp);
+    int64_t d = (r / config.tp) % config.dp, t = r % config.tp;
+    devices.push_back(Object{{"rank", r},
+                             {"node", topology.nodeOf(r)},
+                             {"local_device", r % topology.devicesPerNode},
+                             {"pp", p},
+                             {"dp", d},
+                             {"tp", t}});
+  }
+  Array params;
+  for (const std::string &name : parameterOrder)
+    params.push_back(std::move(parameters[name]));
+
+  // Optimizer settings: the spec's, completed with the documented defaults.
+  Object optimizer{{"lr", 3e-4},          {"min_lr", 3e-5},
+                   {"warmup_steps", 0},   {"decay_steps", 0},
+                   {"decay", "cosine"},   {"beta1", 0.9},
+                   {"beta2", 0.95},       {"eps", 1e-8},
+                   {"weight_decay", 0.1}, {"clip_norm", 1.0}};
+  if (auto given = module->getAttrOfType<DictionaryAttr>("exec.optimizer"))
+    for (NamedAttribute n : given)
+      optimizer[n.getName().getValue()] = toJson(n.getValue());
+
+  Object plan{
+      {"format", "partita-plan"},
+      {"version", kPlanFormatVersion},
+      {"model", model.getValue()},
+      {"training",
+       Object{{"seq_len", seqLen.getInt()},
+              {"global_batch", config.globalBatch()},
+              {"micro_batch_size", config.microBatchSize},
+              {"num_micro_batches", config.numMicroBatches},
+              {"dtype", dtype.value_or("f32")}}},
+      {"strategy", strategyJson(config, numLayers)},
+      {"mesh",
+       Object{{"world_size", config.numDevices()},
+              {"dp", config.dp},
+              {"tp", config.tp},
+              {"pp", config.pp},
+              {"order", Array{"pp", "dp", "tp"}},
+              {"kv_parts", kvParts}}},
+      {"topology", Object{{"name", topology.name},
+                          {"nodes", topology.nodes},
+                          {"devices_per_node", topology.devicesPerNode},
+                          {"device", topology.device.kind}}},
+      {"devices", std::move(devices)},
+      {"groups", std::move(groups)},
+      {"optimizer", std::move(optimizer)},
+      {"parameters", std::move(params)},
+      {"programs", std::move(programs)}};
+  if (auto predicted = module->getAttrOfType<DictionaryAttr>("dist.predicted"))
+    plan["predicted"] = toJson(predicted);
+  return plan;
+}
+
+} // namespace partita

@@ -1,0 +1,174 @@
+//===- ExecDialect.cpp - The exec execution dialect -----------------------===//
+
+#include "dialects/exec/ExecDialect.h"
+#include "dialects/exec/Kernels.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace partita::exec;
+
+#include "dialects/exec/ExecDialect.cpp.inc"
+#include "dialects/exec/ExecEnums.cpp.inc"
+
+void ExecDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/exec/ExecOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramOp
+//===----------------------------------------------------------------------===//
+
+RegionKind ProgramOp::getRegionKind(unsigned) { return RegionKind::Graph; }
+
+BufferOp ProgramOp::lookupBuffer(StringAttr name) {
+  return dyn_cast_or_null<BufferOp>(mlir::SymbolTable::lookupSymbolIn(getOperation(), name));
+}
+
+/// Every buffer a launch names must be one of the program's: checked here,
+/// with one table for the whole program, rather than by each launch.
+LogicalResult ProgramOp::verifyRegions() {
+  int schedules = 0;
+  llvm::StringMap<BufferOp> buffers;
+  for (Operation &op : getBody().front()) {
+    if (auto buffer = dyn_cast<BufferOp>(op))
+      buffers[buffer.getSymName()] = buffer;
+    else if (isa<ScheduleOp>(op))
+      ++schedules;
+    else if (!isa<PhaseOp>(op))
+      return op.emitOpError("cannot appear in an exec.program");
+  }
+  if (schedules > 1)
+    return emitOpError("has ") << schedules << " schedules; at most one";
+  auto check = [&](Operation *op, Attribute ref) -> LogicalResult {
+    auto symbol = cast<FlatSymbolRefAttr>(ref);
+    if (!buffers.count(symbol.getValue()))
+      return op->emitOpError("names ")
+             << symbol << ", which is not a buffer of its exec.program";
+    return success();
+  };
+  for (auto phase : getBody().front().getOps<PhaseOp>()) {
+    for (Operation &op : phase.getBody().front()) {
+      SmallVector<Attribute> refs;
+      if (auto kernel = dyn_cast<KernelOp>(op)) {
+        llvm::append_range(refs, kernel.getIns());
+        llvm::append_range(refs, kernel.getOuts());
+      } else if (auto c = dyn_cast<CollectiveOp>(op)) {
+        refs = {c.getInputAttr(), c.getOutputAttr()};
+        if (c.getDim()) {
+          RankedTensorType type =
+              buffers.lookup(c.getInput()) ? buffers.lookup(c.getInput())
+                                                 .getTensorType()
+                                           : RankedTensorType();
+          if (type && static_cast<int64_t>(*c.getDim()) >= type.getRank())
+            return c.emitOpError("dim ")
+                   << *c.getDim() << " is out of range for " << type;
+        }
+      } else if (auto send = dyn_cast<SendOp>(op)) {
+        refs = {send.getBufferAttr()};
+      } else if (auto recv = dyn_cast<RecvOp>(op)) {
+        refs = {recv.getBufferAttr()};
+      }
+      for (Attribute ref : refs)
+        if (failed(check(&op, ref)))
+          return failure();
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Launches
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+LogicalResult checkCount(Operation *op, StringRef what, size_t count,
+                         unsigned min, unsigned max) {
+  if (count < min || (max != kUnbounded && count > max)) {
+    InFlightDiagnostic diag = op->emitOpError("takes ");
+    if (min == max)
+      diag << min;
+    else if (max == kUnbounded)
+      diag << "at least " << min;
+    else
+      diag << min << " to " << max;
+    return diag << " " << what << ", got " << count;
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult PhaseOp::verify() {
+  bool perChunk = getKind() != PhaseKind::step;
+  if (perChunk != getChunk().has_value())
+    return emitOpError(perChunk ? "of a model chunk needs `chunk`"
+                                : "`step` runs once per step and takes no "
+                                  "`chunk`");
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  const KernelSignature *signature = lookupKernel(getName());
+  if (!signature)
+    return emitOpError("unknown kernel '") << getName() << "'";
+  if (failed(checkCount(*this, "inputs", getIns().size(), signature->minIns,
+                        signature->maxIns)) ||
+      failed(checkCount(*this, "outputs", getOuts().size(),
+                        signature->minOuts, signature->maxOuts)))
+    return failure();
+  if (auto accumulate = getAccumulate();
+      accumulate && accumulate->size() != getOuts().size())
+    return emitOpError("has ") << accumulate->size()
+                               << " accumulate flags for "
+                               << getOuts().size() << " outputs";
+  return success();
+}
+
+LogicalResult CollectiveOp::verify() {
+  static constexpr llvm::StringLiteral groups[] = {"tp", "dp", "world",
+                                                   "tied", "tp_kv"};
+  if (!llvm::is_contained(groups, getGroup()))
+    return emitOpError("unknown group '")
+           << getGroup() << "'; expected tp, dp, world, tied or tp_kv";
+  if (getKind() == CollectiveKind::all_reduce) {
+    if (getInput() != getOutput())
+      return emitOpError("all_reduce is in place: input and output must be "
+                         "the same buffer");
+    if (getDim())
+      return emitOpError("all_reduce takes no `dim`");
+    return success();
+  }
+  if (getReduction() != Reduction::sum)
+    return emitOpError("only all_reduce takes a reduction other than sum");
+  return success();
+}
+
+
+LogicalResult ScheduleOp::verify() {
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  for (Operation &op : getBody().front()) {
+    auto run = dyn_cast<RunOp>(op);
+    if (!run)
+      return op.emitOpError("cannot appear in an exec.schedule");
+    if (run.getPhase() == PhaseKind::step)
+      return run.emitOpError("the step phase runs once, after the schedule");
+    bool found = false;
+    for (auto phase : program.getBody().front().getOps<PhaseOp>())
+      found |= phase.getKind() == run.getPhase() &&
+               phase.getChunk() == run.getChunk();
+    if (!found)
+      return run.emitOpError("runs ")
+             << stringifyPhaseKind(run.getPhase()) << " of chunk "
+             << run.getChunk() << ", which the program does not have";
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/exec/ExecOps.cpp.inc"

@@ -1,0 +1,647 @@
+//===- BuildBackward.cpp - exec-build-backward -----------------------------===//
+//
+// Reverse-mode differentiation of each forward phase, the gradient
+// reductions of the strategy (tensor, sequence and data parallelism, ZeRO,
+// tied weights) and the optimizer step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/CostModel/ParallelConfig.h"
+#include "dialects/exec/ExecDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace partita {
+#define GEN_PASS_DEF_EXECBUILDBACKWARD
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+using exec::BufferKind;
+using exec::CollectiveKind;
+
+namespace {
+
+std::optional<int64_t> layerOf(Operation *op) {
+  if (auto layer = op->getAttrOfType<IntegerAttr>("layer"))
+    return layer.getInt();
+  return std::nullopt;
+}
+
+SmallVector<StringAttr> refs(ArrayAttr array) {
+  SmallVector<StringAttr> out;
+  for (Attribute a : array)
+    out.push_back(cast<FlatSymbolRefAttr>(a).getAttr());
+  return out;
+}
+
+class BackwardBuilder {
+public:
+  BackwardBuilder(exec::ProgramOp program, const ParallelConfig &config,
+                  int64_t seqLen)
+      : program(program), config(config), seqLen(seqLen),
+        zero(config.dp > 1 ? config.zero : 0), b(program.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  // Buffers.
+  exec::BufferOp buffer(StringAttr name) { return bufferTable.lookup(name); }
+  StringAttr addBuffer(const Twine &name, Type type, BufferKind kind);
+  FlatSymbolRefAttr sym(StringAttr name) {
+    return FlatSymbolRefAttr::get(name);
+  }
+  bool isParam(StringAttr name) {
+    exec::BufferOp buf = buffer(name);
+    return buf && (buf.getKind() == BufferKind::param ||
+                   buf.getKind() == BufferKind::param_gathered);
+  }
+  /// The flat 1/dp slice type of `type` (padded to a multiple of dp).
+  RankedTensorType shardType(RankedTensorType type) {
+    int64_t n = type.getNumElements();
+    return RankedTensorType::get({(n + config.dp - 1) / config.dp},
+                                 type.getElementType());
+  }
+
+  // Launch helpers (at the builder's insertion point).
+  exec::KernelOp kernel(StringRef name, ArrayRef<StringAttr> ins,
+                        ArrayRef<StringAttr> outs, ArrayRef<bool> accumulate,
+                        DictionaryAttr params);
+  void collective(CollectiveKind kind, StringRef group, StringAttr in,
+                  StringAttr out, std::optional<int64_t> dim,
+                  bool accumulate = false);
+
+  // Differentiation of one forward phase.
+  LogicalResult differentiate(exec::PhaseOp forward);
+  /// The gradient buffer to write for `value` and whether to add to it;
+  /// null for tokens and labels.
+  std::pair<StringAttr, bool> gradOut(StringAttr value);
+  /// The gradient of `value` so far, or null when nothing flows into it.
+  StringAttr gradIn(StringAttr value) {
+    return written.contains(value) ? grads.lookup(value) : StringAttr();
+  }
+  LogicalResult backwardOf(Operation *op);
+  void finishGradient(StringAttr value);
+  void gatherParams(ArrayRef<Operation *> launches);
+  void scatterGradients(llvm::SetVector<StringAttr> &params,
+                        std::optional<int64_t> layer);
+
+  // The step phase.
+  void buildStep();
+
+  exec::ProgramOp program;
+  /// The program's buffers by name, and where new ones go.
+  llvm::DenseMap<StringAttr, exec::BufferOp> bufferTable;
+  Operation *firstPhase = nullptr;
+  const ParallelConfig &config;
+  int64_t seqLen;
+  int64_t zero;
+  OpBuilder b;
+
+  /// Per forward phase: the launches that write / read each buffer.
+  llvm::DenseMap<StringAttr, SmallVector<Operation *>> writers, readers;
+  /// Gradient buffer of each activation or parameter, and the ones written
+  /// in the backward phase being built.
+  llvm::DenseMap<StringAttr, StringAttr> grads;
+  llvm::DenseSet<StringAttr> written, finished;
+  llvm::DenseSet<StringAttr> gatheredParams;
+  /// Forward reads of each parameter not yet differentiated.
+  llvm::DenseMap<StringAttr, int64_t> pendingReads;
+  /// Launches already tagged with the layer they belong to (or none).
+  llvm::DenseSet<Operation *> ownLayer;
+  /// Parameters in program order, and the local gradient form the step
+  /// phase reduces (full or ZeRO shard).
+  llvm::SetVector<StringAttr> params;
+  /// Parameters whose gradients are partial over tp (sequence parallel).
+  llvm::DenseSet<StringAttr> seqParallelParams;
+};
+
+StringAttr BackwardBuilder::addBuffer(const Twine &name, Type type,
+                                      BufferKind kind) {
+  StringAttr attr = b.getStringAttr(name);
+  if (buffer(attr))
+    return attr;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(firstPhase);
+  bufferTable[attr] =
+      exec::BufferOp::create(b, program.getLoc(), attr, type, kind);
+  return attr;
+}
+
+exec::KernelOp BackwardBuilder::kernel(StringRef name,
+                                       ArrayRef<StringAttr> ins,
+                                       ArrayRef<StringAttr> outs,
+                                       ArrayRef<bool> accumulate,
+                                       DictionaryAttr params) {
+  SmallVector<Attribute> inRefs, outRefs;
+  for (StringAttr in : ins)
+    inRefs.push_back(sym(in));
+  for (StringAttr out : outs)
+    outRefs.push_back(sym(out));
+  bool any = llvm::is_contained(accumulate, true);
+  return exec::KernelOp::create(
+      b, program.getLoc(), name, b.getArrayAttr(inRefs),
+      b.getArrayAttr(outRefs), any ? b.getDenseBoolArrayAttr(accumulate)
+                                   : DenseBoolArrayAttr(),
+      params && !params.empty() ? params : DictionaryAttr());
+}
+
+void BackwardBuilder::collective(CollectiveKind kind, StringRef group,
+                                 StringAttr in, StringAttr out,
+                                 std::optional<int64_t> dim,
+                                 bool accumulate) {
+  exec::CollectiveOp::create(b, program.getLoc(), kind, group, sym(in),
+                             sym(out), exec::Reduction::sum, dim, accumulate);
+}
+
+std::pair<StringAttr, bool> BackwardBuilder::gradOut(StringAttr value) {
+  exec::BufferOp buf = buffer(value);
+  if (buf.getKind() == BufferKind::tokens ||
+      buf.getKind() == BufferKind::labels)
+    return {};
+  StringAttr &grad = grads[value];
+  if (!grad) {
+    if (isParam(value))
+      grad = addBuffer("grad." + value.getValue(), buf.getType(),
+                       BufferKind::param_grad);
+    else
+      grad = addBuffer("d." + value.getValue(), buf.getType(),
+                       BufferKind::activation_grad);
+  }
+  bool first = written.insert(value).second;
+  // Parameter gradients add up over the micro-batches of a step, unless
+  // ZeRO-2/3 reduce-scatters them after each micro-batch.
+  bool accumulate = isParam(value) ? (zero < 2 || !first) : !first;
+  return {grad, accumulate};
+}
+
+/// The gradient of `value` is complete: a replicated activation read by
+/// column-parallel projections holds only this rank's share of it.
+void BackwardBuilder::finishGradient(StringAttr value) {
+  if (config.tp == 1 || !finished.insert(value).second || !gradIn(value))
+    return;
+  bool gathered = llvm::any_of(writers.lookup(value), [](Operation *w) {
+    auto c = dyn_cast<exec::CollectiveOp>(w);
+    return c && c.getKind() == CollectiveKind::all_gather;
+  });
+  bool columnInput = llvm::any_of(readers.lookup(value), [&](Operation *r) {
+    auto k = dyn_cast<exec::KernelOp>(r);
+    if (!k || k.getName() != "linear" ||
+        cast<FlatSymbolRefAttr>(k.getIns()[0]).getAttr() != value)
+      return false;
+    exec::BufferOp weight =
+        buffer(cast<FlatSymbolRefAttr>(k.getIns()[1]).getAttr());
+    return weight.getShardingDim() && *weight.getShardingDim() == 0;
+  });
+  if (columnInput && !gathered)
+    collective(CollectiveKind::all_reduce, "tp", grads[value], grads[value],
+               std::nullopt);
+}
+
+LogicalResult BackwardBuilder::backwardOf(Operation *op) {
+  if (auto send = dyn_cast<exec::SendOp>(op)) {
+    StringAttr value = send.getBufferAttr().getAttr();
+    auto [grad, accumulate] = gradOut(value);
+    if (accumulate) {
+      StringAttr tmp = addBuffer("d." + value.getValue() + ".recv",
+                                 buffer(value).getType(),
+                                 BufferKind::activation_grad);
+      exec::RecvOp::create(b, op->getLoc(), sym(tmp), exec::Peer::next);
+      kernel("copy", {tmp}, {grad}, {true}, {});
+    } else {
+      exec::RecvOp::create(b, op->getLoc(), sym(grad), exec::Peer::next);
+    }
+    return success();
+  }
+  if (auto recv = dyn_cast<exec::RecvOp>(op)) {
+    StringAttr value = recv.getBufferAttr().getAttr();
+    StringAttr grad = gradIn(value);
+    if (!grad)
+      return op->emitError("the activation received here gets no gradient, "
+                           "so the previous stage would wait forever");
+    exec::SendOp::create(b, op->getLoc(), sym(grad), exec::Peer::prev);
+    return success();
+  }
+  if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
+    StringAttr in = c.getInputAttr().getAttr(), out = c.getOutputAttr().getAttr();
+    StringAttr dOut = gradIn(out);
+    if (!dOut || c.getKind() == CollectiveKind::all_reduce)
+      return success(); // the sum's gradient is its input's: same buffer
+    auto [dIn, accumulate] = gradOut(in);
+    CollectiveKind adjoint = c.getKind() == CollectiveKind::all_gather
+                                 ? CollectiveKind::reduce_scatter
+                                 : CollectiveKind::all_gather;
+    collective(adjoint, c.getGroup(), dOut, dIn,
+               c.getDim() ? std::optional<int64_t>(*c.getDim())
+                          : std::nullopt,
+               accumulate);
+    return success();
+  }
+  auto k = cast<exec::KernelOp>(op);
+  StringRef name = k.getName();
+  SmallVector<StringAttr> ins = refs(k.getIns()), outs = refs(k.getOuts());
+  DictionaryAttr params = k.getParamsAttr();
+  if (name == "ce_max" || name == "ce_stats")
+    return success(); // differentiated with ce_loss
+  if (name == "ce_loss") {
+    // ce_loss(max, stats): find the logits and labels from ce_stats.
+    auto stats = llvm::find_if(writers.lookup(ins[1]), [](Operation *w) {
+      return isa<exec::KernelOp>(w) &&
+             cast<exec::KernelOp>(w).getName() == "ce_stats";
+    });
+    auto statsKernel = cast<exec::KernelOp>(*stats);
+    SmallVector<StringAttr> statsIns = refs(statsKernel.getIns());
+    auto [dLogits, accumulate] = gradOut(statsIns[0]);
+    SmallVector<NamedAttribute> merged(statsKernel.getParamsAttr().getValue());
+    merged.append(params.getValue().begin(), params.getValue().end());
+    kernel("ce_bwd", {statsIns[0], ins[0], ins[1], statsIns[2]}, {dLogits},
+           {accumulate}, b.getDictionaryAttr(merged));
+    return success();
+  }
+  StringAttr dy = gradIn(outs[0]);
+  if (!dy)
+    return success(); // nothing depends on this output
+  auto grad = [&](StringAttr v, SmallVectorImpl<StringAttr> &gs,
+                  SmallVectorImpl<bool> &acc) {
+    auto [g, a] = gradOut(v);
+    gs.push_back(g);
+    acc.push_back(a);
+  };
+  SmallVector<StringAttr> gs;
+  SmallVector<bool> acc;
+  if (name == "add" || name == "copy") {
+    for (StringAttr in : ins) {
+      gs.clear();
+      acc.clear();
+      grad(in, gs, acc);
+      kernel("copy", {dy}, gs, acc, {});
+    }
+    return success();
+  }
+  if (name == "embedding") {
+    grad(ins[0], gs, acc);
+    kernel("embedding_bwd", {dy, ins[1]}, gs, acc, params);
+    return success();
+  }
+  if (name == "position_embedding") {
+    grad(ins[0], gs, acc);
+    kernel("copy", {dy}, gs, acc, {});
+    gs.clear();
+    acc.clear();
+    grad(ins[1], gs, acc);
+    kernel("position_embedding_bwd", {dy}, gs, acc, {});
+    return success();
+  }
+  if (name == "shard_slice") {
+    auto [dx, accumulate] = gradOut(ins[0]);
+    collective(CollectiveKind::all_gather,
+               params.getAs<StringAttr>("group").getValue(), dy, dx,
+               params.getAs<IntegerAttr>("dim").getInt(), accumulate);
+    return success();
+  }
+  if (name == "attention" && config.recompute == Recompute::Selective)
+    b.clone(*op); // the core's output, recomputed instead of kept
+  static const llvm::StringMap<StringRef> simple = {
+      {"rms_norm", "rms_norm_bwd"},   {"layer_norm", "layer_norm_bwd"},
+      {"linear", "linear_bwd"},       {"bias_add", "bias_add_bwd"},
+      {"rotary", "rotary_bwd"},       {"attention", "attention_bwd"},
+      {"gelu", "gelu_bwd"},           {"silu", "silu_bwd"},
+      {"swiglu", "swiglu_bwd"}};
+  auto it = simple.find(name);
+  if (it == simple.end())
+    return op->emitOpError("kernel '") << name << "' has no backward rule";
+  // Backward kernels read the output gradient, then what the forward read
+  // (norms and linears their input and weight; attention also its
+  // output), and write one gradient per differentiable input.
+  SmallVector<StringAttr> bwdIns = {dy};
+  if (name == "rms_norm" || name == "layer_norm" || name == "linear")
+    bwdIns.append({ins[0], ins[1]});
+  else if (name == "attention")
+    bwdIns.append({ins[0], ins[1], ins[2], outs[0]});
+  else if (name == "gelu" || name == "silu")
+    bwdIns.push_back(ins[0]);
+  else if (name == "swiglu")
+    bwdIns.append({ins[0], ins[1]});
+  for (StringAttr in : ins)
+    grad(in, gs, acc);
+  kernel(it->second, bwdIns, gs, acc, params);
+  // Norm weights and biases on sequence shards see only this rank's
+  // tokens.
+  if (config.sequenceParallel && config.tp > 1 &&
+      (name == "rms_norm" || name == "layer_norm" || name == "bias_add")) {
+    auto type = buffer(ins[0]).getTensorType();
+    if (type.getRank() == 3 && type.getDimSize(1) < seqLen)
+      for (StringAttr in : llvm::drop_begin(ins))
+        seqParallelParams.insert(in);
+  }
+  return success();
+}
+
+void BackwardBuilder::gatherParams(ArrayRef<Operation *> launches) {
+  if (zero < 3)
+    return;
+  for (Operation *op : launches) {
+    auto k = dyn_cast<exec::KernelOp>(op);
+    if (!k)
+      continue;
+    for (StringAttr in : refs(k.getIns())) {
+      if (!isParam(in) || !gatheredParams.insert(in).second)
+        continue;
+      collective(CollectiveKind::all_gather, "dp",
+                 b.getStringAttr(in.getValue() + ".shard"), in, std::nullopt);
+    }
+  }
+}
+
+void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
+                                       std::optional<int64_t> layer) {
+  if (zero < 2)
+    return;
+  llvm::SetVector<StringAttr> pending;
+  for (StringAttr param : touched) {
+    if (pendingReads.lookup(param) > 0) {
+      pending.insert(param); // another launch still adds to it
+      continue;
+    }
+    collective(CollectiveKind::reduce_scatter, "dp", grads[param],
+               b.getStringAttr("grad_shard." + param.getValue()), std::nullopt,
+               /*accumulate=*/true);
+    Operation *scatter = &*std::prev(b.getInsertionPoint());
+    if (layer)
+      scatter->setAttr("layer", b.getI64IntegerAttr(*layer));
+    ownLayer.insert(scatter);
+  }
+  touched = std::move(pending);
+}
+
+LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
+  writers.clear();
+  readers.clear();
+  pendingReads.clear();
+  written.clear();
+  finished.clear();
+  SmallVector<Operation *> launches;
+  for (Operation &op : forward.getBody().front())
+    launches.push_back(&op);
+  for (Operation *op : launches) {
+    if (auto k = dyn_cast<exec::KernelOp>(op)) {
+      for (StringAttr in : refs(k.getIns())) {
+        readers[in].push_back(op);
+        if (isParam(in))
+          ++pendingReads[in];
+      }
+      for (StringAttr out : refs(k.getOuts()))
+        writers[out].push_back(op);
+    } else if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
+      readers[c.getInputAttr().getAttr()].push_back(op);
+      writers[c.getOutputAttr().getAttr()].push_back(op);
+    } else if (auto r = dyn_cast<exec::RecvOp>(op)) {
+      writers[r.getBufferAttr().getAttr()].push_back(op);
+    }
+  }
+
+  // ZeRO-3: gather each layer's parameters just before the layer.
+  if (zero >= 3) {
+    Block &fwd = forward.getBody().front();
+    SmallVector<Operation *> segment;
+    std::optional<int64_t> current;
+    gatheredParams.clear();
+    for (Operation *op : launches) {
+      if (layerOf(op) != current || !layerOf(op)) {
+        current = layerOf(op);
+        segment.clear();
+        for (Operation *other : launches)
+          if (current ? layerOf(other) == current : other == op)
+            segment.push_back(other);
+        b.setInsertionPoint(op);
+        gatherParams(segment);
+        (void)fwd;
+      }
+    }
+  }
+
+  b.setInsertionPointAfter(forward);
+  auto backward = exec::PhaseOp::create(b, forward.getLoc(),
+                                        exec::PhaseKind::backward,
+                                        forward.getChunkAttr());
+  b.createBlock(&backward.getBody());
+  gatheredParams.clear();
+  llvm::SetVector<StringAttr> touched;
+  std::optional<int64_t> current;
+  bool first = true;
+  Block *backwardBody = &backward.getBody().front();
+  for (Operation *op : llvm::reverse(launches)) {
+    std::optional<int64_t> layer = layerOf(op);
+    Operation *last = backwardBody->empty() ? nullptr : &backwardBody->back();
+    // Non-layer launches (embedding, head, loss) are segments of their own.
+    if (first || layer != current || !layer) {
+      // Gradients whose every use is differentiated are final for this
+      // micro-batch. Entering a layer: gather it, recompute it.
+      scatterGradients(touched, current);
+      if (layer != current)
+        gatheredParams.clear();
+      current = layer;
+      first = false;
+      SmallVector<Operation *> segment;
+      for (Operation *other : launches)
+        if (layer ? layerOf(other) == layer : other == op)
+          segment.push_back(other);
+      gatherParams(segment);
+      if (layer && config.recompute == Recompute::Full)
+        for (Operation *other : segment)
+          if (!isa<exec::SendOp, exec::RecvOp>(other))
+            b.clone(*other);
+    }
+    // Gradients of what this launch wrote are complete.
+    if (auto k = dyn_cast<exec::KernelOp>(op))
+      for (StringAttr out : refs(k.getOuts()))
+        finishGradient(out);
+    if (auto r = dyn_cast<exec::RecvOp>(op))
+      finishGradient(r.getBufferAttr().getAttr());
+    if (failed(backwardOf(op)))
+      return failure();
+    if (auto k = dyn_cast<exec::KernelOp>(op))
+      for (StringAttr in : refs(k.getIns()))
+        if (isParam(in)) {
+          --pendingReads[in];
+          if (written.contains(in))
+            touched.insert(in);
+        }
+    // Backward launches belong to the layer of their forward launch.
+    if (layer)
+      for (Operation &added : llvm::make_range(
+               last ? std::next(last->getIterator()) : backwardBody->begin(),
+               backwardBody->end()))
+        if (!added.hasAttr("layer") && !ownLayer.contains(&added))
+          added.setAttr("layer", b.getI64IntegerAttr(*layer));
+  }
+  scatterGradients(touched, current);
+  return success();
+}
+
+void BackwardBuilder::buildStep() {
+  Block &body = program.getBody().front();
+  b.setInsertionPointToEnd(&body);
+  auto step = exec::PhaseOp::create(b, program.getLoc(),
+                                    exec::PhaseKind::step, IntegerAttr());
+  b.createBlock(&step.getBody());
+  auto f32 = b.getF32Type();
+  auto scalarType = RankedTensorType::get({}, f32);
+
+  SmallVector<StringAttr> gradForms;
+  SmallVector<Attribute> weights;
+  for (StringAttr param : params) {
+    exec::BufferOp buf = buffer(param);
+    StringAttr grad = grads.lookup(param);
+    if (!grad)
+      continue; // never differentiated: frozen by construction
+    StringAttr form = grad;
+    if (zero == 1) {
+      // Model-parallel sums first, on the whole gradient.
+    } else if (zero >= 2) {
+      form = b.getStringAttr("grad_shard." + param.getValue());
+    }
+    auto modelParallelSums = [&](StringAttr g) {
+      if (buf.getTied() && config.pp > 1)
+        collective(CollectiveKind::all_reduce, "tied", g, g, std::nullopt);
+      if (seqParallelParams.contains(param))
+        collective(CollectiveKind::all_reduce, "tp", g, g, std::nullopt);
+      if (buf.getShardingParts() && *buf.getShardingParts() < config.tp)
+        collective(CollectiveKind::all_reduce, "tp_kv", g, g, std::nullopt);
+    };
+    modelParallelSums(form);
+    if (zero == 0 && config.dp > 1)
+      collective(CollectiveKind::all_reduce, "dp", grad, grad, std::nullopt);
+    if (zero == 1) {
+      form = b.getStringAttr("grad_shard." + param.getValue());
+      collective(CollectiveKind::reduce_scatter, "dp", grad, form,
+                 std::nullopt);
+    }
+    gradForms.push_back(form);
+    // Every copy of a gradient counts once in the global norm.
+    double weight = 1.0;
+    int64_t parts = buf.getShardingParts().value_or(1);
+    weight *= double(parts) / config.tp;
+    if (zero == 0)
+      weight /= config.dp;
+    if (buf.getTied() && config.pp > 1)
+      weight /= 2;
+    weights.push_back(b.getF64FloatAttr(weight));
+  }
+  StringAttr sumsq = addBuffer("grad_sumsq", scalarType, BufferKind::scalar);
+  StringAttr clip = addBuffer("clip_coefficient", scalarType, BufferKind::scalar);
+  kernel("grad_sumsq", gradForms, {sumsq}, {false},
+         b.getDictionaryAttr(
+             {b.getNamedAttr("weights", b.getArrayAttr(weights))}));
+  int64_t world = config.dp * config.tp * config.pp;
+  if (world > 1)
+    collective(CollectiveKind::all_reduce, "world", sumsq, sumsq,
+               std::nullopt);
+  kernel("clip_coefficient", {sumsq}, {clip}, {false}, {});
+
+  for (auto [param, form] : llvm::zip(params, gradForms)) {
+    exec::BufferOp buf = buffer(param);
+    StringAttr stored = zero >= 3
+                            ? b.getStringAttr(param.getValue() + ".shard")
+                            : param;
+    Type stateType = zero >= 1 ? Type(shardType(buf.getTensorType()))
+                               : buf.getType();
+    auto state = [&](StringRef prefix) {
+      StringAttr name = addBuffer(prefix + param.getValue(), stateType,
+                                  BufferKind::optimizer_state);
+      exec::BufferOp s = buffer(name);
+      s.setParam(buf.getParam() ? *buf.getParam() : param.getValue());
+      s.setDpShard(zero >= 1);
+      return name;
+    };
+    StringAttr m = state("adam_m."), v = state("adam_v.");
+    bool decay = buf.getTensorType().getRank() >= 2;
+    kernel("adamw", {stored, form, m, v, clip}, {stored, m, v},
+           {false, false, false},
+           b.getDictionaryAttr(
+               {b.getNamedAttr("weight_decay", b.getBoolAttr(decay)),
+                b.getNamedAttr("dp_shard", b.getBoolAttr(zero == 1 ||
+                                                         zero == 2))}));
+    if (zero == 1 || zero == 2)
+      collective(CollectiveKind::all_gather, "dp", param, param, std::nullopt);
+  }
+  StringAttr loss = b.getStringAttr("loss");
+  if (buffer(loss) && config.dp > 1)
+    collective(CollectiveKind::all_reduce, "dp", loss, loss, std::nullopt);
+}
+
+LogicalResult BackwardBuilder::run() {
+  Block &body = program.getBody().front();
+  if (!body.getOps<exec::ScheduleOp>().empty() ||
+      llvm::any_of(body.getOps<exec::PhaseOp>(), [](exec::PhaseOp p) {
+        return p.getKind() != exec::PhaseKind::forward;
+      }))
+    return program.emitOpError("already has backward or step phases");
+  for (Operation &op : body) {
+    if (auto buf = dyn_cast<exec::BufferOp>(op)) {
+      bufferTable[buf.getSymNameAttr()] = buf;
+      if (buf.getKind() == BufferKind::param)
+        params.insert(buf.getSymNameAttr());
+    } else if (!firstPhase) {
+      firstPhase = &op;
+    }
+  }
+  if (!firstPhase)
+    return program.emitOpError("has no forward phase");
+  // ZeRO: shards of gradients (2, 3) and of the parameters themselves (3).
+  for (StringAttr param : params) {
+    exec::BufferOp buf = buffer(param);
+    RankedTensorType shard = shardType(buf.getTensorType());
+    if (zero >= 1)
+      addBuffer("grad_shard." + param.getValue(), shard,
+                BufferKind::grad_shard);
+    if (zero >= 3) {
+      StringAttr stored =
+          addBuffer(param.getValue() + ".shard", shard, BufferKind::param_shard);
+      exec::BufferOp s = buffer(stored);
+      s.setParam(*buf.getParam());
+      s.setInitAttr(buf.getInitAttr());
+      s.setInitStdAttr(buf.getInitStdAttr());
+      s.setShardingDimAttr(buf.getShardingDimAttr());
+      s.setShardingPartsAttr(buf.getShardingPartsAttr());
+      s.setPaddedFromAttr(buf.getPaddedFromAttr());
+      s.setTied(buf.getTied());
+      s.setDpShard(true);
+      // Record the whole local shape: the shard is its flat slice.
+      s->setAttr("local_type", TypeAttr::get(buf.getType()));
+      buf.setKind(BufferKind::param_gathered);
+    }
+  }
+  for (auto forward : llvm::to_vector(body.getOps<exec::PhaseOp>()))
+    if (failed(differentiate(forward)))
+      return failure();
+  buildStep();
+  return success();
+}
+
+struct ExecBuildBackwardPass
+    : impl::ExecBuildBackwardBase<ExecBuildBackwardPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    dist::StrategyAttr strategy =
+        requireStrategy(module, "exec-build-backward");
+    if (!strategy)
+      return signalPassFailure();
+    auto seqLen = module->getAttrOfType<IntegerAttr>("exec.seq_len");
+    if (!seqLen) {
+      module.emitError("exec-build-backward needs the exec programs of "
+                       "dist-lower-to-exec (no exec.seq_len on the module)");
+      return signalPassFailure();
+    }
+    ParallelConfig config = fromStrategyAttr(strategy);
+    for (auto program : module.getOps<exec::ProgramOp>())
+      if (failed(BackwardBuilder(program, config, seqLen.getInt()).run()))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace partita

@@ -1,0 +1,461 @@
+//===- LowerToExec.cpp - dist-lower-to-exec --------------------------------===//
+//
+// The staged, partitioned model to one exec.program per pipeline rank: every
+// SSA value becomes a named buffer and every op a kernel or collective
+// launch in the forward phase of its model chunk.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Analysis/ParallelRoles.h"
+#include "compiler/CostModel/ParallelConfig.h"
+#include "dialects/exec/ExecDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace partita {
+#define GEN_PASS_DEF_DISTLOWERTOEXEC
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+
+class StageLowering {
+public:
+  StageLowering(ModuleOp module, const ParallelConfig &config)
+      : module(module), config(config), b(module.getContext()) {}
+
+  LogicalResult lower(tfm::ModelOp model);
+
+private:
+  exec::ProgramOp programFor(int64_t ppRank);
+  LogicalResult lowerOp(Operation *op);
+  /// The buffer holding `v`, created as an activation on first use.
+  FlatSymbolRefAttr ref(Value v);
+  FlatSymbolRefAttr newBuffer(StringRef base, Type type,
+                              exec::BufferKind kind);
+  FlatSymbolRefAttr activation(Value v, StringRef kernel);
+  FlatSymbolRefAttr param(tfm::ParamOp op);
+  void kernel(StringRef name, ArrayRef<Value> ins, Value out,
+              ArrayRef<NamedAttribute> params = {});
+  void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis,
+                  Value in, Value out, std::optional<int64_t> dim);
+  StringAttr groupName(dist::MeshAxisAttr axis) {
+    return b.getStringAttr(dist::stringifyMeshAxis(axis.getValue()));
+  }
+  NamedAttribute param(StringRef name, Attribute value) {
+    return b.getNamedAttr(name, value);
+  }
+
+  ModuleOp module;
+  const ParallelConfig &config;
+  OpBuilder b;
+  llvm::DenseMap<int64_t, exec::ProgramOp> programs;
+  llvm::DenseMap<Operation *, exec::PhaseOp> firstPhase;
+  exec::BufferOp lastBuffer;
+  /// Buffer names taken, per program.
+  llvm::DenseMap<Operation *, llvm::StringSet<>> takenNames;
+  exec::ProgramOp program;
+  exec::PhaseOp phase;
+  llvm::DenseMap<Value, FlatSymbolRefAttr> buffers;
+  /// Decoder layer of the ops being lowered, for names and the `layer`
+  /// attribute that recomputation and ZeRO-3 group launches by.
+  std::optional<int64_t> layer;
+  int64_t counter = 0;
+  Value labels;
+};
+
+exec::ProgramOp StageLowering::programFor(int64_t ppRank) {
+  auto [it, inserted] = programs.try_emplace(ppRank);
+  if (inserted) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(module.getBody());
+    it->second = exec::ProgramOp::create(
+        b, module.getLoc(), b.getStringAttr("rank" + Twine(ppRank)),
+        b.getI64IntegerAttr(ppRank));
+    b.createBlock(&it->second.getBody());
+    counter = 0;
+  }
+  return it->second;
+}
+
+FlatSymbolRefAttr StageLowering::newBuffer(StringRef base, Type type,
+                                           exec::BufferKind kind) {
+  std::string name = base.str();
+  llvm::StringSet<> &names = takenNames[program];
+  for (int i = 1; !names.insert(name).second; ++i)
+    name = (base + "#" + Twine(i)).str();
+  OpBuilder::InsertionGuard guard(b);
+  // Buffers come first in the program, in creation order.
+  Block &body = program.getBody().front();
+  exec::PhaseOp first = firstPhase.lookup(program);
+  if (first)
+    b.setInsertionPoint(first);
+  else
+    b.setInsertionPointToEnd(&body);
+  lastBuffer = exec::BufferOp::create(b, program.getLoc(), name, type, kind);
+  return FlatSymbolRefAttr::get(b.getContext(), name);
+}
+
+FlatSymbolRefAttr StageLowering::activation(Value v, StringRef kernel) {
+  std::string base = (layer ? "layers." + Twine(*layer) + "." : Twine()).str() +
+                     kernel.str() + "." + std::to_string(counter++);
+  FlatSymbolRefAttr ref =
+      newBuffer(base, v.getType(), exec::BufferKind::activation);
+  buffers[v] = ref;
+  return ref;
+}
+
+FlatSymbolRefAttr StageLowering::param(tfm::ParamOp op) {
+  FlatSymbolRefAttr ref = newBuffer(op.getParamName(), op.getType(),
+                                    exec::BufferKind::param);
+  exec::BufferOp buffer = lastBuffer;
+  buffer.setParam(op.getParamName());
+  buffer.setInit(tfm::stringifyInitKind(op.getInit()));
+  if (op.getStd())
+    buffer.setInitStdAttr(b.getF64FloatAttr(op.getStd()->convertToDouble()));
+  if (auto sharding = op->getAttrOfType<dist::ShardingAttr>("dist.sharding")) {
+    buffer.setShardingDim(sharding.getDim());
+    buffer.setShardingParts(sharding.getParts());
+  } else if (config.tp > 1 &&
+             llvm::any_of(op->getUsers(), [](Operation *user) {
+               auto linear = dyn_cast<tfm::LinearOp>(user);
+               return linear && feedsKeyOrValue(linear.getResult());
+             })) {
+    // One key/value head for every tensor-parallel rank: a whole copy each.
+    buffer.setShardingDim(0);
+    buffer.setShardingParts(1);
+  }
+  if (auto padded = op->getAttrOfType<IntegerAttr>("dist.padded_from"))
+    buffer.setPaddedFrom(padded.getInt());
+  buffer.setTied(op->hasAttr("dist.tied"));
+  buffers[op.getResult()] = ref;
+  return ref;
+}
+
+FlatSymbolRefAttr StageLowering::ref(Value v) {
+  auto it = buffers.find(v);
+  return it != buffers.end() ? it->second : activation(v, "value");
+}
+
+void StageLowering::kernel(StringRef name, ArrayRef<Value> ins, Value out,
+                           ArrayRef<NamedAttribute> params) {
+  SmallVector<Attribute> inRefs;
+  for (Value v : ins)
+    inRefs.push_back(ref(v));
+  FlatSymbolRefAttr outRef = activation(out, name);
+  auto launch = exec::KernelOp::create(
+      b, out.getLoc(), name, b.getArrayAttr(inRefs),
+      b.getArrayAttr({outRef}), nullptr,
+      params.empty() ? nullptr : b.getDictionaryAttr(params));
+  if (layer)
+    launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+}
+
+void StageLowering::collective(exec::CollectiveKind kind,
+                               dist::MeshAxisAttr axis, Value in, Value out,
+                               std::optional<int64_t> dim) {
+  FlatSymbolRefAttr input = ref(in);
+  FlatSymbolRefAttr output;
+  if (kind == exec::CollectiveKind::all_reduce && in.hasOneUse()) {
+    output = input; // in place: nothing else reads the partial sums
+    buffers[out] = output;
+  } else if (kind == exec::CollectiveKind::all_reduce) {
+    output = activation(out, "all_reduce");
+    exec::KernelOp::create(b, out.getLoc(), "copy", b.getArrayAttr({input}),
+                           b.getArrayAttr({output}), nullptr, nullptr);
+    input = output;
+  } else {
+    output = activation(out, exec::stringifyCollectiveKind(kind));
+  }
+  auto launch = exec::CollectiveOp::create(
+      b, out.getLoc(), kind, groupName(axis).getValue(), input, output,
+      exec::Reduction::sum, dim, false);
+  if (layer)
+    launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+}
+
+LogicalResult StageLowering::lowerOp(Operation *op) {
+  if (auto param = dyn_cast<tfm::ParamOp>(op)) {
+    this->param(param);
+    return success();
+  }
+  if (auto block = dyn_cast<tfm::BlockOp>(op)) {
+    Block &body = block.getBody().front();
+    for (auto [arg, input] : llvm::zip(body.getArguments(), block.getInputs()))
+      buffers[arg] = ref(input);
+    std::optional<int64_t> outer = layer;
+    layer = block.getLayer();
+    for (Operation &inner : body.without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+    layer = outer;
+    for (auto [result, value] :
+         llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
+      buffers[result] = ref(value);
+    return success();
+  }
+  if (auto send = dyn_cast<dist::SendOp>(op)) {
+    exec::SendOp::create(b, op->getLoc(), ref(send.getInput()),
+                         exec::Peer::next);
+    return success();
+  }
+  if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+    exec::RecvOp::create(b, op->getLoc(), activation(recv.getResult(), "recv"),
+                         exec::Peer::prev);
+    return success();
+  }
+  if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
+    collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(), ar.getInput(),
+               ar.getResult(), std::nullopt);
+    return success();
+  }
+  if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
+    collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(), ag.getInput(),
+               ag.getResult(), ag.getDim());
+    return success();
+  }
+  if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
+    collective(exec::CollectiveKind::reduce_scatter, rs.getAxisAttr(),
+               rs.getInput(), rs.getResult(), rs.getDim());
+    return success();
+  }
+  if (auto slice = dyn_cast<dist::ShardSliceOp>(op)) {
+    kernel("shard_slice", {slice.getInput()}, slice.getResult(),
+           {param("dim", b.getI64IntegerAttr(slice.getDim())),
+            param("group", groupName(slice.getAxisAttr()))});
+    return success();
+  }
+  if (auto emb = dyn_cast<tfm::EmbeddingOp>(op)) {
+    kernel("embedding", {emb.getTable(), emb.getTokens()}, emb.getResult(),
+           {param("vocab_parts", b.getI64IntegerAttr(1))});
+    return success();
+  }
+  if (auto emb = dyn_cast<dist::VocabEmbeddingOp>(op)) {
+    kernel("embedding", {emb.getTable(), emb.getTokens()}, emb.getResult(),
+           {param("vocab_parts", b.getI64IntegerAttr(config.tp))});
+    return success();
+  }
+  if (auto pos = dyn_cast<tfm::PositionEmbeddingOp>(op)) {
+    kernel("position_embedding", {pos.getInput(), pos.getTable()},
+           pos.getResult());
+    return success();
+  }
+  if (auto norm = dyn_cast<tfm::RmsNormOp>(op)) {
+    kernel("rms_norm", {norm.getInput(), norm.getWeight()}, norm.getResult(),
+           {param("eps", norm.getEpsAttr())});
+    return success();
+  }
+  if (auto norm = dyn_cast<tfm::LayerNormOp>(op)) {
+    SmallVector<Value> ins = {norm.getInput(), norm.getWeight()};
+    if (norm.getBias())
+      ins.push_back(norm.getBias());
+    kernel("layer_norm", ins, norm.getResult(),
+           {param("eps", norm.getEpsAttr())});
+    return success();
+  }
+  if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
+    SmallVector<Value> ins = {linear.getInput(), linear.getWeight()};
+    if (linear.getBias())
+      ins.push_back(linear.getBias());
+    kernel("linear", ins, linear.getResult());
+    return success();
+  }
+  if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
+    kernel("linear", {head.getInput(), head.getWeight()}, head.getResult());
+    return success();
+  }
+  if (auto bias = dyn_cast<tfm::BiasAddOp>(op)) {
+    kernel("bias_add", {bias.getInput(), bias.getBias()}, bias.getResult());
+    return success();
+  }
+  if (auto rotary = dyn_cast<tfm::RotaryOp>(op)) {
+    SmallVector<NamedAttribute> params = {
+        param("num_heads", rotary.getNumHeadsAttr()),
+        param("rotary_dim", rotary.getRotaryDimAttr()),
+        param("theta", rotary.getThetaAttr())};
+    if (auto scaling = rotary.getScalingAttr()) {
+      auto f64 = [&](const APFloat &v) {
+        return b.getF64FloatAttr(v.convertToDouble());
+      };
+      params.push_back(param("scaling", b.getStringAttr(tfm::stringifyRopeScalingKind(scaling.getKind()))));
+      params.push_back(param("scaling_factor", f64(scaling.getFactor())));
+      params.push_back(param("low_freq_factor", f64(scaling.getLowFreqFactor())));
+      params.push_back(param("high_freq_factor", f64(scaling.getHighFreqFactor())));
+      params.push_back(param("original_max_positions",
+                             b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
+    }
+    kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
+    return success();
+  }
+  if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
+    SmallVector<NamedAttribute> params = {
+        param("num_heads", attention.getNumHeadsAttr()),
+        param("num_kv_heads", attention.getNumKvHeadsAttr()),
+        param("causal", b.getBoolAttr(attention.getCausal()))};
+    if (auto window = attention.getWindowAttr())
+      params.push_back(param("window", window));
+    kernel("attention",
+           {attention.getQuery(), attention.getKey(), attention.getValue()},
+           attention.getResult(), params);
+    return success();
+  }
+  if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {
+    kernel("gelu", {gelu.getInput()}, gelu.getResult(),
+           {param("approximate",
+                  b.getStringAttr(tfm::stringifyGeluApproximation(
+                      gelu.getApproximate())))});
+    return success();
+  }
+  if (auto silu = dyn_cast<tfm::SiluOp>(op)) {
+    kernel("silu", {silu.getInput()}, silu.getResult());
+    return success();
+  }
+  if (auto swiglu = dyn_cast<tfm::SwigluOp>(op)) {
+    kernel("swiglu", {swiglu.getGate(), swiglu.getUp()}, swiglu.getResult());
+    return success();
+  }
+  if (auto add = dyn_cast<tfm::AddOp>(op)) {
+    kernel("add", SmallVector<Value>(add.getInputs()), add.getResult());
+    return success();
+  }
+  if (isa<tfm::CrossEntropyOp, dist::VocabCrossEntropyOp>(op)) {
+    Value logits = op->getOperand(0), labelsIn = op->getOperand(1);
+    auto logitsType = cast<RankedTensorType>(logits.getType());
+    int64_t parts = isa<dist::VocabCrossEntropyOp>(op) ? config.tp : 1;
+    int64_t vocab = logitsType.getShape().back() * parts;
+    if (auto padded = op->getAttrOfType<IntegerAttr>("vocab_size"))
+      vocab = padded.getInt();
+    auto rows = RankedTensorType::get(logitsType.getShape().drop_back(),
+                                      b.getF32Type());
+    SmallVector<int64_t> statsShape(rows.getShape());
+    statsShape.push_back(2);
+    auto stats = RankedTensorType::get(statsShape, b.getF32Type());
+    NamedAttribute vocabParams[] = {
+        param("vocab_parts", b.getI64IntegerAttr(parts)),
+        param("vocab_size", b.getI64IntegerAttr(vocab))};
+    // The row maxima and (sum of exponents, target logit) per token, each
+    // reduced over the vocabulary shards.
+    FlatSymbolRefAttr logitsRef = ref(logits), labelsRef = ref(labelsIn);
+    FlatSymbolRefAttr maxRef = newBuffer("loss.max", rows,
+                                         exec::BufferKind::activation);
+    FlatSymbolRefAttr statsRef = newBuffer("loss.stats", stats,
+                                           exec::BufferKind::activation);
+    StringRef tp = "tp";
+    exec::KernelOp::create(b, op->getLoc(), "ce_max",
+                           b.getArrayAttr({logitsRef}),
+                           b.getArrayAttr({maxRef}), nullptr,
+                           b.getDictionaryAttr(vocabParams));
+    if (parts > 1)
+      exec::CollectiveOp::create(b, op->getLoc(),
+                                 exec::CollectiveKind::all_reduce, tp, maxRef,
+                                 maxRef, exec::Reduction::max, std::nullopt,
+                                 false);
+    exec::KernelOp::create(b, op->getLoc(), "ce_stats",
+                           b.getArrayAttr({logitsRef, maxRef, labelsRef}),
+                           b.getArrayAttr({statsRef}), nullptr,
+                           b.getDictionaryAttr(vocabParams));
+    if (parts > 1)
+      exec::CollectiveOp::create(b, op->getLoc(),
+                                 exec::CollectiveKind::all_reduce, tp,
+                                 statsRef, statsRef, exec::Reduction::sum,
+                                 std::nullopt, false);
+    // Every micro-batch adds its share of the mean over the global batch.
+    int64_t globalTokens = config.globalBatch() * logitsType.getDimSize(1);
+    FlatSymbolRefAttr lossRef =
+        newBuffer("loss", op->getResult(0).getType(), exec::BufferKind::scalar);
+    exec::KernelOp::create(
+        b, op->getLoc(), "ce_loss", b.getArrayAttr({maxRef, statsRef}),
+        b.getArrayAttr({lossRef}), b.getDenseBoolArrayAttr({true}),
+        b.getDictionaryAttr(
+            {param("scale", b.getF64FloatAttr(1.0 / globalTokens))}));
+    buffers[op->getResult(0)] = lossRef;
+    return success();
+  }
+  return op->emitOpError("has no exec lowering");
+}
+
+LogicalResult StageLowering::lower(tfm::ModelOp model) {
+  Block &body = model.getBodyBlock();
+  auto tokensType = cast<RankedTensorType>(model.getTokens().getType());
+  if (config.globalBatch() <= 0)
+    return model.emitOpError("the strategy has no global batch");
+  for (Operation &op : body.without_terminator()) {
+    auto stage = dyn_cast<dist::StageOp>(op);
+    if (!stage)
+      return op.emitOpError("is outside every dist.stage; run "
+                            "dist-split-stages before dist-lower-to-exec");
+    program = programFor(stage.getRank());
+    // Each program reads the tokens and labels it uses.
+    buffers.erase(model.getTokens());
+    buffers.erase(model.getLabels());
+    b.setInsertionPointToEnd(&program.getBody().front());
+    phase = exec::PhaseOp::create(b, stage.getLoc(), exec::PhaseKind::forward,
+                                  b.getI64IntegerAttr(stage.getChunk()));
+    firstPhase.try_emplace(program, phase);
+    b.createBlock(&phase.getBody());
+    auto input = [&](Value v, StringRef name, exec::BufferKind kind) {
+      if (!takenNames[program].contains(name))
+        newBuffer(name, tokensType, kind);
+      buffers[v] = FlatSymbolRefAttr::get(b.getContext(), name);
+    };
+    input(model.getTokens(), "tokens", exec::BufferKind::tokens);
+    input(model.getLabels(), "labels", exec::BufferKind::labels);
+    for (Operation &inner : stage.getBody().front().without_terminator())
+      if (failed(lowerOp(&inner)))
+        return failure();
+  }
+  // Buffers nobody reads (tokens on a middle stage) are dropped.
+  for (auto &[rank, prog] : programs) {
+    llvm::DenseSet<StringAttr> used;
+    prog.walk([&](Operation *op) {
+      if (isa<exec::BufferOp>(op))
+        return;
+      for (NamedAttribute attr : op->getAttrs())
+        attr.getValue().walk([&](FlatSymbolRefAttr ref) {
+          used.insert(ref.getAttr());
+        });
+    });
+    for (auto buffer : llvm::make_early_inc_range(
+             prog.getBody().front().getOps<exec::BufferOp>()))
+      if (!used.contains(buffer.getSymNameAttr()))
+        buffer.erase();
+  }
+  return success();
+}
+
+struct DistLowerToExecPass
+    : impl::DistLowerToExecBase<DistLowerToExecPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    dist::StrategyAttr strategy =
+        requireStrategy(module, "dist-lower-to-exec");
+    if (!strategy)
+      return signalPassFailure();
+    ParallelConfig config = fromStrategyAttr(strategy);
+    SmallVector<tfm::ModelOp> models(module.getOps<tfm::ModelOp>());
+    if (models.size() != 1) {
+      module.emitError("dist-lower-to-exec needs exactly one tfm.model, found ")
+          << models.size();
+      return signalPassFailure();
+    }
+    tfm::ModelOp model = models.front();
+    if (failed(StageLowering(module, config).lower(model)))
+      return signalPassFailure();
+    module->setAttr("exec.seq_len",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                     cast<RankedTensorType>(
+                                         model.getTokens().getType())
+                                         .getDimSize(1)));
+    module->setAttr("exec.model", StringAttr::get(&getContext(),
+                                                  model.getSymName()));
+    if (auto optimizer = model->getAttr("tfm.optimizer"))
+      module->setAttr("exec.optimizer", optimizer);
+    model.erase();
+  }
+};
+
+} // namespace
+} // namespace partita
