@@ -1,4 +1,5 @@
-//===- BuildBackward.cpp - exec-build-backward -----------------------------===//
+//===- BuildBackward.cpp - exec-build-backward
+//-----------------------------===//
 //
 // Reverse-mode differentiation of each forward phase, the gradient
 // reductions of the strategy (tensor, sequence and data parallelism, ZeRO,
@@ -131,8 +132,7 @@ StringAttr BackwardBuilder::addBuffer(const Twine &name, Type type,
   return attr;
 }
 
-exec::KernelOp BackwardBuilder::kernel(StringRef name,
-                                       ArrayRef<StringAttr> ins,
+exec::KernelOp BackwardBuilder::kernel(StringRef name, ArrayRef<StringAttr> ins,
                                        ArrayRef<StringAttr> outs,
                                        ArrayRef<bool> accumulate,
                                        DictionaryAttr params) {
@@ -144,15 +144,14 @@ exec::KernelOp BackwardBuilder::kernel(StringRef name,
   bool any = llvm::is_contained(accumulate, true);
   return exec::KernelOp::create(
       b, program.getLoc(), name, b.getArrayAttr(inRefs),
-      b.getArrayAttr(outRefs), any ? b.getDenseBoolArrayAttr(accumulate)
-                                   : DenseBoolArrayAttr(),
+      b.getArrayAttr(outRefs),
+      any ? b.getDenseBoolArrayAttr(accumulate) : DenseBoolArrayAttr(),
       params && !params.empty() ? params : DictionaryAttr());
 }
 
 void BackwardBuilder::collective(CollectiveKind kind, StringRef group,
                                  StringAttr in, StringAttr out,
-                                 std::optional<int64_t> dim,
-                                 bool accumulate) {
+                                 std::optional<int64_t> dim, bool accumulate) {
   exec::CollectiveOp::create(b, program.getLoc(), kind, group, sym(in),
                              sym(out), exec::Reduction::sum, dim, accumulate);
 }
@@ -206,9 +205,9 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     StringAttr value = send.getBufferAttr().getAttr();
     auto [grad, accumulate] = gradOut(value);
     if (accumulate) {
-      StringAttr tmp = addBuffer("d." + value.getValue() + ".recv",
-                                 buffer(value).getType(),
-                                 BufferKind::activation_grad);
+      StringAttr tmp =
+          addBuffer("d." + value.getValue() + ".recv", buffer(value).getType(),
+                    BufferKind::activation_grad);
       exec::RecvOp::create(b, op->getLoc(), sym(tmp), exec::Peer::next);
       kernel("copy", {tmp}, {grad}, {true}, {});
     } else {
@@ -226,7 +225,8 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     return success();
   }
   if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
-    StringAttr in = c.getInputAttr().getAttr(), out = c.getOutputAttr().getAttr();
+    StringAttr in = c.getInputAttr().getAttr(),
+               out = c.getOutputAttr().getAttr();
     StringAttr dOut = gradIn(out);
     if (!dOut || c.getKind() == CollectiveKind::all_reduce)
       return success(); // the sum's gradient is its input's: same buffer
@@ -235,8 +235,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
                                  ? CollectiveKind::reduce_scatter
                                  : CollectiveKind::all_gather;
     collective(adjoint, c.getGroup(), dOut, dIn,
-               c.getDim() ? std::optional<int64_t>(*c.getDim())
-                          : std::nullopt,
+               c.getDim() ? std::optional<int64_t>(*c.getDim()) : std::nullopt,
                accumulate);
     return success();
   }
@@ -305,10 +304,10 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
   if (name == "attention" && config.recompute == Recompute::Selective)
     b.clone(*op); // the core's output, recomputed instead of kept
   static const llvm::StringMap<StringRef> simple = {
-      {"rms_norm", "rms_norm_bwd"},   {"layer_norm", "layer_norm_bwd"},
-      {"linear", "linear_bwd"},       {"bias_add", "bias_add_bwd"},
-      {"rotary", "rotary_bwd"},       {"attention", "attention_bwd"},
-      {"gelu", "gelu_bwd"},           {"silu", "silu_bwd"},
+      {"rms_norm", "rms_norm_bwd"}, {"layer_norm", "layer_norm_bwd"},
+      {"linear", "linear_bwd"},     {"bias_add", "bias_add_bwd"},
+      {"rotary", "rotary_bwd"},     {"attention", "attention_bwd"},
+      {"gelu", "gelu_bwd"},         {"silu", "silu_bwd"},
       {"swiglu", "swiglu_bwd"}};
   auto it = simple.find(name);
   if (it == simple.end())
@@ -424,9 +423,8 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
   }
 
   b.setInsertionPointAfter(forward);
-  auto backward = exec::PhaseOp::create(b, forward.getLoc(),
-                                        exec::PhaseKind::backward,
-                                        forward.getChunkAttr());
+  auto backward = exec::PhaseOp::create(
+      b, forward.getLoc(), exec::PhaseKind::backward, forward.getChunkAttr());
   b.createBlock(&backward.getBody());
   gatheredParams.clear();
   llvm::SetVector<StringAttr> touched;
@@ -485,8 +483,8 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
 void BackwardBuilder::buildStep() {
   Block &body = program.getBody().front();
   b.setInsertionPointToEnd(&body);
-  auto step = exec::PhaseOp::create(b, program.getLoc(),
-                                    exec::PhaseKind::step, IntegerAttr());
+  auto step = exec::PhaseOp::create(b, program.getLoc(), exec::PhaseKind::step,
+                                    IntegerAttr());
   b.createBlock(&step.getBody());
   auto f32 = b.getF32Type();
   auto scalarType = RankedTensorType::get({}, f32);
@@ -532,23 +530,22 @@ void BackwardBuilder::buildStep() {
     weights.push_back(b.getF64FloatAttr(weight));
   }
   StringAttr sumsq = addBuffer("grad_sumsq", scalarType, BufferKind::scalar);
-  StringAttr clip = addBuffer("clip_coefficient", scalarType, BufferKind::scalar);
+  StringAttr clip =
+      addBuffer("clip_coefficient", scalarType, BufferKind::scalar);
   kernel("grad_sumsq", gradForms, {sumsq}, {false},
          b.getDictionaryAttr(
              {b.getNamedAttr("weights", b.getArrayAttr(weights))}));
   int64_t world = config.dp * config.tp * config.pp;
   if (world > 1)
-    collective(CollectiveKind::all_reduce, "world", sumsq, sumsq,
-               std::nullopt);
+    collective(CollectiveKind::all_reduce, "world", sumsq, sumsq, std::nullopt);
   kernel("clip_coefficient", {sumsq}, {clip}, {false}, {});
 
   for (auto [param, form] : llvm::zip(params, gradForms)) {
     exec::BufferOp buf = buffer(param);
-    StringAttr stored = zero >= 3
-                            ? b.getStringAttr(param.getValue() + ".shard")
-                            : param;
-    Type stateType = zero >= 1 ? Type(shardType(buf.getTensorType()))
-                               : buf.getType();
+    StringAttr stored =
+        zero >= 3 ? b.getStringAttr(param.getValue() + ".shard") : param;
+    Type stateType =
+        zero >= 1 ? Type(shardType(buf.getTensorType())) : buf.getType();
     auto state = [&](StringRef prefix) {
       StringAttr name = addBuffer(prefix + param.getValue(), stateType,
                                   BufferKind::optimizer_state);
@@ -563,8 +560,8 @@ void BackwardBuilder::buildStep() {
            {false, false, false},
            b.getDictionaryAttr(
                {b.getNamedAttr("weight_decay", b.getBoolAttr(decay)),
-                b.getNamedAttr("dp_shard", b.getBoolAttr(zero == 1 ||
-                                                         zero == 2))}));
+                b.getNamedAttr("dp_shard",
+                               b.getBoolAttr(zero == 1 || zero == 2))}));
     if (zero == 1 || zero == 2)
       collective(CollectiveKind::all_gather, "dp", param, param, std::nullopt);
   }
@@ -599,8 +596,8 @@ LogicalResult BackwardBuilder::run() {
       addBuffer("grad_shard." + param.getValue(), shard,
                 BufferKind::grad_shard);
     if (zero >= 3) {
-      StringAttr stored =
-          addBuffer(param.getValue() + ".shard", shard, BufferKind::param_shard);
+      StringAttr stored = addBuffer(param.getValue() + ".shard", shard,
+                                    BufferKind::param_shard);
       exec::BufferOp s = buffer(stored);
       s.setParam(*buf.getParam());
       s.setInitAttr(buf.getInitAttr());

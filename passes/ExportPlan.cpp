@@ -1,4 +1,5 @@
-//===- ExportPlan.cpp - exec-export-plan -----------------------------------===//
+//===- ExportPlan.cpp - exec-export-plan
+//-----------------------------------===//
 
 #include "compiler/Export/PlanExport.h"
 #include "passes/Passes.h"
@@ -30,8 +31,7 @@ struct ExecExportPlanPass : impl::ExecExportPlanBase<ExecExportPlanPass> {
       module.emitError("exec-export-plan: ") << error;
       return signalPassFailure();
     }
-    file->os() << llvm::formatv("{0:1}",
-                                llvm::json::Value(std::move(*plan)))
+    file->os() << llvm::formatv("{0:1}", llvm::json::Value(std::move(*plan)))
                << "\n";
     file->keep();
     markAllAnalysesPreserved();

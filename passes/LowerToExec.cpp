@@ -1,4 +1,5 @@
-//===- LowerToExec.cpp - dist-lower-to-exec --------------------------------===//
+//===- LowerToExec.cpp - dist-lower-to-exec
+//--------------------------------===//
 //
 // The staged, partitioned model to one exec.program per pipeline rank: every
 // SSA value becomes a named buffer and every op a kernel or collective
@@ -34,14 +35,15 @@ private:
   LogicalResult lowerOp(Operation *op);
   /// The buffer holding `v`, created as an activation on first use.
   FlatSymbolRefAttr ref(Value v);
-  FlatSymbolRefAttr newBuffer(StringRef base, Type type,
-                              exec::BufferKind kind);
+  FlatSymbolRefAttr newBuffer(StringRef base, Type type, exec::BufferKind kind);
   FlatSymbolRefAttr activation(Value v, StringRef kernel);
   FlatSymbolRefAttr param(tfm::ParamOp op);
+  /// Launches `name`; its output buffer is named after `base` (default:
+  /// the kernel).
   void kernel(StringRef name, ArrayRef<Value> ins, Value out,
-              ArrayRef<NamedAttribute> params = {});
-  void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis,
-                  Value in, Value out, std::optional<int64_t> dim);
+              ArrayRef<NamedAttribute> params = {}, StringRef base = {});
+  void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis, Value in,
+                  Value out, std::optional<int64_t> dim);
   StringAttr groupName(dist::MeshAxisAttr axis) {
     return b.getStringAttr(dist::stringifyMeshAxis(axis.getValue()));
   }
@@ -109,8 +111,8 @@ FlatSymbolRefAttr StageLowering::activation(Value v, StringRef kernel) {
 }
 
 FlatSymbolRefAttr StageLowering::param(tfm::ParamOp op) {
-  FlatSymbolRefAttr ref = newBuffer(op.getParamName(), op.getType(),
-                                    exec::BufferKind::param);
+  FlatSymbolRefAttr ref =
+      newBuffer(op.getParamName(), op.getType(), exec::BufferKind::param);
   exec::BufferOp buffer = lastBuffer;
   buffer.setParam(op.getParamName());
   buffer.setInit(tfm::stringifyInitKind(op.getInit()));
@@ -119,8 +121,7 @@ FlatSymbolRefAttr StageLowering::param(tfm::ParamOp op) {
   if (auto sharding = op->getAttrOfType<dist::ShardingAttr>("dist.sharding")) {
     buffer.setShardingDim(sharding.getDim());
     buffer.setShardingParts(sharding.getParts());
-  } else if (config.tp > 1 &&
-             llvm::any_of(op->getUsers(), [](Operation *user) {
+  } else if (config.tp > 1 && llvm::any_of(op->getUsers(), [](Operation *user) {
                auto linear = dyn_cast<tfm::LinearOp>(user);
                return linear && feedsKeyOrValue(linear.getResult());
              })) {
@@ -141,15 +142,14 @@ FlatSymbolRefAttr StageLowering::ref(Value v) {
 }
 
 void StageLowering::kernel(StringRef name, ArrayRef<Value> ins, Value out,
-                           ArrayRef<NamedAttribute> params) {
+                           ArrayRef<NamedAttribute> params, StringRef base) {
   SmallVector<Attribute> inRefs;
   for (Value v : ins)
     inRefs.push_back(ref(v));
-  FlatSymbolRefAttr outRef = activation(out, name);
+  FlatSymbolRefAttr outRef = activation(out, base.empty() ? name : base);
   auto launch = exec::KernelOp::create(
-      b, out.getLoc(), name, b.getArrayAttr(inRefs),
-      b.getArrayAttr({outRef}), nullptr,
-      params.empty() ? nullptr : b.getDictionaryAttr(params));
+      b, out.getLoc(), name, b.getArrayAttr(inRefs), b.getArrayAttr({outRef}),
+      nullptr, params.empty() ? nullptr : b.getDictionaryAttr(params));
   if (layer)
     launch->setAttr("layer", b.getI64IntegerAttr(*layer));
 }
@@ -208,13 +208,13 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
-    collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(), ar.getInput(),
-               ar.getResult(), std::nullopt);
+    collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(),
+               ar.getInput(), ar.getResult(), std::nullopt);
     return success();
   }
   if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
-    collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(), ag.getInput(),
-               ag.getResult(), ag.getDim());
+    collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(),
+               ag.getInput(), ag.getResult(), ag.getDim());
     return success();
   }
   if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
@@ -264,7 +264,8 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
-    kernel("linear", {head.getInput(), head.getWeight()}, head.getResult());
+    kernel("linear", {head.getInput(), head.getWeight()}, head.getResult(), {},
+           "lm_head");
     return success();
   }
   if (auto bias = dyn_cast<tfm::BiasAddOp>(op)) {
@@ -280,12 +281,17 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
       auto f64 = [&](const APFloat &v) {
         return b.getF64FloatAttr(v.convertToDouble());
       };
-      params.push_back(param("scaling", b.getStringAttr(tfm::stringifyRopeScalingKind(scaling.getKind()))));
+      params.push_back(param(
+          "scaling",
+          b.getStringAttr(tfm::stringifyRopeScalingKind(scaling.getKind()))));
       params.push_back(param("scaling_factor", f64(scaling.getFactor())));
-      params.push_back(param("low_freq_factor", f64(scaling.getLowFreqFactor())));
-      params.push_back(param("high_freq_factor", f64(scaling.getHighFreqFactor())));
-      params.push_back(param("original_max_positions",
-                             b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
+      params.push_back(
+          param("low_freq_factor", f64(scaling.getLowFreqFactor())));
+      params.push_back(
+          param("high_freq_factor", f64(scaling.getHighFreqFactor())));
+      params.push_back(
+          param("original_max_positions",
+                b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
     }
     kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
     return success();
@@ -303,10 +309,10 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {
-    kernel("gelu", {gelu.getInput()}, gelu.getResult(),
-           {param("approximate",
-                  b.getStringAttr(tfm::stringifyGeluApproximation(
-                      gelu.getApproximate())))});
+    kernel(
+        "gelu", {gelu.getInput()}, gelu.getResult(),
+        {param("approximate", b.getStringAttr(tfm::stringifyGeluApproximation(
+                                  gelu.getApproximate())))});
     return success();
   }
   if (auto silu = dyn_cast<tfm::SiluOp>(op)) {
@@ -339,29 +345,26 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     // The row maxima and (sum of exponents, target logit) per token, each
     // reduced over the vocabulary shards.
     FlatSymbolRefAttr logitsRef = ref(logits), labelsRef = ref(labelsIn);
-    FlatSymbolRefAttr maxRef = newBuffer("loss.max", rows,
-                                         exec::BufferKind::activation);
-    FlatSymbolRefAttr statsRef = newBuffer("loss.stats", stats,
-                                           exec::BufferKind::activation);
+    FlatSymbolRefAttr maxRef =
+        newBuffer("loss.max", rows, exec::BufferKind::activation);
+    FlatSymbolRefAttr statsRef =
+        newBuffer("loss.stats", stats, exec::BufferKind::activation);
     StringRef tp = "tp";
-    exec::KernelOp::create(b, op->getLoc(), "ce_max",
-                           b.getArrayAttr({logitsRef}),
-                           b.getArrayAttr({maxRef}), nullptr,
-                           b.getDictionaryAttr(vocabParams));
+    exec::KernelOp::create(
+        b, op->getLoc(), "ce_max", b.getArrayAttr({logitsRef}),
+        b.getArrayAttr({maxRef}), nullptr, b.getDictionaryAttr(vocabParams));
     if (parts > 1)
-      exec::CollectiveOp::create(b, op->getLoc(),
-                                 exec::CollectiveKind::all_reduce, tp, maxRef,
-                                 maxRef, exec::Reduction::max, std::nullopt,
-                                 false);
+      exec::CollectiveOp::create(
+          b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, maxRef, maxRef,
+          exec::Reduction::max, std::nullopt, false);
     exec::KernelOp::create(b, op->getLoc(), "ce_stats",
                            b.getArrayAttr({logitsRef, maxRef, labelsRef}),
                            b.getArrayAttr({statsRef}), nullptr,
                            b.getDictionaryAttr(vocabParams));
     if (parts > 1)
-      exec::CollectiveOp::create(b, op->getLoc(),
-                                 exec::CollectiveKind::all_reduce, tp,
-                                 statsRef, statsRef, exec::Reduction::sum,
-                                 std::nullopt, false);
+      exec::CollectiveOp::create(
+          b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, statsRef,
+          statsRef, exec::Reduction::sum, std::nullopt, false);
     // Every micro-batch adds its share of the mean over the global batch.
     int64_t globalTokens = config.globalBatch() * logitsType.getDimSize(1);
     FlatSymbolRefAttr lossRef =
@@ -414,9 +417,8 @@ LogicalResult StageLowering::lower(tfm::ModelOp model) {
       if (isa<exec::BufferOp>(op))
         return;
       for (NamedAttribute attr : op->getAttrs())
-        attr.getValue().walk([&](FlatSymbolRefAttr ref) {
-          used.insert(ref.getAttr());
-        });
+        attr.getValue().walk(
+            [&](FlatSymbolRefAttr ref) { used.insert(ref.getAttr()); });
     });
     for (auto buffer : llvm::make_early_inc_range(
              prog.getBody().front().getOps<exec::BufferOp>()))
@@ -426,12 +428,10 @@ LogicalResult StageLowering::lower(tfm::ModelOp model) {
   return success();
 }
 
-struct DistLowerToExecPass
-    : impl::DistLowerToExecBase<DistLowerToExecPass> {
+struct DistLowerToExecPass : impl::DistLowerToExecBase<DistLowerToExecPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    dist::StrategyAttr strategy =
-        requireStrategy(module, "dist-lower-to-exec");
+    dist::StrategyAttr strategy = requireStrategy(module, "dist-lower-to-exec");
     if (!strategy)
       return signalPassFailure();
     ParallelConfig config = fromStrategyAttr(strategy);
@@ -444,15 +444,13 @@ struct DistLowerToExecPass
     tfm::ModelOp model = models.front();
     if (failed(StageLowering(module, config).lower(model)))
       return signalPassFailure();
-    module->setAttr("exec.seq_len",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                     cast<RankedTensorType>(
-                                         model.getTokens().getType())
-                                         .getDimSize(1)));
-    module->setAttr("exec.model", StringAttr::get(&getContext(),
-                                                  model.getSymName()));
-    if (auto optimizer = model->getAttr("tfm.optimizer"))
-      module->setAttr("exec.optimizer", optimizer);
+    module->setAttr(
+        "exec.seq_len",
+        IntegerAttr::get(
+            IntegerType::get(&getContext(), 64),
+            cast<RankedTensorType>(model.getTokens().getType()).getDimSize(1)));
+    module->setAttr("exec.model",
+                    StringAttr::get(&getContext(), model.getSymName()));
     model.erase();
   }
 };

@@ -1,4 +1,5 @@
-//===- SchedulePipeline.cpp - exec-schedule-pipeline -----------------------===//
+//===- SchedulePipeline.cpp - exec-schedule-pipeline
+//-----------------------===//
 
 #include "compiler/CostModel/ParallelConfig.h"
 #include "dialects/exec/ExecDialect.h"
@@ -52,8 +53,8 @@ std::vector<Task> schedule(const ParallelConfig &c, int64_t rank) {
   }
   // 1F1B, and its interleaved form over vpp chunks per rank.
   const int64_t total = m * vpp;
-  int64_t warmup = vpp == 1 ? pp - rank - 1
-                            : (pp - rank - 1) * 2 + (vpp - 1) * pp;
+  int64_t warmup =
+      vpp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vpp - 1) * pp;
   warmup = std::min(warmup, total);
   int64_t f = 0, b = 0;
   for (; f < warmup; ++f)
@@ -78,8 +79,9 @@ struct ExecSchedulePipelinePass
     ParallelConfig config = fromStrategyAttr(strategy);
     if (config.vpp > 1 &&
         (config.vpp < 2 || config.numMicroBatches % config.pp != 0)) {
-      module.emitError("exec-schedule-pipeline: model chunks interleaved over the "
-                       "pipeline ranks need a number of micro-batches (")
+      module.emitError(
+          "exec-schedule-pipeline: model chunks interleaved over the "
+          "pipeline ranks need a number of micro-batches (")
           << config.numMicroBatches << ") divisible by pp (" << config.pp
           << ")";
       return signalPassFailure();
@@ -91,11 +93,10 @@ struct ExecSchedulePipelinePass
         program.emitOpError("already has a schedule");
         return signalPassFailure();
       }
-      bool hasBackward = llvm::any_of(body.getOps<exec::PhaseOp>(),
-                                      [](exec::PhaseOp p) {
-                                        return p.getKind() ==
-                                               exec::PhaseKind::backward;
-                                      });
+      bool hasBackward =
+          llvm::any_of(body.getOps<exec::PhaseOp>(), [](exec::PhaseOp p) {
+            return p.getKind() == exec::PhaseKind::backward;
+          });
       if (!hasBackward) {
         program.emitOpError("has no backward phases; run exec-build-backward "
                             "first");

@@ -4,9 +4,12 @@
 
 #include "compiler/CostModel/CostReport.h"
 #include "compiler/CostModel/ParallelConfig.h"
+#include "compiler/Import/ModelSpec.h"
 #include "compiler/Topology/Topology.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
+
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using llvm::json::Array;
@@ -257,19 +260,19 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
       if (buf.getKind() != exec::BufferKind::param &&
           buf.getKind() != exec::BufferKind::param_shard)
         continue;
-      auto local = buf.getKind() == exec::BufferKind::param_shard
-                       ? cast<RankedTensorType>(
-                             buf->getAttrOfType<TypeAttr>("local_type")
-                                 .getValue())
-                       : buf.getTensorType();
+      auto local =
+          buf.getKind() == exec::BufferKind::param_shard
+              ? cast<RankedTensorType>(
+                    buf->getAttrOfType<TypeAttr>("local_type").getValue())
+              : buf.getTensorType();
       dtype = dtypeName(local.getElementType());
       std::string name = buf.getParam()->str();
       SmallVector<int64_t> global(local.getShape());
       int64_t dim = buf.getShardingDim().value_or(0);
       int64_t parts = buf.getShardingParts().value_or(1);
       if (buf.getShardingDim())
-        global[dim] = buf.getPaddedFrom() ? *buf.getPaddedFrom()
-                                          : global[dim] * parts;
+        global[dim] =
+            buf.getPaddedFrom() ? *buf.getPaddedFrom() : global[dim] * parts;
       Object holder{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
                     {"buffer", buf.getSymName()},
                     {"dp_shard", buf.getDpShard()}};
@@ -281,7 +284,8 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
                  {"local_shape", shapeJson(local.getShape())},
                  {"dtype", dtypeName(local.getElementType())},
                  {"init", buf.getInit() ? buf.getInit()->str() : "zeros"},
-                 {"tp_dim", buf.getShardingDim() ? JsonValue(dim) : JsonValue(nullptr)},
+                 {"tp_dim",
+                  buf.getShardingDim() ? JsonValue(dim) : JsonValue(nullptr)},
                  {"tp_parts", parts},
                  {"holders", Array()}};
         if (auto std = buf.getInitStd())
@@ -294,12 +298,13 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
     }
   }
 
+  // The mesh axes always; tied and tp_kv where a collective uses them.
+  llvm::StringSet<> used = {"tp", "dp", "pp", "world"};
+  module.walk([&](exec::CollectiveOp c) { used.insert(c.getGroup()); });
   Object groups;
-  for (StringRef name : {"tp", "dp", "pp", "world", "tied", "tp_kv"}) {
-    if ((name == "tied" && config.pp == 1) || (name == "tp_kv" && kvParts == config.tp))
-      continue;
-    groups[name] = groupsJson(name, config, kvParts);
-  }
+  for (StringRef name : {"tp", "dp", "pp", "world", "tied", "tp_kv"})
+    if (used.contains(name))
+      groups[name] = groupsJson(name, config, kvParts);
   Array devices;
   for (int64_t r = 0; r < config.numDevices(); ++r) {
     int64_t p = r / (config.dp * config.tp);
@@ -315,43 +320,46 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
   for (const std::string &name : parameterOrder)
     params.push_back(std::move(parameters[name]));
 
-  // Optimizer settings: the spec's, completed with the documented defaults.
-  Object optimizer{{"lr", 3e-4},          {"min_lr", 3e-5},
-                   {"warmup_steps", 0},   {"decay_steps", 0},
-                   {"decay", "cosine"},   {"beta1", 0.9},
-                   {"beta2", 0.95},       {"eps", 1e-8},
-                   {"weight_decay", 0.1}, {"clip_norm", 1.0}};
-  if (auto given = module->getAttrOfType<DictionaryAttr>("exec.optimizer"))
+  // Optimizer settings: the spec's (as imported), or the defaults.
+  OptimizerConfig defaults;
+  Object optimizer{{"lr", defaults.lr},
+                   {"min_lr", defaults.minLr},
+                   {"warmup_steps", defaults.warmupSteps},
+                   {"decay_steps", defaults.decaySteps},
+                   {"decay", defaults.decay},
+                   {"beta1", defaults.beta1},
+                   {"beta2", defaults.beta2},
+                   {"eps", defaults.eps},
+                   {"weight_decay", defaults.weightDecay},
+                   {"clip_norm", defaults.clipNorm}};
+  if (auto given = module->getAttrOfType<DictionaryAttr>("tfm.optimizer"))
     for (NamedAttribute n : given)
       optimizer[n.getName().getValue()] = toJson(n.getValue());
 
-  Object plan{
-      {"format", "partita-plan"},
-      {"version", kPlanFormatVersion},
-      {"model", model.getValue()},
-      {"training",
-       Object{{"seq_len", seqLen.getInt()},
-              {"global_batch", config.globalBatch()},
-              {"micro_batch_size", config.microBatchSize},
-              {"num_micro_batches", config.numMicroBatches},
-              {"dtype", dtype.value_or("f32")}}},
-      {"strategy", strategyJson(config, numLayers)},
-      {"mesh",
-       Object{{"world_size", config.numDevices()},
-              {"dp", config.dp},
-              {"tp", config.tp},
-              {"pp", config.pp},
-              {"order", Array{"pp", "dp", "tp"}},
-              {"kv_parts", kvParts}}},
-      {"topology", Object{{"name", topology.name},
-                          {"nodes", topology.nodes},
-                          {"devices_per_node", topology.devicesPerNode},
-                          {"device", topology.device.kind}}},
-      {"devices", std::move(devices)},
-      {"groups", std::move(groups)},
-      {"optimizer", std::move(optimizer)},
-      {"parameters", std::move(params)},
-      {"programs", std::move(programs)}};
+  Object plan{{"format", "partita-plan"},
+              {"version", kPlanFormatVersion},
+              {"model", model.getValue()},
+              {"training", Object{{"seq_len", seqLen.getInt()},
+                                  {"global_batch", config.globalBatch()},
+                                  {"micro_batch_size", config.microBatchSize},
+                                  {"num_micro_batches", config.numMicroBatches},
+                                  {"dtype", dtype.value_or("f32")}}},
+              {"strategy", strategyJson(config, numLayers)},
+              {"mesh", Object{{"world_size", config.numDevices()},
+                              {"dp", config.dp},
+                              {"tp", config.tp},
+                              {"pp", config.pp},
+                              {"order", Array{"pp", "dp", "tp"}},
+                              {"kv_parts", kvParts}}},
+              {"topology", Object{{"name", topology.name},
+                                  {"nodes", topology.nodes},
+                                  {"devices_per_node", topology.devicesPerNode},
+                                  {"device", topology.device.kind}}},
+              {"devices", std::move(devices)},
+              {"groups", std::move(groups)},
+              {"optimizer", std::move(optimizer)},
+              {"parameters", std::move(params)},
+              {"programs", std::move(programs)}};
   if (auto predicted = module->getAttrOfType<DictionaryAttr>("dist.predicted"))
     plan["predicted"] = toJson(predicted);
   return plan;

@@ -228,6 +228,21 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
       loc("loss"), RankedTensorType::get({}, b.getF32Type()), logits, labels);
   tfm::YieldOp::create(b, loc("loss"), ValueRange{loss});
 
+  // The optimizer settings travel in the IR to plan.json.
+  const OptimizerConfig &opt = spec.training.optimizer;
+  (*module)->setAttr(
+      "tfm.optimizer",
+      b.getDictionaryAttr(
+          {b.getNamedAttr("lr", b.getF64FloatAttr(opt.lr)),
+           b.getNamedAttr("min_lr", b.getF64FloatAttr(opt.minLr)),
+           b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(opt.warmupSteps)),
+           b.getNamedAttr("decay_steps", b.getI64IntegerAttr(opt.decaySteps)),
+           b.getNamedAttr("decay", b.getStringAttr(opt.decay)),
+           b.getNamedAttr("beta1", b.getF64FloatAttr(opt.beta1)),
+           b.getNamedAttr("beta2", b.getF64FloatAttr(opt.beta2)),
+           b.getNamedAttr("eps", b.getF64FloatAttr(opt.eps)),
+           b.getNamedAttr("weight_decay", b.getF64FloatAttr(opt.weightDecay)),
+           b.getNamedAttr("clip_norm", b.getF64FloatAttr(opt.clipNorm))}));
   // Pins travel in the IR, so the search stays a function of its input.
   if (!spec.strategyPins.empty())
     (*module)->setAttr("dist.strategy_pins",

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
 using json = nlohmann::json;
@@ -503,6 +504,35 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       else
         errors.add(r->where("dtype"), "unknown dtype \"" + *name +
                                           "\"; expected bf16, f16 or f32");
+    }
+    if (auto o = r->object("optimizer", ObjectReader::Optional)) {
+      OptimizerConfig &opt = t.optimizer;
+      auto real = [&](StringRef key, double &field, double min, double max,
+                      bool minExclusive) {
+        if (auto v = o->number(key, ObjectReader::Optional, min, max,
+                               minExclusive))
+          field = *v;
+      };
+      real("lr", opt.lr, 0, 1, true);
+      real("min_lr", opt.minLr, 0, 1, false);
+      real("beta1", opt.beta1, 0, 1, false);
+      real("beta2", opt.beta2, 0, 1, false);
+      real("eps", opt.eps, 0, 1, true);
+      real("weight_decay", opt.weightDecay, 0, 10, false);
+      real("clip_norm", opt.clipNorm, 0, 1e9, false);
+      if (auto v = o->integer("warmup_steps", ObjectReader::Optional, 0))
+        opt.warmupSteps = *v;
+      if (auto v = o->integer("decay_steps", ObjectReader::Optional, 0))
+        opt.decaySteps = *v;
+      if (auto v = o->oneOf("decay", ObjectReader::Optional,
+                            {"cosine", "linear", "constant"}))
+        opt.decay = *v;
+      if (opt.minLr > opt.lr)
+        errors.add(o->where("min_lr"),
+                   llvm::formatv("min_lr {0} exceeds lr {1}", opt.minLr,
+                                 opt.lr)
+                       .str());
+      o->rejectUnknownKeys();
     }
     r->rejectUnknownKeys();
   }

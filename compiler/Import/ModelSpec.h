@@ -80,10 +80,26 @@ struct ModelConfig {
 };
 
 /// Settings of one training step.
+/// AdamW and its learning-rate schedule. The defaults here are the
+/// documented ones (docs/model-spec.md); plan.json carries the result.
+struct OptimizerConfig {
+  double lr = 3e-4;
+  double minLr = 3e-5;
+  int64_t warmupSteps = 0;
+  /// Steps of decay from lr to min_lr after warm-up; 0: no decay.
+  int64_t decaySteps = 0;
+  std::string decay = "cosine"; // cosine, linear or constant
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weightDecay = 0.1;
+  /// Global gradient-norm clipping; 0 turns it off.
+  double clipNorm = 1.0;
+};
+
 struct TrainingConfig {
   int64_t seqLen = 0;
   int64_t globalBatch = 0; // in sequences
   DType dtype = DType::BF16;
+  OptimizerConfig optimizer;
 };
 
 /// Command-line values that complete or override a spec's training settings.

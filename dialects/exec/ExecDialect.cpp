@@ -26,7 +26,8 @@ void ExecDialect::initialize() {
 RegionKind ProgramOp::getRegionKind(unsigned) { return RegionKind::Graph; }
 
 BufferOp ProgramOp::lookupBuffer(StringAttr name) {
-  return dyn_cast_or_null<BufferOp>(mlir::SymbolTable::lookupSymbolIn(getOperation(), name));
+  return dyn_cast_or_null<BufferOp>(
+      mlir::SymbolTable::lookupSymbolIn(getOperation(), name));
 }
 
 /// Every buffer a launch names must be one of the program's: checked here,
@@ -61,9 +62,9 @@ LogicalResult ProgramOp::verifyRegions() {
         refs = {c.getInputAttr(), c.getOutputAttr()};
         if (c.getDim()) {
           RankedTensorType type =
-              buffers.lookup(c.getInput()) ? buffers.lookup(c.getInput())
-                                                 .getTensorType()
-                                           : RankedTensorType();
+              buffers.lookup(c.getInput())
+                  ? buffers.lookup(c.getInput()).getTensorType()
+                  : RankedTensorType();
           if (type && static_cast<int64_t>(*c.getDim()) >= type.getRank())
             return c.emitOpError("dim ")
                    << *c.getDim() << " is out of range for " << type;
@@ -119,20 +120,19 @@ LogicalResult KernelOp::verify() {
     return emitOpError("unknown kernel '") << getName() << "'";
   if (failed(checkCount(*this, "inputs", getIns().size(), signature->minIns,
                         signature->maxIns)) ||
-      failed(checkCount(*this, "outputs", getOuts().size(),
-                        signature->minOuts, signature->maxOuts)))
+      failed(checkCount(*this, "outputs", getOuts().size(), signature->minOuts,
+                        signature->maxOuts)))
     return failure();
   if (auto accumulate = getAccumulate();
       accumulate && accumulate->size() != getOuts().size())
-    return emitOpError("has ") << accumulate->size()
-                               << " accumulate flags for "
+    return emitOpError("has ") << accumulate->size() << " accumulate flags for "
                                << getOuts().size() << " outputs";
   return success();
 }
 
 LogicalResult CollectiveOp::verify() {
-  static constexpr llvm::StringLiteral groups[] = {"tp", "dp", "world",
-                                                   "tied", "tp_kv"};
+  static constexpr llvm::StringLiteral groups[] = {"tp", "dp", "world", "tied",
+                                                   "tp_kv"};
   if (!llvm::is_contained(groups, getGroup()))
     return emitOpError("unknown group '")
            << getGroup() << "'; expected tp, dp, world, tied or tp_kv";
@@ -148,7 +148,6 @@ LogicalResult CollectiveOp::verify() {
     return emitOpError("only all_reduce takes a reduction other than sum");
   return success();
 }
-
 
 LogicalResult ScheduleOp::verify() {
   auto program = (*this)->getParentOfType<ProgramOp>();

@@ -1,0 +1,165 @@
+// Every diagnostic of the exec verifiers.
+// RUN: plan-opt %s -split-input-file -verify-diagnostics
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{unknown kernel 'matmul'}}
+    exec.kernel "matmul" ins [@x] outs [@x]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{takes 2 to 3 inputs, got 1}}
+    exec.kernel "linear" ins [@x] outs [@x]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{takes 1 outputs, got 2}}
+    exec.kernel "gelu" ins [@x] outs [@x, @x]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{has 2 accumulate flags for 1 outputs}}
+    exec.kernel "gelu" ins [@x] outs [@x] accumulate [true, false]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{names @missing, which is not a buffer of its exec.program}}
+    exec.kernel "gelu" ins [@missing] outs [@x]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{names @x, which is not a buffer of its exec.program}}
+    exec.send @x to next
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{unknown group 'row'; expected tp, dp, world, tied or tp_kv}}
+    exec.collective all_reduce "row" @x -> @x
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.buffer @y : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{all_reduce is in place: input and output must be the same buffer}}
+    exec.collective all_reduce "tp" @x -> @y
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{all_reduce takes no `dim`}}
+    exec.collective all_reduce "tp" @x -> @x dim 0
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.buffer @y : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{only all_reduce takes a reduction other than sum}}
+    exec.collective all_gather "tp" @x -> @y reduce max
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.buffer @y : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{dim 1 is out of range for 'tensor<4xf32>'}}
+    exec.collective all_gather "tp" @x -> @y dim 1
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  // expected-error @+1 {{of a model chunk needs `chunk`}}
+  exec.phase forward {
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  // expected-error @+1 {{`step` runs once per step and takes no `chunk`}}
+  exec.phase step chunk 0 {
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.phase forward chunk 0 {
+  }
+  exec.schedule {
+    // expected-error @+1 {{runs backward of chunk 0, which the program does not have}}
+    exec.run backward mb 0 chunk 0
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.phase step {
+  }
+  exec.schedule {
+    // expected-error @+1 {{the step phase runs once, after the schedule}}
+    exec.run step mb 0 chunk 0
+  }
+}
+
+// -----
+
+// expected-error @+1 {{has 2 schedules; at most one}}
+exec.program @p pp_rank 0 {
+  exec.schedule {
+  }
+  exec.schedule {
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'exec.buffer' op expects parent op 'exec.program'}}
+exec.buffer @x : tensor<4xf32> activation

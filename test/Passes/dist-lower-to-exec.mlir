@@ -1,0 +1,55 @@
+// The staged tiny Llama (tp=2, pp=2) as one exec.program per pipeline rank.
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:4 strategy=tp=2,pp=2,sp=0,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s
+// Sequence parallelism keeps the dist collectives' groups and dims.
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,sp=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=SP
+
+// The model is replaced by the programs; the module says what they run.
+// CHECK: module attributes {{{.*}}exec.model = "tiny-llama", exec.seq_len = 128 : i64, tfm.optimizer = {
+// CHECK-NOT: tfm.model
+
+// Buffers first: inputs, parameters with their init rule and sharding,
+// activations named after their layer and kernel.
+// CHECK-LABEL: exec.program @rank0 pp_rank 0 {
+// CHECK-NEXT: exec.buffer @tokens : tensor<2x128xi32> tokens
+// CHECK-NEXT: exec.buffer @embed.tokens.weight : tensor<256x64xf32> param {init = "normal", init_std = 2.000000e-02 : f64, param = "embed.tokens.weight", sharding_dim = 0 : i64, sharding_parts = 2 : i64}
+// CHECK-NEXT: exec.buffer @embedding.0 : tensor<2x128x64xf32> activation
+// CHECK-NEXT: exec.buffer @layers.0.attn_norm.weight : tensor<64xf32> param {init = "ones", param = "layers.0.attn_norm.weight"}
+// CHECK: exec.buffer @layers.0.attn.out.weight : tensor<64x32xf32> param {{{.*}}sharding_dim = 1 : i64, sharding_parts = 2 : i64}
+
+// The forward phase of chunk 0: the vocab-parallel embedding completed by
+// an in-place all-reduce, column- then row-parallel projections.
+// CHECK: exec.phase forward chunk 0 {
+// CHECK-NEXT: exec.kernel "embedding" ins [@embed.tokens.weight, @tokens] outs [@embedding.0] params {vocab_parts = 2 : i64}
+// CHECK-NEXT: exec.collective all_reduce "tp" @embedding.0 -> @embedding.0
+// CHECK-NEXT: exec.kernel "rms_norm" ins [@embedding.0, @layers.0.attn_norm.weight] outs [@layers.0.rms_norm.1] params {eps = 1.000000e-05 : f64} {layer = 0 : i64}
+// CHECK-NEXT: exec.kernel "linear" ins [@layers.0.rms_norm.1, @layers.0.attn.q.weight] outs [@layers.0.linear.2] {layer = 0 : i64}
+// CHECK: exec.kernel "attention" ins [@layers.0.rotary.5, @layers.0.rotary.6, @layers.0.linear.4] outs [@layers.0.attention.7] params {causal = true, num_heads = 2 : i64, num_kv_heads = 1 : i64} {layer = 0 : i64}
+// CHECK-NEXT: exec.kernel "linear" ins [@layers.0.attention.7, @layers.0.attn.out.weight] outs [@layers.0.linear.8] {layer = 0 : i64}
+// CHECK-NEXT: exec.collective all_reduce "tp" @layers.0.linear.8 -> @layers.0.linear.8 {layer = 0 : i64}
+// CHECK: exec.send @layers.0.add.15 to next
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+
+// The last stage receives, and computes the loss without gathering the
+// logits: row maxima and (sum of exponents, target logit) reduced over tp.
+// CHECK-LABEL: exec.program @rank1 pp_rank 1 {
+// CHECK-NEXT: exec.buffer @labels : tensor<2x128xi32> labels
+// CHECK-NEXT: exec.buffer @recv.0 : tensor<2x128x64xf32> activation
+// CHECK: exec.buffer @loss.max : tensor<2x128xf32> activation
+// CHECK-NEXT: exec.buffer @loss.stats : tensor<2x128x2xf32> activation
+// CHECK-NEXT: exec.buffer @loss : tensor<f32> scalar
+// CHECK: exec.phase forward chunk 1 {
+// CHECK-NEXT: exec.recv @recv.0 from prev
+// CHECK: exec.kernel "linear" ins [@rms_norm.16, @lm_head.weight] outs [@lm_head.17]
+// CHECK-NEXT: exec.kernel "ce_max" ins [@lm_head.17] outs [@loss.max] params {vocab_parts = 2 : i64, vocab_size = 512 : i64}
+// CHECK-NEXT: exec.collective all_reduce "tp" @loss.max -> @loss.max reduce max
+// CHECK-NEXT: exec.kernel "ce_stats" ins [@lm_head.17, @loss.max, @labels] outs [@loss.stats] params {vocab_parts = 2 : i64, vocab_size = 512 : i64}
+// CHECK-NEXT: exec.collective all_reduce "tp" @loss.stats -> @loss.stats
+// 1 / (8 sequences x 128 tokens): the micro-batches add up to the mean.
+// CHECK-NEXT: exec.kernel "ce_loss" ins [@loss.max, @loss.stats] outs [@loss] accumulate [true] params {scale = 9.765625E-4 : f64}
+// CHECK-NEXT: }
+
+// SP: exec.collective reduce_scatter "tp" @embedding.0 -> @reduce_scatter.1 dim 1
+// SP: exec.kernel "rms_norm" ins [@reduce_scatter.1, @layers.0.attn_norm.weight] outs [@layers.0.rms_norm.2]
+// SP-NEXT: exec.collective all_gather "tp" @layers.0.rms_norm.2 -> @layers.0.all_gather.3 dim 1 {layer = 0 : i64}
+// SP-NEXT: exec.kernel "linear" ins [@layers.0.all_gather.3, @layers.0.attn.q.weight]
