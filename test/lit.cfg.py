@@ -37,3 +37,5 @@ config.substitutions.append(("%megatron_table", megatron_table))
 config.substitutions.append(("%bench", os.path.join(config.partita_src_root,
                                                     "bench")))
 config.substitutions.append(("%python", "python3"))
+config.substitutions.append(("%docs", os.path.join(config.partita_src_root,
+                                                   "docs")))
