@@ -109,6 +109,8 @@ private:
   llvm::DenseMap<StringAttr, StringAttr> grads;
   llvm::DenseSet<StringAttr> written, finished;
   llvm::DenseSet<StringAttr> gatheredParams;
+  /// Parameters read by some layer's launches.
+  llvm::DenseSet<StringAttr> layerParams;
   /// Forward reads of each parameter not yet differentiated.
   llvm::DenseMap<StringAttr, int64_t> pendingReads;
   /// Launches already tagged with the layer they belong to (or none).
@@ -231,6 +233,16 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     if (!dOut || c.getKind() == CollectiveKind::all_reduce)
       return success(); // the sum's gradient is its input's: same buffer
     auto [dIn, accumulate] = gradOut(in);
+    // Gathering received slices rebuilds a replicated activation: its
+    // gradient is whole on every rank, and each sends back its own slice.
+    if (llvm::any_of(writers.lookup(in),
+                     [](Operation *w) { return isa<exec::RecvOp>(w); })) {
+      kernel("shard_slice", {dOut}, {dIn}, {accumulate},
+             b.getDictionaryAttr(
+                 {b.getNamedAttr("dim", b.getI64IntegerAttr(*c.getDim())),
+                  b.getNamedAttr("group", c.getGroupAttr())}));
+      return success();
+    }
     CollectiveKind adjoint = c.getKind() == CollectiveKind::all_gather
                                  ? CollectiveKind::reduce_scatter
                                  : CollectiveKind::all_gather;
@@ -380,6 +392,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
   writers.clear();
   readers.clear();
   pendingReads.clear();
+  layerParams.clear();
   written.clear();
   finished.clear();
   SmallVector<Operation *> launches;
@@ -389,8 +402,11 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
     if (auto k = dyn_cast<exec::KernelOp>(op)) {
       for (StringAttr in : refs(k.getIns())) {
         readers[in].push_back(op);
-        if (isParam(in))
+        if (isParam(in)) {
           ++pendingReads[in];
+          if (layerOf(op))
+            layerParams.insert(in);
+        }
       }
       for (StringAttr out : refs(k.getOuts()))
         writers[out].push_back(op);
@@ -404,7 +420,6 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
 
   // ZeRO-3: gather each layer's parameters just before the layer.
   if (zero >= 3) {
-    Block &fwd = forward.getBody().front();
     SmallVector<Operation *> segment;
     std::optional<int64_t> current;
     gatheredParams.clear();
@@ -417,7 +432,6 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
             segment.push_back(other);
         b.setInsertionPoint(op);
         gatherParams(segment);
-        (void)fwd;
       }
     }
   }
@@ -439,8 +453,13 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
       // Gradients whose every use is differentiated are final for this
       // micro-batch. Entering a layer: gather it, recompute it.
       scatterGradients(touched, current);
+      // A layer's gathered parameters are freed when it is done; the
+      // embedding and head's (read by several non-layer launches, tied)
+      // stay for the phase.
       if (layer != current)
-        gatheredParams.clear();
+        for (StringAttr p : llvm::to_vector(gatheredParams))
+          if (layerParams.contains(p))
+            gatheredParams.erase(p);
       current = layer;
       first = false;
       SmallVector<Operation *> segment;
@@ -459,6 +478,8 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
         finishGradient(out);
     if (auto r = dyn_cast<exec::RecvOp>(op))
       finishGradient(r.getBufferAttr().getAttr());
+    if (auto c = dyn_cast<exec::CollectiveOp>(op))
+      finishGradient(c.getOutputAttr().getAttr());
     if (failed(backwardOf(op)))
       return failure();
     if (auto k = dyn_cast<exec::KernelOp>(op))

@@ -40,8 +40,7 @@ void recordPrediction(mlir::ModuleOp module, const llvm::json::Object &p) {
   module->setAttr("dist.predicted", toAttr(p, module.getContext()));
 }
 
-struct DistEstimateCostPass
-    : impl::DistEstimateCostBase<DistEstimateCostPass> {
+struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -54,8 +53,8 @@ struct DistEstimateCostPass
       return signalPassFailure();
     }
     // Without a strategy option, cost the one the module carries.
-    auto chosen = module->getAttrOfType<dist::StrategyAttr>(
-        dist::kStrategyAttrName);
+    auto chosen =
+        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
     llvm::Expected<PartialParallelConfig> partial =
         parseParallelConfig(strategy);
     if (!partial) {
@@ -83,8 +82,8 @@ struct DistEstimateCostPass
       }
     }
     llvm::raw_ostream &os = format == "none" ? llvm::nulls()
-                            : file          ? file->os()
-                                            : llvm::errs();
+                            : file           ? file->os()
+                                             : llvm::errs();
 
     llvm::json::Array reports;
     mlir::WalkResult result = module.walk([&](tfm::ModelOp model) {
@@ -106,10 +105,11 @@ struct DistEstimateCostPass
       // The strategy costed is the one later passes apply when the module
       // has none yet.
       if (!chosen)
-        module->setAttr(dist::kStrategyAttrName,
-                        toStrategyAttr(estimate->config,
-                                       static_cast<int64_t>(profile.layers.size()),
-                                       model.getContext()));
+        module->setAttr(
+            dist::kStrategyAttrName,
+            toStrategyAttr(estimate->config,
+                           static_cast<int64_t>(profile.layers.size()),
+                           model.getContext()));
       if (format == "text")
         printCostReport(*estimate, profile, note, os);
       else if (format == "json")

@@ -44,6 +44,17 @@ private:
               ArrayRef<NamedAttribute> params = {}, StringRef base = {});
   void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis, Value in,
                   Value out, std::optional<int64_t> dim);
+  /// The slice of a pipeline message each tp rank sends, when tp ranks hold
+  /// the whole (replicated) activation.
+  std::optional<RankedTensorType> p2pSlice(Type type) {
+    auto t = cast<RankedTensorType>(type);
+    if (config.tp == 1 || config.sequenceParallel || t.getRank() != 3 ||
+        t.getDimSize(1) % config.tp != 0)
+      return std::nullopt;
+    SmallVector<int64_t> shape(t.getShape());
+    shape[1] /= config.tp;
+    return RankedTensorType::get(shape, t.getElementType());
+  }
   StringAttr groupName(dist::MeshAxisAttr axis) {
     return b.getStringAttr(dist::stringifyMeshAxis(axis.getValue()));
   }
@@ -197,14 +208,41 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
       buffers[result] = ref(value);
     return success();
   }
+  // Activations replicated over tp cross a stage boundary as 1/tp slices,
+  // gathered again by the receivers (Megatron-LM's scatter/gather): each
+  // tp rank's link carries 1/tp of the bytes.
   if (auto send = dyn_cast<dist::SendOp>(op)) {
-    exec::SendOp::create(b, op->getLoc(), ref(send.getInput()),
-                         exec::Peer::next);
+    Value x = send.getInput();
+    FlatSymbolRefAttr sent = ref(x);
+    if (std::optional<RankedTensorType> slice = p2pSlice(x.getType())) {
+      FlatSymbolRefAttr whole = sent;
+      sent = newBuffer(whole.getValue().str() + ".slice", *slice,
+                       exec::BufferKind::activation);
+      exec::KernelOp::create(
+          b, op->getLoc(), "shard_slice", b.getArrayAttr({whole}),
+          b.getArrayAttr({sent}), nullptr,
+          b.getDictionaryAttr({param("dim", b.getI64IntegerAttr(1)),
+                               param("group", b.getStringAttr("tp"))}));
+    }
+    exec::SendOp::create(b, op->getLoc(), sent, exec::Peer::next);
     return success();
   }
   if (auto recv = dyn_cast<dist::RecvOp>(op)) {
-    exec::RecvOp::create(b, op->getLoc(), activation(recv.getResult(), "recv"),
-                         exec::Peer::prev);
+    Value x = recv.getResult();
+    std::optional<RankedTensorType> slice = p2pSlice(x.getType());
+    if (!slice) {
+      exec::RecvOp::create(b, op->getLoc(), activation(x, "recv"),
+                           exec::Peer::prev);
+      return success();
+    }
+    FlatSymbolRefAttr whole = activation(x, "recv");
+    FlatSymbolRefAttr received =
+        newBuffer(whole.getValue().str() + ".slice", *slice,
+                  exec::BufferKind::activation);
+    exec::RecvOp::create(b, op->getLoc(), received, exec::Peer::prev);
+    exec::CollectiveOp::create(b, op->getLoc(),
+                               exec::CollectiveKind::all_gather, "tp", received,
+                               whole, exec::Reduction::sum, 1, false);
     return success();
   }
   if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {

@@ -48,9 +48,7 @@ private:
   int64_t columnParts(tfm::LinearOp linear);
   void shard(Value param, int64_t dim, int64_t parts);
   /// Sets `v`'s batch dimension to the micro-batch size.
-  void localBatch(Value v) {
-    v.setType(withDim(v.getType(), 0, mbs));
-  }
+  void localBatch(Value v) { v.setType(withDim(v.getType(), 0, mbs)); }
   dist::MeshAxisAttr tpAxis() {
     return dist::MeshAxisAttr::get(builder.getContext(), dist::MeshAxis::tp);
   }
@@ -75,12 +73,12 @@ private:
       return it->second;
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointAfterValue(shard);
-    Type full = withDim(shard.getType(), 1,
-                        cast<RankedTensorType>(shard.getType()).getDimSize(1) *
-                            t);
-    it->second = dist::AllGatherOp::create(builder, shard.getLoc(), full,
-                                           shard, tpAxis(),
-                                           builder.getI64IntegerAttr(1));
+    Type full =
+        withDim(shard.getType(), 1,
+                cast<RankedTensorType>(shard.getType()).getDimSize(1) * t);
+    it->second =
+        dist::AllGatherOp::create(builder, shard.getLoc(), full, shard,
+                                  tpAxis(), builder.getI64IntegerAttr(1));
     return it->second;
   }
 
@@ -111,8 +109,8 @@ void Partitioner::shard(Value param, int64_t dim, int64_t parts) {
     op->setAttr("dist.padded_from", builder.getI64IntegerAttr(size));
   param.setType(withDim(type, dim, (size + parts - 1) / parts));
   op->setAttr("dist.sharding",
-              dist::ShardingAttr::get(builder.getContext(),
-                                      dist::MeshAxis::tp, dim, parts));
+              dist::ShardingAttr::get(builder.getContext(), dist::MeshAxis::tp,
+                                      dim, parts));
 }
 
 /// Everything tensor parallelism splits must divide by t, before anything
@@ -176,8 +174,7 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     if (failed(rewrite(body)))
       return failure();
     for (auto [result, value] :
-         llvm::zip(block.getResults(),
-                   body.getTerminator()->getOperands()))
+         llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
       result.setType(value.getType());
     return success();
   }
@@ -204,9 +201,9 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     if (bias)
       linear.getBiasMutable().clear();
     Value reduced = reduce(result, loc);
-    Value out = bias ? tfm::BiasAddOp::create(builder, loc, reduced, bias)
-                           .getResult()
-                     : reduced;
+    Value out =
+        bias ? tfm::BiasAddOp::create(builder, loc, reduced, bias).getResult()
+             : reduced;
     result.replaceAllUsesExcept(out, reduced.getDefiningOp());
     return success();
   }
@@ -248,12 +245,11 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     result.setType(cast<RankedTensorType>(position.getInput().getType()));
     if (!sp)
       return success();
-    Type shard = withDim(result.getType(), 1,
-                         cast<RankedTensorType>(result.getType()).getDimSize(1) /
-                             t);
-    auto slice = dist::ShardSliceOp::create(builder, loc, shard, result,
-                                            tpAxis(),
-                                            builder.getI64IntegerAttr(1));
+    Type shard =
+        withDim(result.getType(), 1,
+                cast<RankedTensorType>(result.getType()).getDimSize(1) / t);
+    auto slice = dist::ShardSliceOp::create(
+        builder, loc, shard, result, tpAxis(), builder.getI64IntegerAttr(1));
     result.replaceAllUsesExcept(slice, slice);
     return success();
   }
@@ -263,8 +259,8 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     shard(head.getWeight(), 0, t);
     Value result = head.getResult();
     vocab = lastDim(result);
-    result.setType(withDim(withDim(result.getType(), 0, mbs), -1,
-                           (vocab + t - 1) / t));
+    result.setType(
+        withDim(withDim(result.getType(), 0, mbs), -1, (vocab + t - 1) / t));
     return success();
   }
   if (auto loss = dyn_cast<tfm::CrossEntropyOp>(op)) {

@@ -16,18 +16,17 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(createTfmSummarizeModel());
   // With the search, the cost report describes its winner; without it, the
   // strategy given (completed with the documented defaults).
-  std::string costed = options.search ? std::string() : options.strategy.getValue();
+  std::string costed =
+      options.search ? std::string() : options.strategy.getValue();
   if (options.search)
     pm.addPass(createDistSearchStrategy(
         {options.strategy, options.objective, options.memoryCapGib,
          options.allowTpAcrossNodes, options.freeGlobalBatch, /*topK=*/5,
-         options.report,
-         options.costParams}));
-  bool wantsCost =
-      !options.strategy.empty() || !options.costReport.empty();
+         options.report, options.costParams}));
+  bool wantsCost = !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
-    pm.addPass(createDistEstimateCost(
-        {costed, "text", "-", options.costParams}));
+    pm.addPass(
+        createDistEstimateCost({costed, "text", "-", options.costParams}));
   if (!options.costReport.empty())
     pm.addPass(createDistEstimateCost(
         {costed, "json", options.costReport, options.costParams}));
@@ -35,7 +34,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
     return;
   // The plan carries the prediction, made on the global shapes.
   if (!wantsCost)
-    pm.addPass(createDistEstimateCost({costed, "none", "-", options.costParams}));
+    pm.addPass(
+        createDistEstimateCost({costed, "none", "-", options.costParams}));
   pm.addPass(createDistPartitionTensors());
   pm.addPass(createDistSplitStages());
   pm.addPass(createDistLowerToExec());

@@ -13,8 +13,8 @@ namespace partita {
 
 /// The module's topology, or the default and a note saying so.
 Topology moduleTopology(mlir::ModuleOp module, std::string &note) {
-  if (auto attr = module->getAttrOfType<dist::TopologyAttr>(
-          dist::kTopologyAttrName))
+  if (auto attr =
+          module->getAttrOfType<dist::TopologyAttr>(dist::kTopologyAttrName))
     return fromAttr(attr);
   note = "no topology given: the default, one dgx-h100 node; choose one "
          "with --topology";
@@ -93,8 +93,7 @@ struct DistSearchStrategyPass
       printSearchReport(*result, profile, note, llvm::errs());
       reports.push_back(searchReportJson(*result, profile, !note.empty()));
       module->setAttr(dist::kStrategyAttrName,
-                      toStrategyAttr(result->best.config,
-                                     profile.layers.size(),
+                      toStrategyAttr(result->best.config, profile.layers.size(),
                                      module.getContext()));
       return mlir::WalkResult::advance();
     });

@@ -19,8 +19,8 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
   ArrayRef<int64_t> chunkLayers = strategy.getStageLayers().asArrayRef();
   const int64_t chunks = chunkLayers.size(), pp = strategy.getPp();
   Block &body = model.getBodyBlock();
-  int64_t numBlocks = llvm::count_if(
-      body, [](Operation &op) { return isa<tfm::BlockOp>(op); });
+  int64_t numBlocks =
+      llvm::count_if(body, [](Operation &op) { return isa<tfm::BlockOp>(op); });
   int64_t total = 0;
   for (int64_t n : chunkLayers)
     total += n;

@@ -48,8 +48,8 @@ std::string scaled(double value, llvm::StringRef unit) {
 void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
   ModelStats s = computeModelStats(model);
   os << "model \"" << model.getSymName() << "\": " << s.numBlocks
-     << " blocks, hidden " << s.hiddenSize << ", " << s.numHeads
-     << " heads (" << s.numKVHeads << " kv), vocab " << s.vocabSize
+     << " blocks, hidden " << s.hiddenSize << ", " << s.numHeads << " heads ("
+     << s.numKVHeads << " kv), vocab " << s.vocabSize
      << (s.tiedEmbeddings ? ", tied embeddings" : "") << "\n";
   os << "  parameters        " << withThousands(s.numParameters);
   if (s.numParameters >= 1000)
@@ -66,16 +66,14 @@ void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
   os << "\n";
   os << "  step              " << withThousands(s.globalBatch)
      << " sequences x " << withThousands(s.seqLen)
-     << " tokens = " << withThousands(s.globalBatch * s.seqLen)
-     << " tokens\n";
+     << " tokens = " << withThousands(s.globalBatch * s.seqLen) << " tokens\n";
 }
 
 struct TfmSummarizeModelPass
     : impl::TfmSummarizeModelBase<TfmSummarizeModelPass> {
   void runOnOperation() override {
-    getOperation().walk([](tfm::ModelOp model) {
-      printSummary(model, llvm::errs());
-    });
+    getOperation().walk(
+        [](tfm::ModelOp model) { printSummary(model, llvm::errs()); });
     markAllAnalysesPreserved();
   }
 };

@@ -41,8 +41,7 @@ llvm::StringRef toString(CollectiveKind kind) {
 std::string CostParams::str() const {
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "gemm_efficiency=" << gemmEfficiency
-     << ",gemm_half_dim=" << gemmHalfDim
+  os << "gemm_efficiency=" << gemmEfficiency << ",gemm_half_dim=" << gemmHalfDim
      << ",attention_efficiency=" << attentionEfficiency
      << ",hbm_efficiency=" << hbmEfficiency
      << ",collective_efficiency=" << collectiveEfficiency
@@ -62,10 +61,10 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
     key = key.trim();
     value = value.trim();
     auto fail = [&](const llvm::Twine &expected) {
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     ("--cost-params: " + key + "=" + value +
-                                      ": expected " + expected)
-                                         .str());
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          ("--cost-params: " + key + "=" + value + ": expected " + expected)
+              .str());
     };
     if (key == "attention") {
       if (value != "flash" && value != "unfused")
@@ -220,8 +219,8 @@ double CollectiveGroup::time(CollectiveKind kind, double bytes,
   if (hierarchical && kind != CollectiveKind::SendRecv) {
     // Reduce-scatter inside nodes, the collective on 1/perNode of the data
     // across nodes (perNode rings at once), all-gather inside nodes.
-    double across = ringTime(kind, bytes / perNode, numNodes, inter,
-                             efficiency);
+    double across =
+        ringTime(kind, bytes / perNode, numNodes, inter, efficiency);
     double inside = 0;
     if (kind == CollectiveKind::AllReduce)
       inside = ringTime(CollectiveKind::ReduceScatter, bytes, perNode, intra,
@@ -237,9 +236,9 @@ double CollectiveGroup::time(CollectiveKind kind, double bytes,
   }
   if (!flat.intraNode && kind == CollectiveKind::AllReduce && p > 2) {
     // NCCL's double binary tree: logarithmic latency, ring-like bandwidth.
-    double tree = 2 * double(p - 1) / p * bytes /
-                      (flat.bytesPerS * efficiency) +
-                  2 * std::ceil(std::log2(double(p))) * flat.latencyS;
+    double tree =
+        2 * double(p - 1) / p * bytes / (flat.bytesPerS * efficiency) +
+        2 * std::ceil(std::log2(double(p))) * flat.latencyS;
     if (tree < best) {
       best = tree;
       chosen = "tree";
@@ -269,9 +268,8 @@ struct Device {
   double gemmTime(double m, double n, double k, double elementBytes) const {
     double flops = 2 * m * n * k;
     double math = flops / (peakFlops * gemmEfficiency(m, n, k));
-    double memory =
-        elementBytes * (m * k + k * n + m * n) / (hbmBytesPerS *
-                                                  params.hbmEfficiency);
+    double memory = elementBytes * (m * k + k * n + m * n) /
+                    (hbmBytesPerS * params.hbmEfficiency);
     return std::max(math, memory);
   }
   double memoryTime(double bytes) const {
@@ -372,14 +370,15 @@ struct LayerCoster {
       lc.tpForwardS = layer.rowParallelGemms * perGemm;
     }
 
-    lc.params = (layer.params - layer.keyValueParams) / t +
-                layer.keyValueParams / kvParts;
+    lc.params =
+        (layer.params - layer.keyValueParams - layer.replicatedParams) / t +
+        layer.keyValueParams / kvParts + layer.replicatedParams;
     // Kept tensors; unfused attention also keeps its softmax output
     // (Korthikanti et al.'s 5as/h term, without dropout) unless recomputed.
     double tensors =
         eb * tokens * (layer.savedBoundary / sp + layer.savedSharded / t);
     lc.fullBytes = tensors + (params.flashAttention ? 0 : eb * scores);
-    lc.keptBytes = c.recompute == Recompute::Full ? eb * tokens * h / sp
+    lc.keptBytes = c.recompute == Recompute::Full        ? eb * tokens * h / sp
                    : c.recompute == Recompute::Selective ? tensors
                                                          : lc.fullBytes;
     return lc;
@@ -411,8 +410,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     return fail("dp, tp, pp, vpp, micro-batch size and count must be "
                 "between 1 and " +
                 llvm::Twine(kMaxSize) + ", and so must dp * tp * pp");
-  const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches,
-                dp = c.dp;
+  const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches, dp = c.dp;
   const int64_t L = profile.layers.size();
   if (c.numDevices() > topo.numDevices())
     return fail("the configuration needs " + llvm::Twine(c.numDevices()) +
@@ -444,10 +442,13 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
         total != L ||
         llvm::any_of(c.stageLayers, [](int64_t n) { return n < 1; }))
       return fail("stage_layers has " + llvm::Twine(c.stageLayers.size()) +
-                  " stages of " + llvm::Twine(total) + " layers in all; it "
-                  "needs pp = " + llvm::Twine(p) + " stages of at least one "
-                  "layer covering the " + llvm::Twine(L) +
-                  " layers (and vpp = 1)");
+                  " stages of " + llvm::Twine(total) +
+                  " layers in all; it "
+                  "needs pp = " +
+                  llvm::Twine(p) +
+                  " stages of at least one "
+                  "layer covering the " +
+                  llvm::Twine(L) + " layers (and vpp = 1)");
   }
 
   CostEstimate e;
@@ -458,14 +459,16 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
 
   mlir::Type elem = profile.elementType;
   DType dtype = !elem || elem.isBF16() ? DType::BF16
-                : elem.isF16()        ? DType::F16
-                                      : DType::F32;
+                : elem.isF16()         ? DType::F16
+                                       : DType::F32;
   Device dev{topo.device.peakFlops(dtype), topo.device.hbmBytesPerS, params};
   const double eb = profile.elementBytes;
+  // Gradients are never narrower than the parameters (f32 training keeps
+  // f32 gradients).
+  const double gradientBytes = std::max(params.gradientBytes, eb);
   const double s = profile.seqLen, b = c.microBatchSize, tokens = b * s;
   // The vocabulary is padded to a multiple of tp (dist-partition-tensors).
-  const double h = profile.hidden,
-               V = double((profile.vocab + t - 1) / t * t);
+  const double h = profile.hidden, V = double((profile.vocab + t - 1) / t * t);
   const double sp = c.sequenceParallel ? t : 1; // split of boundary tensors
   const double eff = params.collectiveEfficiency;
 
@@ -493,6 +496,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.layerOps["lm_head"] = {headFlops, headFwd, 2 * headFwd};
 
   // --- Each pipeline rank: time per micro-batch, parameters, activations --
+  // The token embedding as one tp rank holds it (the vocabulary padded to a
+  // multiple of t): what a tied LM head copies to the last stage.
+  const double tiedParams =
+      double((profile.vocab + t - 1) / t) * double(profile.hidden);
   struct Rank {
     double fwd = 0, bwd = 0, recompute = 0, tp = 0, params = 0;
     double kept = 0, working = 0, zero3Exposed = 0;
@@ -530,8 +537,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.fwd += lc.forwardS;
       r.bwd += lc.backwardS;
       r.recompute += lc.recomputeS;
-      r.tp += lc.tpForwardS *
-              (2 + (c.recompute == Recompute::Full ? 1 : 0));
+      r.tp += lc.tpForwardS * (2 + (c.recompute == Recompute::Full ? 1 : 0));
       r.params += lc.params;
       r.kept += lc.keptBytes;
       r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
@@ -553,7 +559,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       // A tied LM head keeps its own copy of the embedding on the last
       // stage (dist-split-stages).
       if (profile.headParams == 0 && p > 1)
-        r.params += double(profile.embeddingParams) / t;
+        r.params += tiedParams;
       // Logits with the fp32 softmax work.
       r.working += (eb + 4) * tokens * V / t;
     }
@@ -605,7 +611,11 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double bytes = full / t;
     CollectiveGroup pair(graph, {0, dp * t});
     double p2p = pair.time(CollectiveKind::SendRecv, bytes, eff);
-    double calls = 2.0 * m * v;
+    // A rank sends and receives at once, so it spends one transfer time
+    // per message in its busier direction: 2 m v on a middle rank, and
+    // m (2v - 1) on the end ranks of a two-rank pipeline, which has no
+    // middle.
+    double calls = p == 2 ? m * (2.0 * v - 1) : 2.0 * m * v;
     e.collectives.push_back(
         {CollectiveKind::SendRecv, "pp", "p2p", 2, bytes, calls, p2p});
     double gather = 0;
@@ -620,10 +630,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     // Asynchronous transfers overlap the neighbouring micro-batch's compute
     // in the steady state; those that fill and drain the pipeline (p - 1
     // hops each way, per model chunk) wait.
-    e.ppCommExposedS = params.overlapP2P
-                           ? std::min(e.ppCommS, 2.0 * (p - 1) * v *
-                                                     perTransfer)
-                           : e.ppCommS;
+    e.ppCommExposedS =
+        params.overlapP2P ? std::min(e.ppCommS, 2.0 * (p - 1) * v * perTransfer)
+                          : e.ppCommS;
   }
 
   // --- Data parallelism and ZeRO -------------------------------------------
@@ -631,7 +640,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   for (const Rank &r : ranks)
     stageParams = std::max(stageParams, r.params);
   if (dp > 1) {
-    double gradBytes = params.gradientBytes * stageParams;
+    double gradBytes = gradientBytes * stageParams;
     std::string algo;
     double dpTime;
     // The gathers of updated parameters need the optimizer's output: they
@@ -639,13 +648,17 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double afterStep = 0;
     if (c.zero == 0) {
       dpTime = dpGroup.time(CollectiveKind::AllReduce, gradBytes, eff, &algo);
-      e.collectives.push_back({CollectiveKind::AllReduce, "dp", algo, dp,
-                               gradBytes, 1, dpTime});
+      e.collectives.push_back(
+          {CollectiveKind::AllReduce, "dp", algo, dp, gradBytes, 1, dpTime});
     } else {
-      dpTime =
+      // ZeRO-1 reduce-scatters once per step; ZeRO-2/3 after every
+      // micro-batch's backward, into the gradient shards they keep.
+      double scatters = c.zero >= 2 ? m : 1;
+      double rs =
           dpGroup.time(CollectiveKind::ReduceScatter, gradBytes, eff, &algo);
+      dpTime = scatters * rs;
       e.collectives.push_back({CollectiveKind::ReduceScatter, "dp", algo, dp,
-                               gradBytes, 1, dpTime});
+                               gradBytes, scatters, rs});
       if (c.zero < 3) {
         // Updated parameter shards gathered once per step.
         double ag = dpGroup.time(CollectiveKind::AllGather, eb * stageParams,
@@ -656,11 +669,14 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       }
     }
     e.dpCommS = dpTime + afterStep;
-    // Gradient buckets reduce while the last backward pass runs.
-    e.dpCommExposedS = (params.overlapGradientReduction
-                            ? std::max(0.0, dpTime - busiest.bwd)
-                            : dpTime) +
-                       afterStep;
+    // Gradient buckets reduce while a backward pass runs: the last one, or
+    // (ZeRO-2/3) each micro-batch's own.
+    double perPass = c.zero >= 2 ? m : 1;
+    e.dpCommExposedS =
+        (params.overlapGradientReduction
+             ? perPass * std::max(0.0, dpTime / perPass - busiest.bwd)
+             : dpTime) +
+        afterStep;
     if (c.zero == 3) {
       // Each layer's parameters are gathered before its forward and its
       // backward in every micro-batch, prefetched one layer ahead: what the
@@ -670,22 +686,46 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
         double bytes = eb * layers[i].params;
         double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff);
         e.dpCommS += 2 * m * ag;
-        e.zero3GatherExposedS +=
-            m * (std::max(0.0, ag - layers[i].forwardS) +
-                 std::max(0.0, ag - layers[i].backwardS));
+        e.zero3GatherExposedS += m * (std::max(0.0, ag - layers[i].forwardS) +
+                                      std::max(0.0, ag - layers[i].backwardS));
         calls += 2 * m;
       }
       double bytes = eb * layers.front().params;
       e.collectives.push_back(
           {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls,
            dpGroup.time(CollectiveKind::AllGather, bytes, eff)});
+      // The embedding, final norm and LM head are gathered too, with no
+      // layer before them to hide behind.
+      double outside = busiest.params;
+      for (int64_t i : c.layersOfRank(busiestRank, L))
+        outside -= layers[i].params;
+      if (outside > 0) {
+        double ag = dpGroup.time(CollectiveKind::AllGather, eb * outside, eff);
+        e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
+                                 eb * outside, 2.0 * m, ag});
+        e.dpCommS += 2 * m * ag;
+        e.zero3GatherExposedS += 2 * m * ag;
+      }
     }
+  }
+  // A tied embedding's two copies (first and last stage) sum their
+  // gradients once per step.
+  if (profile.headParams == 0 && p > 1) {
+    // ZeRO-2/3 sum the copies' gradient shards.
+    double bytes = gradientBytes * tiedParams / (c.zero >= 2 ? dp : 1);
+    CollectiveGroup ends(graph, {0, (p - 1) * dp * t});
+    std::string algo;
+    double tied = ends.time(CollectiveKind::AllReduce, bytes, eff, &algo);
+    e.collectives.push_back(
+        {CollectiveKind::AllReduce, "tied", algo, 2, bytes, 1, tied});
+    e.dpCommS += tied;
+    e.dpCommExposedS += tied;
   }
 
   // AdamW reads and writes parameters, gradients and states once.
   double shard = c.zero >= 1 ? dp : 1;
-  e.optimizerS = dev.memoryTime(2 * (eb + params.gradientBytes + 12.0) *
-                                stageParams / shard);
+  e.optimizerS =
+      dev.memoryTime(2 * (eb + gradientBytes + 12.0) * stageParams / shard);
 
   // --- Step ------------------------------------------------------------------
   e.forwardS = m * busiest.fwd;
@@ -694,10 +734,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.tpCommS = m * busiest.tp;
   e.bubbleFraction = double(p - 1) / (double(v) * m);
   e.bubbleS = double(p - 1) / v * slowest;
-  e.exposedCommS = e.tpCommS + e.ppCommExposedS + e.dpCommExposedS +
-                   e.zero3GatherExposedS;
-  e.stepTimeS = m * slowest + e.bubbleS + e.ppCommExposedS +
-                e.dpCommExposedS + e.zero3GatherExposedS + e.optimizerS;
+  e.exposedCommS =
+      e.tpCommS + e.ppCommExposedS + e.dpCommExposedS + e.zero3GatherExposedS;
+  e.stepTimeS = m * slowest + e.bubbleS + e.ppCommExposedS + e.dpCommExposedS +
+                e.zero3GatherExposedS + e.optimizerS;
 
   // --- FLOPs: forward, backward = 2 x forward, recomputation ---------------
   double forward = headFlops, recomputed = 0;
@@ -713,25 +753,24 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.hardwareFlops = e.modelFlops + recomputed * scale;
   e.tokensPerS = double(c.globalBatch()) * s / e.stepTimeS;
   e.modelTflopsPerDevice = e.modelFlops / e.stepTimeS / e.devices / 1e12;
-  e.hardwareTflopsPerDevice =
-      e.hardwareFlops / e.stepTimeS / e.devices / 1e12;
+  e.hardwareTflopsPerDevice = e.hardwareFlops / e.stepTimeS / e.devices / 1e12;
   e.mfu = e.modelTflopsPerDevice * 1e12 / dev.peakFlops;
 
   // --- Memory on the device that needs the most -----------------------------
   for (const Rank &r : ranks) {
     MemoryBreakdown mem;
     mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
-    mem.gradients = params.gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
+    mem.gradients = gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
     // fp32 master weights and Adam's two moments.
     mem.optimizerStates = 12.0 * r.params / (c.zero >= 1 ? dp : 1);
     mem.activations = r.kept + r.working;
     // The gathered activation of tp/sp collectives, a gradient bucket,
     // ZeRO-3's two prefetched layers.
-    mem.buffers = (t > 1 ? eb * tokens * h : 0) +
-                  (dp > 1 ? std::min(params.gradientBytes * r.params,
-                                     25e6 * params.gradientBytes)
-                          : 0) +
-                  (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
+    mem.buffers =
+        (t > 1 ? eb * tokens * h : 0) +
+        (dp > 1 ? std::min(gradientBytes * r.params, 25e6 * gradientBytes)
+                : 0) +
+        (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
     if (mem.total() > e.memory.total())
       e.memory = mem;
   }

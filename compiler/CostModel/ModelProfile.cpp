@@ -72,6 +72,9 @@ LayerProfile profileBlock(tfm::BlockOp block) {
           layer.keyValueParams +=
               cast<RankedTensorType>(bias.getType()).getNumElements();
       }
+      if (row && linear.getBias()) // added once, after the reduction
+        layer.replicatedParams +=
+            cast<RankedTensorType>(linear.getBias().getType()).getNumElements();
       if (row)
         ++layer.rowParallelGemms;
       else
@@ -90,6 +93,9 @@ LayerProfile profileBlock(tfm::BlockOp block) {
     } else if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(op)) {
       traffic(op);
       save(op->getOperand(0));
+      for (Value v : op->getOperands().drop_front())
+        layer.replicatedParams +=
+            cast<RankedTensorType>(v.getType()).getNumElements();
     } else if (isa<tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp>(op)) {
       traffic(op);
       for (Value v : op->getOperands())

@@ -33,8 +33,9 @@ struct GemmProfile {
 /// parallel), "sharded" ones live inside them (split over tp).
 struct LayerProfile {
   int64_t params = 0;
-  /// Of which key/value projection weights and biases.
-  int64_t keyValueParams = 0;
+  /// Of which key/value projection weights and biases, and those every
+  /// tensor-parallel rank holds whole (norms, row-parallel biases).
+  int64_t keyValueParams = 0, replicatedParams = 0;
   std::vector<GemmProfile> gemms;
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   /// Sliding window (0: full causal context).

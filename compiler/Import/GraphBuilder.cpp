@@ -62,20 +62,20 @@ private:
     FloatAttr stdAttr =
         init == tfm::InitKind::normal ? b.getF64FloatAttr(std) : FloatAttr();
     return tfm::ParamOp::create(b, loc(n), tensor(shape), b.getStringAttr(n),
-                                  tfm::InitKindAttr::get(b.getContext(), init),
-                                  stdAttr);
+                                tfm::InitKindAttr::get(b.getContext(), init),
+                                stdAttr);
   }
 
   /// A linear layer [in -> out] named `prefix`, with an optional bias. Output
   /// projections get the 1/sqrt(2 * layers) scaled init of GPT-2/Megatron.
-  Value linear(Value x, const Twine &prefix, int64_t in, int64_t out,
-               bool bias, bool outputProjection = false) {
+  Value linear(Value x, const Twine &prefix, int64_t in, int64_t out, bool bias,
+               bool outputProjection = false) {
     double std = m.initStd;
     if (outputProjection && m.scaledOutputInit)
       std /= std::sqrt(2.0 * m.numLayers);
     Value w = param(prefix + ".weight", {out, in}, tfm::InitKind::normal, std);
-    Value bv = bias ? param(prefix + ".bias", {out}, tfm::InitKind::zeros)
-                    : Value();
+    Value bv =
+        bias ? param(prefix + ".bias", {out}, tfm::InitKind::zeros) : Value();
     auto xType = cast<RankedTensorType>(x.getType());
     SmallVector<int64_t> shape(xType.getShape());
     shape.back() = out;
@@ -91,7 +91,7 @@ private:
     Value bias = m.normBias ? param(prefix + ".bias", {h}, tfm::InitKind::zeros)
                             : Value();
     return tfm::LayerNormOp::create(b, loc(prefix), x.getType(), x, w, bias,
-                                      eps);
+                                    eps);
   }
 
   Value rotary(Value x, const Twine &name, int64_t heads) {
@@ -108,9 +108,9 @@ private:
           llama3 ? s.originalMaxPositions : 0);
     }
     return tfm::RotaryOp::create(b, loc(name), x.getType(), x,
-                                   b.getI64IntegerAttr(heads),
-                                   b.getI64IntegerAttr(m.rotaryDim()),
-                                   b.getF64FloatAttr(m.ropeTheta), scaling);
+                                 b.getI64IntegerAttr(heads),
+                                 b.getI64IntegerAttr(m.rotaryDim()),
+                                 b.getF64FloatAttr(m.ropeTheta), scaling);
   }
 
   Value attention(Value x, const std::string &layer, int64_t index);
@@ -139,9 +139,10 @@ Value GraphBuilder::attention(Value x, const std::string &layer,
   IntegerAttr window = m.slidingWindow && index >= m.slidingWindowFromLayer
                            ? b.getI64IntegerAttr(*m.slidingWindow)
                            : IntegerAttr();
-  Value core = tfm::AttentionOp::create(b, 
-      loc(p + ".core"), q.getType(), q, k, v, b.getI64IntegerAttr(m.numHeads),
-      b.getI64IntegerAttr(m.kvHeads()), b.getUnitAttr(), window);
+  Value core = tfm::AttentionOp::create(b, loc(p + ".core"), q.getType(), q, k,
+                                        v, b.getI64IntegerAttr(m.numHeads),
+                                        b.getI64IntegerAttr(m.kvHeads()),
+                                        b.getUnitAttr(), window);
   return linear(core, p + ".out", qWidth, h, m.attnOutBias,
                 /*outputProjection=*/true);
 }
@@ -153,14 +154,15 @@ Value GraphBuilder::mlp(Value x, const std::string &layer) {
   if (m.activation == Activation::SwiGlu) {
     Value gate = linear(x, p + ".gate", h, f, m.mlpBias);
     Value up = linear(x, p + ".up", h, f, m.mlpBias);
-    hidden = tfm::SwigluOp::create(b, loc(p + ".act"), gate.getType(), gate, up);
+    hidden =
+        tfm::SwigluOp::create(b, loc(p + ".act"), gate.getType(), gate, up);
   } else {
     Value up = linear(x, p + ".up", h, f, m.mlpBias);
     auto approx = m.activation == Activation::GeluTanh
                       ? tfm::GeluApproximation::tanh
                       : tfm::GeluApproximation::none;
-    hidden = tfm::GeluOp::create(b, 
-        loc(p + ".act"), up.getType(), up,
+    hidden = tfm::GeluOp::create(
+        b, loc(p + ".act"), up.getType(), up,
         tfm::GeluApproximationAttr::get(b.getContext(), approx));
   }
   return linear(hidden, p + ".down", f, h, m.mlpBias,
@@ -171,7 +173,7 @@ Value GraphBuilder::block(Value x, int64_t index) {
   std::string layer = "layers." + std::to_string(index);
   Type type = x.getType();
   auto op = tfm::BlockOp::create(b, loc(layer), TypeRange{type}, index,
-                                   ValueRange{x});
+                                 ValueRange{x});
   OpBuilder::InsertionGuard guard(b);
   Block *body = b.createBlock(&op.getBody(), {}, {type}, {loc(layer)});
   Value in = body->getArgument(0);
@@ -181,13 +183,13 @@ Value GraphBuilder::block(Value x, int64_t index) {
   if (m.parallelResidual) {
     Value ffn = mlp(norm(in, layer + ".mlp_norm"), layer);
     out = tfm::AddOp::create(b, loc(layer + ".residual"), type,
-                               ValueRange{in, attn, ffn});
+                             ValueRange{in, attn, ffn});
   } else {
     Value mid = tfm::AddOp::create(b, loc(layer + ".attn_residual"), type,
-                                     ValueRange{in, attn});
+                                   ValueRange{in, attn});
     Value ffn = mlp(norm(mid, layer + ".mlp_norm"), layer);
     out = tfm::AddOp::create(b, loc(layer + ".mlp_residual"), type,
-                               ValueRange{mid, ffn});
+                             ValueRange{mid, ffn});
   }
   tfm::YieldOp::create(b, loc(layer), ValueRange{out});
   return op.getResult(0);
@@ -205,16 +207,16 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   Value tokens = body->getArgument(0), labels = body->getArgument(1);
 
   int64_t h = m.hiddenSize, v = m.vocabSize;
-  Value table = param("embed.tokens.weight", {v, h}, tfm::InitKind::normal,
-                      m.initStd);
+  Value table =
+      param("embed.tokens.weight", {v, h}, tfm::InitKind::normal, m.initStd);
   Value x = tfm::EmbeddingOp::create(b, loc("embed.tokens"), activation(h),
-                                       table, tokens);
+                                     table, tokens);
   if (m.position == PositionEmbedding::Learned) {
-    Value positions = param("embed.positions.weight",
-                            {m.maxPositionEmbeddings, h},
-                            tfm::InitKind::normal, m.initStd);
-    x = tfm::PositionEmbeddingOp::create(b, loc("embed.positions"),
-                                           x.getType(), x, positions);
+    Value positions =
+        param("embed.positions.weight", {m.maxPositionEmbeddings, h},
+              tfm::InitKind::normal, m.initStd);
+    x = tfm::PositionEmbeddingOp::create(b, loc("embed.positions"), x.getType(),
+                                         x, positions);
   }
   for (int64_t i = 0; i < m.numLayers; ++i)
     x = block(x, i);
@@ -224,8 +226,9 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
                                        tfm::InitKind::normal, m.initStd);
   Value logits =
       tfm::LmHeadOp::create(b, loc("lm_head"), activation(v), x, head);
-  Value loss = tfm::CrossEntropyOp::create(b, 
-      loc("loss"), RankedTensorType::get({}, b.getF32Type()), logits, labels);
+  Value loss = tfm::CrossEntropyOp::create(
+      b, loc("loss"), RankedTensorType::get({}, b.getF32Type()), logits,
+      labels);
   tfm::YieldOp::create(b, loc("loss"), ValueRange{loss});
 
   // The optimizer settings travel in the IR to plan.json.

@@ -9,15 +9,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Import/ModelSpec.h"
-#include "compiler/Import/JsonReader.h"
 #include "compiler/CostModel/ParallelConfig.h"
+#include "compiler/Import/JsonReader.h"
 
 #include "support/Format.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 using json = nlohmann::json;
@@ -86,8 +86,8 @@ std::optional<DType> parseDType(StringRef name) {
 /// Reads `key` as an integer into `field`, recording where it came from.
 template <typename T>
 void readInto(ObjectReader &r, StringRef key, StringRef canonical, T &field,
-              FieldSources &sources, ObjectReader::Need need,
-              int64_t min = 1, int64_t max = kMaxDim) {
+              FieldSources &sources, ObjectReader::Need need, int64_t min = 1,
+              int64_t max = kMaxDim) {
   if (auto v = r.integer(key, need, min, max)) {
     field = *v;
     sources[canonical] = r.where(key);
@@ -299,7 +299,8 @@ void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
     cfg.rotaryFraction = *pct;
     src["rotary_fraction"] = r.where("rotary_pct");
   }
-  StringRef baseKey = r.has("rotary_emb_base") ? "rotary_emb_base" : "rope_theta";
+  StringRef baseKey =
+      r.has("rotary_emb_base") ? "rotary_emb_base" : "rope_theta";
   if (auto base = r.number(baseKey, N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *base;
   readRopeScaling(r, "rope_scaling", cfg, src);
@@ -316,8 +317,7 @@ void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
 /// Reads an HF config.json object. Unknown keys are normal in HF configs and
 /// are ignored, and so is torch_dtype: it is the checkpoint's storage type,
 /// not a training choice.
-void readHFConfig(ObjectReader &r, ModelConfig &cfg,
-                                  FieldSources &src) {
+void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   std::optional<std::string> arch =
       r.firstString("architectures", ObjectReader::Optional);
   if (!arch && r.has("architectures"))
@@ -327,8 +327,10 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg,
     std::optional<std::string> type =
         r.string("model_type", ObjectReader::Optional);
     static const llvm::StringMap<StringRef> byModelType = {
-        {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
-        {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
+        {"gpt2", "GPT2LMHeadModel"},
+        {"llama", "LlamaForCausalLM"},
+        {"mistral", "MistralForCausalLM"},
+        {"qwen2", "Qwen2ForCausalLM"},
         {"gpt_neox", "GPTNeoXForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
@@ -346,8 +348,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg,
       list += (list.empty() ? "" : ", ") + a.str();
     r.errors().add(r.has("architectures") ? r.where("architectures") + "/0"
                                           : r.where("model_type"),
-                   "unknown architecture \"" + *arch + "\"; supported: " +
-                       list);
+                   "unknown architecture \"" + *arch +
+                       "\"; supported: " + list);
     return;
   }
   cfg.architecture = *arch;
@@ -378,8 +380,7 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   readInto(r, "num_layers", "num_layers", cfg.numLayers, src, sizeNeed, 1,
            kMaxLayers);
   readInto(r, "num_heads", "num_heads", cfg.numHeads, src, sizeNeed);
-  readInto(r, "num_kv_heads", "num_kv_heads", cfg.numKVHeads, src,
-           N::Optional);
+  readInto(r, "num_kv_heads", "num_kv_heads", cfg.numKVHeads, src, N::Optional);
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "ffn_hidden_size", "ffn_hidden_size", cfg.ffnHiddenSize, src,
            sizeNeed);
@@ -401,10 +402,9 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
     cfg.activation = *act == "gelu"        ? Activation::Gelu
                      : *act == "gelu_tanh" ? Activation::GeluTanh
                                            : Activation::SwiGlu;
-  if (auto pos =
-          r.oneOf("position_embedding", sizeNeed, {"learned", "rope"})) {
-    cfg.position =
-        *pos == "learned" ? PositionEmbedding::Learned : PositionEmbedding::Rope;
+  if (auto pos = r.oneOf("position_embedding", sizeNeed, {"learned", "rope"})) {
+    cfg.position = *pos == "learned" ? PositionEmbedding::Learned
+                                     : PositionEmbedding::Rope;
     src["position_embedding"] = r.where("position_embedding");
   }
   if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
@@ -473,29 +473,27 @@ void validate(const ModelSpec &spec, const FieldSources &src,
       errors.add(at("position_embedding"),
                  "learned position embeddings need max_position_embeddings");
     else if (t.seqLen > m.maxPositionEmbeddings)
-      errors.add(at("seq_len"),
-                 "seq_len " + llvm::Twine(t.seqLen) + " exceeds the " +
-                     llvm::Twine(m.maxPositionEmbeddings) +
-                     " learned positions of the model");
+      errors.add(at("seq_len"), "seq_len " + llvm::Twine(t.seqLen) +
+                                    " exceeds the " +
+                                    llvm::Twine(m.maxPositionEmbeddings) +
+                                    " learned positions of the model");
   }
   // The largest activation is the logits tensor [batch, seq, vocab].
   if (t.seqLen > 0 && t.globalBatch > 0 &&
-      t.globalBatch > (int64_t(1) << 62) / t.seqLen / std::max<int64_t>(
-                                                         {m.vocabSize,
-                                                          m.ffnHiddenSize,
-                                                          m.hiddenSize, 1}))
+      t.globalBatch > (int64_t(1) << 62) / t.seqLen /
+                          std::max<int64_t>(
+                              {m.vocabSize, m.ffnHiddenSize, m.hiddenSize, 1}))
     errors.add(at("global_batch"),
                "global_batch x seq_len x vocab_size overflows 64-bit sizes");
 }
 
 void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
-                  ModelSpec &spec,
-                  FieldSources &src, ErrorList &errors) {
+                  ModelSpec &spec, FieldSources &src, ErrorList &errors) {
   TrainingConfig &t = spec.training;
   constexpr int64_t kMaxBatch = int64_t(1) << 30;
   if (r) {
-    readInto(*r, "seq_len", "seq_len", t.seqLen, src, ObjectReader::Optional,
-             1, kMaxDim);
+    readInto(*r, "seq_len", "seq_len", t.seqLen, src, ObjectReader::Optional, 1,
+             kMaxDim);
     readInto(*r, "global_batch", "global_batch", t.globalBatch, src,
              ObjectReader::Optional, 1, kMaxBatch);
     if (auto name = r->string("dtype", ObjectReader::Optional)) {
@@ -509,8 +507,8 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       OptimizerConfig &opt = t.optimizer;
       auto real = [&](StringRef key, double &field, double min, double max,
                       bool minExclusive) {
-        if (auto v = o->number(key, ObjectReader::Optional, min, max,
-                               minExclusive))
+        if (auto v =
+                o->number(key, ObjectReader::Optional, min, max, minExclusive))
           field = *v;
       };
       real("lr", opt.lr, 0, 1, true);
@@ -529,8 +527,7 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
         opt.decay = *v;
       if (opt.minLr > opt.lr)
         errors.add(o->where("min_lr"),
-                   llvm::formatv("min_lr {0} exceeds lr {1}", opt.minLr,
-                                 opt.lr)
+                   llvm::formatv("min_lr {0} exceeds lr {1}", opt.minLr, opt.lr)
                        .str());
       o->rejectUnknownKeys();
     }
@@ -606,9 +603,9 @@ llvm::Expected<ModelSpec> readModelSpec(StringRef text, StringRef fileName,
     std::optional<int64_t> version =
         root.integer("version", ObjectReader::Required, 1);
     if (version && *version != 1)
-      errors.add(root.where("version"),
-                 "unsupported spec version " + llvm::Twine(*version) +
-                     "; this Partita reads version 1");
+      errors.add(root.where("version"), "unsupported spec version " +
+                                            llvm::Twine(*version) +
+                                            "; this Partita reads version 1");
     if (!errors.empty())
       return errors.takeError();
     if (auto name = root.string("name", ObjectReader::Optional)) {

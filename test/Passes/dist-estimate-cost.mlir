@@ -27,7 +27,8 @@
 // TEXT: device memory {{.*}} fits
 // TEXT: communication per step
 // TEXT: all_reduce      tp    ring               2         0.07         20
-// TEXT: all_reduce      dp    ring               2         0.16          1
+// f32 training reduces f32 gradients: 4 bytes x 82,240 local parameters.
+// TEXT: all_reduce      dp    ring               2         0.33          1
 
 // Per device and micro-batch: q is 2 * 256 tokens * (64/2) * 64 FLOPs,
 // attention 4 * 2 * 128 * 128 * (4/2 heads) * 16, the LM head
@@ -43,12 +44,13 @@
 // JSON-DAG: "forward_flops": 1048576,
 // JSON-DAG: "forward_flops": 4194304,
 // JSON-DAG: "forward_flops": 8388608,
-// JSON-DAG: "parameters": 328448,
+// JSON-DAG: "parameters": 328960,
 // JSON-DAG: "bytes_per_call": 65536,
 // Per micro-batch: 2 row-parallel reductions x 2 layers + the embedding's,
 // forward and backward alike, for 2 micro-batches: (4 + 1) x 2 x 2 = 20.
 // JSON-DAG: "calls_per_step": 20,
-// JSON-DAG: "bytes_per_call": 164224,
+// f32 gradients: 4 bytes x 82,240 parameters per rank.
+// JSON-DAG: "bytes_per_call": 328960,
 // JSON-DAG: "step_time_s":
 // JSON-DAG: "tokens_per_s":
 // JSON-DAG: "tflops_per_gpu":

@@ -26,7 +26,9 @@
 // CHECK: exec.kernel "attention" ins [@layers.0.rotary.5, @layers.0.rotary.6, @layers.0.linear.4] outs [@layers.0.attention.7] params {causal = true, num_heads = 2 : i64, num_kv_heads = 1 : i64} {layer = 0 : i64}
 // CHECK-NEXT: exec.kernel "linear" ins [@layers.0.attention.7, @layers.0.attn.out.weight] outs [@layers.0.linear.8] {layer = 0 : i64}
 // CHECK-NEXT: exec.collective all_reduce "tp" @layers.0.linear.8 -> @layers.0.linear.8 {layer = 0 : i64}
-// CHECK: exec.send @layers.0.add.15 to next
+// The stage's output leaves as this tp rank's half of the sequence.
+// CHECK: exec.kernel "shard_slice" ins [@layers.0.add.15] outs [@layers.0.add.15.slice] params {dim = 1 : i64, group = "tp"}
+// CHECK-NEXT: exec.send @layers.0.add.15.slice to next
 // CHECK-NEXT: }
 // CHECK-NEXT: }
 
@@ -35,11 +37,13 @@
 // CHECK-LABEL: exec.program @rank1 pp_rank 1 {
 // CHECK-NEXT: exec.buffer @labels : tensor<2x128xi32> labels
 // CHECK-NEXT: exec.buffer @recv.0 : tensor<2x128x64xf32> activation
+// CHECK-NEXT: exec.buffer @recv.0.slice : tensor<2x64x64xf32> activation
 // CHECK: exec.buffer @loss.max : tensor<2x128xf32> activation
 // CHECK-NEXT: exec.buffer @loss.stats : tensor<2x128x2xf32> activation
 // CHECK-NEXT: exec.buffer @loss : tensor<f32> scalar
 // CHECK: exec.phase forward chunk 1 {
-// CHECK-NEXT: exec.recv @recv.0 from prev
+// CHECK-NEXT: exec.recv @recv.0.slice from prev
+// CHECK-NEXT: exec.collective all_gather "tp" @recv.0.slice -> @recv.0 dim 1
 // CHECK: exec.kernel "linear" ins [@rms_norm.16, @lm_head.weight] outs [@lm_head.17]
 // CHECK-NEXT: exec.kernel "ce_max" ins [@lm_head.17] outs [@loss.max] params {vocab_parts = 2 : i64, vocab_size = 512 : i64}
 // CHECK-NEXT: exec.collective all_reduce "tp" @loss.max -> @loss.max reduce max
