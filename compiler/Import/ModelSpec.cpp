@@ -16,7 +16,6 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -505,14 +504,19 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
     }
     if (auto o = r->object("optimizer", ObjectReader::Optional)) {
       OptimizerConfig &opt = t.optimizer;
+      // False when the key is given but invalid (already reported).
       auto real = [&](StringRef key, double &field, double min, double max,
                       bool minExclusive) {
-        if (auto v =
-                o->number(key, ObjectReader::Optional, min, max, minExclusive))
+        bool given = o->has(key);
+        if (auto v = o->number(key, ObjectReader::Optional, min, max,
+                               minExclusive)) {
           field = *v;
+          return true;
+        }
+        return !given;
       };
-      real("lr", opt.lr, 0, 1, true);
-      real("min_lr", opt.minLr, 0, 1, false);
+      bool lrValid = real("lr", opt.lr, 0, 1, true);
+      bool minLrValid = real("min_lr", opt.minLr, 0, 1, false);
       real("beta1", opt.beta1, 0, 1, false);
       real("beta2", opt.beta2, 0, 1, false);
       real("eps", opt.eps, 0, 1, true);
@@ -525,10 +529,10 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       if (auto v = o->oneOf("decay", ObjectReader::Optional,
                             {"cosine", "linear", "constant"}))
         opt.decay = *v;
-      if (opt.minLr > opt.lr)
-        errors.add(o->where("min_lr"),
-                   llvm::formatv("min_lr {0} exceeds lr {1}", opt.minLr, opt.lr)
-                       .str());
+      if (lrValid && minLrValid && opt.minLr > opt.lr)
+        errors.add(o->where("min_lr"), "min_lr " + formatNumber(opt.minLr) +
+                                           " exceeds lr " +
+                                           formatNumber(opt.lr));
       o->rejectUnknownKeys();
     }
     r->rejectUnknownKeys();
