@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: install, build, and compile an example model.
+# The main job: install, build, compile an example model to its plan, and
+# compile a tiny model for four CPU ranks.
 #   scripts/main-job.sh [MODEL_SPEC [TOPOLOGY [STRATEGY]]]
 # (default: Llama-3 8B on two DGX H100 nodes; the search fills in what the
 # strategy leaves out)
@@ -20,9 +21,9 @@ if [ -n "$strategy" ]; then
 fi
 echo "== plan-opt $(basename "$model") --topology=$topology ${pins[*]}"
 "$build/bin/plan-opt" "$model" --topology="$topology" "${pins[@]}" \
-  --report="$build/main-job-plan.json" \
+  --report="$build/main-job-search.json" \
   --cost-report="$build/main-job-cost.json" -o "$build/main-job.mlir"
-echo "(JSON reports: $build/main-job-plan.json, $build/main-job-cost.json)"
+echo "(JSON reports: $build/main-job-search.json, $build/main-job-cost.json)"
 echo
 echo "== the imported tfm graph ($build/main-job.mlir), first layer:"
 sed -n '1,/^    }$/p' "$build/main-job.mlir" | cut -c1-160
@@ -30,3 +31,25 @@ echo
 echo "== the same model family from a Hugging Face config.json:"
 "$build/bin/plan-opt" "$root/examples/hf/llama-3.1-8b/config.json" \
   --seq-len=8192 --global-batch=512 -o /dev/null
+
+echo
+echo "== the executable plans (docs/plan-format.md), checked:"
+"$build/bin/plan-opt" "$model" --topology="$topology" "${pins[@]}" \
+  -o "$build/main-job-plan.json" 2>/dev/null
+"$build/bin/plan-opt" "$root/examples/models/tiny-llama.json" \
+  --topology=cpu:4 --strategy=dp=1,tp=2,pp=2 \
+  -o "$build/tiny-llama-cpu4-plan.json" 2>/dev/null
+python3 "$root/test/Tools/check_plan.py" --docs "$root/docs" \
+  "$build/main-job-plan.json" "$build/tiny-llama-cpu4-plan.json"
+python3 - "$build/tiny-llama-cpu4-plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+print(f"{sys.argv[1]}: {plan['mesh']['world_size']} ranks, "
+      f"predicted step {plan['predicted']['step_time_s'] * 1e3:.1f} ms")
+for program in plan["programs"]:
+    launches = sum(len(p["launches"]) for p in program["phases"])
+    order = " ".join(f"{r['phase'][0].upper()}{r['micro_batch']}"
+                     for r in program["schedule"])
+    print(f"  pipeline rank {program['pp_rank']}: {len(program['buffers'])} "
+          f"buffers, {launches} launches; schedule {order}")
+PY

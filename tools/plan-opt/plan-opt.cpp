@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
   partita::registerPartitaPassesAndPipelines();
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
-      argc, argv, "Partita plan compiler: model spec or .mlir in, IR out\n",
+      argc, argv, "Partita plan compiler: a model spec or .mlir in; the IR out, or, for a\nmodel spec with -o FILE.json, the executable plan (docs/plan-format.md)\n",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
