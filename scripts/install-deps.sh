@@ -10,8 +10,9 @@ packages=(
   # the tools packages)
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   nlohmann-json3-dev libboost-graph-dev
-  # tests
-  googletest libgtest-dev
+  # tests (numpy: the reference executor that checks plans train like one
+  # device)
+  googletest libgtest-dev python3-numpy
 )
 
 missing=()

@@ -1,5 +1,6 @@
 # Lit configuration for Partita's compiler tests.
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -36,6 +37,8 @@ if os.path.exists(megatron_table):
 config.substitutions.append(("%megatron_table", megatron_table))
 config.substitutions.append(("%bench", os.path.join(config.partita_src_root,
                                                     "bench")))
-config.substitutions.append(("%python", "python3"))
+# The Python running lit (Debian's, with python3-numpy for the reference
+# executor).
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%docs", os.path.join(config.partita_src_root,
                                                    "docs")))

@@ -44,6 +44,14 @@ def main():
         launches = phase["launches"]
         del launches[next(i for i, l in enumerate(launches)
                           if l.get("kernel") == "adamw")]
+    elif mutation == "drop-grad-reduce":
+        # The first tp all-reduce of an activation gradient: the gradient
+        # of a column-parallel projection's input stays partial.
+        _, phase = first_phase(plan, "backward")
+        launches = phase["launches"]
+        del launches[next(i for i, l in enumerate(launches)
+                          if l.get("collective") == "all_reduce" and
+                          l["group"] == "tp" and l["input"].startswith("d."))]
     else:
         raise SystemExit(f"unknown mutation {mutation}")
     json.dump(plan, open(dst, "w"))
