@@ -94,6 +94,7 @@ Object bufferJson(exec::BufferOp buf) {
 Object launchJson(Operation *op) {
   if (auto k = dyn_cast<exec::KernelOp>(op)) {
     Object out{{"op", "kernel"},
+               {"stream", "compute"},
                {"kernel", k.getName()},
                {"ins", toJson(k.getIns())},
                {"outs", toJson(k.getOuts())}};
@@ -110,6 +111,7 @@ Object launchJson(Operation *op) {
   }
   if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
     Object out{{"op", "collective"},
+               {"stream", "comm"},
                {"collective", exec::stringifyCollectiveKind(c.getKind())},
                {"group", c.getGroup()},
                {"input", c.getInput()},
@@ -123,10 +125,12 @@ Object launchJson(Operation *op) {
   }
   if (auto s = dyn_cast<exec::SendOp>(op))
     return Object{{"op", "send"},
+                  {"stream", "comm"},
                   {"buffer", s.getBuffer()},
                   {"peer", exec::stringifyPeer(s.getPeer())}};
   auto r = cast<exec::RecvOp>(op);
   return Object{{"op", "recv"},
+                {"stream", "comm"},
                 {"buffer", r.getBuffer()},
                 {"peer", exec::stringifyPeer(r.getPeer())}};
 }
