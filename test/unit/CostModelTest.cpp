@@ -29,8 +29,7 @@ struct Fixture {
 
   explicit Fixture(llvm::Expected<ModelSpec> spec) {
     EXPECT_TRUE(bool(spec)) << llvm::toString(spec.takeError());
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        buildModelModule(*spec, context);
+    mlir::OwningOpRef<mlir::ModuleOp> module = buildModelModule(*spec, context);
     module->walk([&](tfm::ModelOp model) { profile = profileModel(model); });
   }
 };
@@ -40,9 +39,9 @@ CostEstimate estimate(const ModelProfile &profile, const Topology &topology,
   TopologyGraph graph(topology);
   auto partial = parseParallelConfig(strategy);
   EXPECT_TRUE(bool(partial));
-  auto config = completeParallelConfig(*partial, topology.numDevices(),
-                                       profile.globalBatch,
-                                       profile.layers.size());
+  auto config =
+      completeParallelConfig(*partial, topology.numDevices(),
+                             profile.globalBatch, profile.layers.size());
   EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
   auto e = estimateCost(profile, graph, *config);
   EXPECT_TRUE(bool(e)) << llvm::toString(e.takeError());
@@ -57,12 +56,12 @@ TEST(CostModel, FlopsFollowMegatronEquation3) {
   // 2021, Eq. 3). Without: forward + backward = 72 B s l h^2 (1 + s/6h +
   // V/12lh).
   CostEstimate full = estimate(f.profile, node, "dp=8,recompute=full");
-  EXPECT_NEAR(full.hardwareFlops /
-                  (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))),
+  EXPECT_NEAR(full.hardwareFlops / (96 * B * s * l * h * h *
+                                    (1 + s / (6 * h) + V / (16 * l * h))),
               1.0, 1e-12);
   CostEstimate none = estimate(f.profile, node, "dp=8");
-  EXPECT_NEAR(none.modelFlops /
-                  (72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))),
+  EXPECT_NEAR(none.modelFlops / (72 * B * s * l * h * h *
+                                 (1 + s / (6 * h) + V / (12 * l * h))),
               1.0, 1e-12);
   EXPECT_DOUBLE_EQ(none.hardwareFlops, none.modelFlops);
   EXPECT_DOUBLE_EQ(full.modelFlops, none.modelFlops);
@@ -114,8 +113,8 @@ TEST(CostModel, PipelineBubble) {
   // (p - 1) / (v m): pp=2, dp=4, mbs=1 gives m = 16 / 4 = 4 micro-batches.
   EXPECT_DOUBLE_EQ(estimate(f.profile, node, "pp=2,dp=4").bubbleFraction,
                    1.0 / 4);
-  EXPECT_DOUBLE_EQ(
-      estimate(f.profile, node, "pp=2,dp=4,vpp=2").bubbleFraction, 1.0 / 8);
+  EXPECT_DOUBLE_EQ(estimate(f.profile, node, "pp=2,dp=4,vpp=2").bubbleFraction,
+                   1.0 / 8);
 }
 
 TEST(CostModel, StrategyErrorsNameTheConstraint) {
@@ -138,8 +137,9 @@ TEST(CostModel, StrategyErrorsNameTheConstraint) {
   check("pp=2,vpp=2,schedule=1f1b", 8, "vpp=2 needs schedule=interleaved");
   check("sp=1", 8, "sp=1 needs tp > 1");
   check("zero=4", 8, "zero=4: expected an integer from 0 to 3");
-  check("recompute=some", 8, "recompute=some: expected none, selective or "
-                             "full");
+  check("recompute=some", 8,
+        "recompute=some: expected none, selective or "
+        "full");
   check("tpp=2", 8, "unknown key 'tpp'");
 
   Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
@@ -147,8 +147,8 @@ TEST(CostModel, StrategyErrorsNameTheConstraint) {
   TopologyGraph graph(node);
   ParallelConfig c;
   c.tp = 8;
-  std::string message = llvm::toString(
-      estimateCost(f.profile, graph, c).takeError());
+  std::string message =
+      llvm::toString(estimateCost(f.profile, graph, c).takeError());
   EXPECT_EQ(message, "tp=8 does not divide the 4 attention heads");
 }
 

@@ -21,7 +21,8 @@ TEST(JsonReader, PointsAtTheField) {
   json doc = json::parse(R"({"model": {"hidden_size": "4096"}})");
   ErrorList errors;
   ObjectReader root(doc, "spec.json", "", errors);
-  std::optional<ObjectReader> model = root.object("model", ObjectReader::Required);
+  std::optional<ObjectReader> model =
+      root.object("model", ObjectReader::Required);
   ASSERT_TRUE(model);
   EXPECT_FALSE(model->integer("hidden_size", ObjectReader::Required));
   EXPECT_EQ(messages(errors), "spec.json: /model/hidden_size: expected an "
@@ -55,7 +56,8 @@ TEST(JsonReader, NullCountsAsAbsent) {
   EXPECT_FALSE(r.integer("n_inner", ObjectReader::Optional));
   EXPECT_TRUE(errors.empty());
   EXPECT_FALSE(r.integer("n_inner", ObjectReader::Required));
-  EXPECT_EQ(messages(errors), "config.json: /n_inner: required field is missing");
+  EXPECT_EQ(messages(errors),
+            "config.json: /n_inner: required field is missing");
 }
 
 TEST(JsonReader, SuggestsTheKeyMeant) {

@@ -40,8 +40,7 @@ struct Expected {
 class ExampleCount : public testing::TestWithParam<Expected> {};
 
 TEST_P(ExampleCount, MatchesTheRealModel) {
-  auto spec =
-      readModelSpecFile(kExamples + "/models/" + GetParam().file, {});
+  auto spec = readModelSpecFile(kExamples + "/models/" + GetParam().file, {});
   ASSERT_TRUE(bool(spec)) << errorText(spec.takeError());
   EXPECT_EQ(statsOf(*spec).numParameters, GetParam().parameters);
 }

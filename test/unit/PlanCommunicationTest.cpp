@@ -7,12 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/CostModel/CostModel.h"
-#include "compiler/Import/GraphBuilder.h"
-#include "compiler/Topology/Topology.h"
-#include "passes/Passes.h"
+#include "CostedModel.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
@@ -68,37 +64,21 @@ Volume planVolume(mlir::ModuleOp module, int64_t microBatches) {
 class PlanCommunication : public testing::TestWithParam<const char *> {};
 
 TEST_P(PlanCommunication, BytesPerStepMatchTheCostModel) {
-  mlir::MLIRContext context;
-  context.loadDialect<tfm::TfmDialect, dist::DistDialect, exec::ExecDialect>();
-  auto spec = readModelSpec(kModel, "m.json", "", {});
-  ASSERT_TRUE(bool(spec));
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModelModule(*spec, context);
-  ModelProfile profile;
-  module->walk([&](tfm::ModelOp m) { profile = profileModel(m); });
-
-  Topology topology = *presetTopology("dgx-h100", 1);
-  auto partial = parseParallelConfig(GetParam());
-  ASSERT_TRUE(bool(partial));
-  auto config =
-      completeParallelConfig(*partial, topology.numDevices(),
-                             profile.globalBatch, profile.layers.size());
-  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-  auto estimate = estimateCost(profile, TopologyGraph(topology), *config);
-  ASSERT_TRUE(bool(estimate));
+  CostedModel costed;
+  costed.build(kModel, GetParam());
+  if (HasFatalFailure())
+    return;
   Volume model;
-  for (const CollectiveCost &c : estimate->collectives)
+  for (const CollectiveCost &c : costed.estimate.collectives)
     model[c.group] += c.bytesPerCall * c.callsPerStep;
 
-  (*module)->setAttr(dist::kStrategyAttrName,
-                     toStrategyAttr(*config, profile.layers.size(), &context));
-  (*module)->setAttr(dist::kTopologyAttrName, toAttr(topology, &context));
-  mlir::PassManager pm(&context);
+  mlir::PassManager pm(&costed.context);
   pm.addPass(createDistPartitionTensors());
   pm.addPass(createDistSplitStages());
   pm.addPass(createDistLowerToExec());
   pm.addPass(createExecBuildBackward());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
-  Volume plan = planVolume(*module, config->numMicroBatches);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*costed.module)));
+  Volume plan = planVolume(*costed.module, costed.config.numMicroBatches);
 
   for (const char *group : {"tp", "dp", "pp", "tied"}) {
     double expected = model[group], actual = plan[group];

@@ -6,11 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/CostModel/CostModel.h"
-#include "compiler/Import/GraphBuilder.h"
-#include "passes/Passes.h"
+#include "CostedModel.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
@@ -55,44 +52,28 @@ std::map<std::string, Counted> countCollectives(mlir::ModuleOp module) {
 class PlanConsistency : public testing::TestWithParam<const char *> {};
 
 TEST_P(PlanConsistency, CollectivesMatchTheCostModel) {
-  mlir::MLIRContext context;
-  context.loadDialect<tfm::TfmDialect, dist::DistDialect>();
-  auto spec = readModelSpec(kModel, "m.json", "", {});
-  ASSERT_TRUE(bool(spec));
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildModelModule(*spec, context);
-  ModelProfile profile;
-  module->walk([&](tfm::ModelOp m) { profile = profileModel(m); });
-
-  Topology topology = *presetTopology("dgx-h100", 1);
-  auto partial = parseParallelConfig(GetParam());
-  ASSERT_TRUE(bool(partial));
-  auto config = completeParallelConfig(*partial, topology.numDevices(),
-                                       profile.globalBatch,
-                                       profile.layers.size());
-  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
-  TopologyGraph graph(topology);
-  auto estimate = estimateCost(profile, graph, *config);
-  ASSERT_TRUE(bool(estimate));
-
-  (*module)->setAttr(dist::kStrategyAttrName,
-                     toStrategyAttr(*config, profile.layers.size(), &context));
-  mlir::PassManager pm(&context);
+  CostedModel costed;
+  costed.build(kModel, GetParam());
+  if (HasFatalFailure())
+    return;
+  mlir::ModuleOp module = *costed.module;
+  mlir::PassManager pm(&costed.context);
   pm.addPass(createDistPartitionTensors());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
-  std::map<std::string, Counted> ir = countCollectives(*module);
+  ASSERT_TRUE(mlir::succeeded(pm.run(module)));
+  std::map<std::string, Counted> ir = countCollectives(module);
 
   std::map<std::string, Counted> model;
-  for (const CollectiveCost &c : estimate->collectives)
+  for (const CollectiveCost &c : costed.estimate.collectives)
     if (c.group == "tp")
-      model[toString(c.kind).str()] = {
-          static_cast<int64_t>(c.callsPerStep), c.bytesPerCall};
+      model[toString(c.kind).str()] = {static_cast<int64_t>(c.callsPerStep),
+                                       c.bytesPerCall};
   ASSERT_EQ(ir.size(), model.size()) << GetParam();
   for (const auto &[kind, counted] : ir) {
     ASSERT_TRUE(model.count(kind)) << kind;
     // The IR holds one forward pass of one micro-batch; the model counts
     // forward and backward (each forward collective has one backward
     // counterpart) of every micro-batch.
-    EXPECT_EQ(2 * config->numMicroBatches * counted.calls,
+    EXPECT_EQ(2 * costed.config.numMicroBatches * counted.calls,
               model[kind].calls)
         << kind << " under " << GetParam();
     EXPECT_DOUBLE_EQ(counted.bytesPerCall, model[kind].bytesPerCall) << kind;

@@ -121,11 +121,11 @@ TEST(Search, PrunesNothingFeasible) {
       for (int64_t dp : {1, 2, 4, 8})
         for (int64_t mbs : {1, 2, 4, 8, 16})
           for (int64_t vpp : {1, 2, 4})
-            for (Schedule sch : {Schedule::GPipe, Schedule::OneFOneB,
-                                 Schedule::Interleaved})
+            for (Schedule sch :
+                 {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
               for (int64_t zero : {0, 1, 2, 3})
-                for (Recompute rc : {Recompute::None, Recompute::Selective,
-                                     Recompute::Full})
+                for (Recompute rc :
+                     {Recompute::None, Recompute::Selective, Recompute::Full})
                   for (bool sp : {false, true}) {
                     if (dp * tp * pp != 8 || 16 % (dp * mbs) != 0)
                       continue;

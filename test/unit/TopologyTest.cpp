@@ -40,9 +40,11 @@ TEST(Topology, PresetsUseSIUnits) {
 TEST(Topology, OptionSyntax) {
   EXPECT_EQ(parseTopologyOption("dgx-a100:16")->nodes, 16);
   EXPECT_EQ(parseTopologyOption("hgx-h200")->nodes, 1);
-  std::string bad = llvm::toString(parseTopologyOption("dgx-a100:x").takeError());
+  std::string bad =
+      llvm::toString(parseTopologyOption("dgx-a100:x").takeError());
   EXPECT_NE(bad.find("expected NAME:N"), std::string::npos) << bad;
-  std::string unknown = llvm::toString(parseTopologyOption("tpu-v5").takeError());
+  std::string unknown =
+      llvm::toString(parseTopologyOption("tpu-v5").takeError());
   EXPECT_NE(unknown.find("unknown topology preset 'tpu-v5'"),
             std::string::npos);
 }
@@ -154,8 +156,8 @@ TEST(Collectives, AllGatherAndSendRecv) {
   // many nodes are routed on a renumbered few: a pair must stay a pair).
   TopologyGraph large(preset("dgx-a100", 64));
   CollectiveGroup far(large, {0, 8 * 40});
-  EXPECT_NEAR(far.time(CollectiveKind::SendRecv, 25e6, 1.0),
-              25e6 / 25e9 + 5e-6, 1e-15);
+  EXPECT_NEAR(far.time(CollectiveKind::SendRecv, 25e6, 1.0), 25e6 / 25e9 + 5e-6,
+              1e-15);
   // A data-parallel ring over all 64 nodes costs what the same ring over
   // fewer nodes costs per hop, with 64 hops.
   std::vector<int64_t> dp;
