@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import sys
-import zlib
 
 import numpy as np
 
@@ -28,20 +27,57 @@ FLOAT = np.float32
 # -- Initialisation and data: functions of the model, not of the plan ------
 
 
+M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def splitmix64(x):
+    """SplitMix64 of each uint64 in x (docs/plan-format.md)."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def fnv1a64(text):
+    h = 0xCBF29CE484222325
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return np.uint64(h)
+
+
 def init_global(param):
-    """The unsharded tensor of a parameter (the padded rows, if any, zero)."""
+    """The unsharded tensor of a parameter: element i of a normal(std)
+    parameter is std * sqrt(-2 ln u1) cos(2 pi u2), u1 and u2 from
+    splitmix64(key + 2i) and splitmix64(key + 2i + 1), key = FNV-1a of the
+    name."""
     shape = param["global_shape"]
     if param["init"] == "zeros":
         return np.zeros(shape, FLOAT)
     if param["init"] == "ones":
         return np.ones(shape, FLOAT)
-    rng = np.random.default_rng(zlib.crc32(param["name"].encode()))
-    return (rng.standard_normal(shape) * param["init_std"]).astype(FLOAT)
+    n = math.prod(shape)
+    with np.errstate(over="ignore"):
+        i = np.arange(n, dtype=np.uint64) * np.uint64(2) + fnv1a64(
+            param["name"])
+        z, w = splitmix64(i), splitmix64(i + np.uint64(1))
+    u1 = ((z >> np.uint64(11)).astype(np.float64) + 1) * 2.0 ** -53
+    u2 = (w >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    normal = np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * u2)
+    return (param["init_std"] * normal).astype(np.float32).astype(
+        FLOAT).reshape(shape)
 
 
 def synthetic_batch(step, global_batch, seq_len, vocab):
-    rng = np.random.default_rng(1000 + step)
-    seqs = rng.integers(0, vocab, size=(global_batch, seq_len + 1))
+    """Sequence j of step n is seq_len + 1 tokens, token k being
+    splitmix64(SEED + (n * global_batch + j) * (seq_len + 1) + k) mod
+    vocab; tokens are the first seq_len, labels the last."""
+    first = (step * global_batch) * (seq_len + 1)
+    with np.errstate(over="ignore"):
+        index = np.uint64(0x5EED) + np.arange(
+            first, first + global_batch * (seq_len + 1), dtype=np.uint64)
+        seqs = (splitmix64(index) % np.uint64(vocab)).astype(np.int64)
+    seqs = seqs.reshape(global_batch, seq_len + 1)
     return seqs[:, :-1].astype(np.int32), seqs[:, 1:].astype(np.int32)
 
 
