@@ -302,6 +302,14 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
     }
   }
 
+  // The unpadded vocabulary, as the loss sees it (synthetic data draws
+  // tokens below it).
+  int64_t vocabSize = 0;
+  module.walk([&](exec::KernelOp k) {
+    if (k.getName() == "ce_max")
+      if (auto v = k.getParamsAttr().getAs<IntegerAttr>("vocab_size"))
+        vocabSize = v.getInt();
+  });
   // The mesh axes always; tied and tp_kv where a collective uses them.
   llvm::StringSet<> used = {"tp", "dp", "pp", "world"};
   module.walk([&](exec::CollectiveOp c) { used.insert(c.getGroup()); });
@@ -344,6 +352,7 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
               {"version", kPlanFormatVersion},
               {"model", model.getValue()},
               {"training", Object{{"seq_len", seqLen.getInt()},
+                                  {"vocab_size", vocabSize},
                                   {"global_batch", config.globalBatch()},
                                   {"micro_batch_size", config.microBatchSize},
                                   {"num_micro_batches", config.numMicroBatches},

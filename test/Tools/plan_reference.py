@@ -479,8 +479,7 @@ def initialise(plan, ranks):
 def run_step(plan, ranks, step):
     t = plan["training"]
     m, mbs = t["num_micro_batches"], t["micro_batch_size"]
-    vocab = next(p for p in plan["parameters"]
-                 if p["name"] == "embed.tokens.weight")["global_shape"][0]
+    vocab = t["vocab_size"]
     tokens, labels = synthetic_batch(step, t["global_batch"], t["seq_len"],
                                      vocab)
     for rank in ranks:

@@ -1,0 +1,626 @@
+//===- CpuKernels.cpp - fp32 kernels of the plan format
+//--------------------===//
+//
+// Plain C++ loops the compiler can vectorise, and OpenBLAS for the GEMMs.
+// Each kernel computes its outputs into scratch vectors; `write` stores or
+// adds them, so every kernel honours `accumulate` the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace partita::runtime {
+
+namespace {
+
+using Vec = std::vector<float>;
+using json = nlohmann::json;
+
+/// C (m x n) = A (m x k) * op(B) with B row-major; `transB`: B is n x k.
+void gemm(const float *a, const float *b, float *c, int64_t m, int64_t n,
+          int64_t k, bool transA, bool transB, float beta = 0) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0f,
+              a, transA ? int(m) : int(k), b, transB ? int(k) : int(n), beta, c,
+              int(n));
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+struct Call {
+  const std::vector<TensorRef> &ins;
+  const std::vector<TensorRef> &outs;
+  const json &p;
+  const KernelContext &ctx;
+  std::vector<Vec> results;
+
+  Vec &result(size_t k) {
+    if (results.size() <= k)
+      results.resize(k + 1);
+    results[k].assign(outs[k].n, 0.0f);
+    return results[k];
+  }
+  int64_t rows(const TensorRef &t) const { return t.n / t.dim(-1); }
+};
+
+// -- Norms ---------------------------------------------------------------
+
+void norm(Call &c, bool rms) {
+  const TensorRef &x = c.ins[0];
+  const float *w = c.ins[1].f;
+  const float *b = c.ins.size() > 2 ? c.ins[2].f : nullptr;
+  double eps = c.p.at("eps").get<double>();
+  int64_t h = x.dim(-1), rows = c.rows(x);
+  Vec &y = c.result(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x.f + r * h;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < h; ++j)
+        mean += xr[j];
+      mean /= h;
+    }
+    for (int64_t j = 0; j < h; ++j)
+      var += (xr[j] - mean) * (xr[j] - mean);
+    float inv = float(1.0 / std::sqrt(var / h + eps));
+    for (int64_t j = 0; j < h; ++j)
+      y[r * h + j] = float(xr[j] - mean) * inv * w[j] + (b ? b[j] : 0.0f);
+  }
+}
+
+void normBackward(Call &c, bool rms) {
+  const TensorRef &dy = c.ins[0], &x = c.ins[1];
+  const float *w = c.ins[2].f;
+  double eps = c.p.at("eps").get<double>();
+  int64_t h = x.dim(-1), rows = c.rows(x);
+  Vec &dx = c.result(0), &dw = c.result(1);
+  Vec *db = c.outs.size() > 2 ? &c.result(2) : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x.f + r * h, *g = dy.f + r * h;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < h; ++j)
+        mean += xr[j];
+      mean /= h;
+    }
+    for (int64_t j = 0; j < h; ++j)
+      var += (xr[j] - mean) * (xr[j] - mean);
+    double inv = 1.0 / std::sqrt(var / h + eps);
+    double dotXhat = 0, sumDxhat = 0;
+    for (int64_t j = 0; j < h; ++j) {
+      double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
+      dotXhat += dxhat * xhat;
+      sumDxhat += dxhat;
+      dw[j] += float(g[j] * xhat);
+      if (db)
+        (*db)[j] += g[j];
+    }
+    for (int64_t j = 0; j < h; ++j) {
+      double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
+      double v = dxhat - dotXhat / h * xhat - (rms ? 0 : sumDxhat / h);
+      dx[r * h + j] = float(inv * v);
+    }
+  }
+}
+
+// -- Linear ----------------------------------------------------------------
+
+void linear(Call &c) {
+  const TensorRef &x = c.ins[0], &w = c.ins[1];
+  int64_t in = x.dim(-1), out = w.dim(0), rows = c.rows(x);
+  Vec &y = c.result(0);
+  gemm(x.f, w.f, y.data(), rows, out, in, false, true);
+  if (c.ins.size() > 2)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j)
+        y[r * out + j] += c.ins[2].f[j];
+}
+
+void linearBackward(Call &c) {
+  const TensorRef &dy = c.ins[0], &x = c.ins[1], &w = c.ins[2];
+  int64_t in = x.dim(-1), out = w.dim(0), rows = c.rows(x);
+  gemm(dy.f, w.f, c.result(0).data(), rows, in, out, false, false);
+  gemm(dy.f, x.f, c.result(1).data(), out, in, rows, true, false);
+  if (c.outs.size() > 2) {
+    Vec &db = c.result(2);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < out; ++j)
+        db[j] += dy.f[r * out + j];
+  }
+}
+
+// -- Rotary ------------------------------------------------------------------
+
+std::vector<double> inverseFrequencies(const json &p) {
+  int64_t rd = p.at("rotary_dim").get<int64_t>();
+  double theta = p.at("theta").get<double>();
+  std::vector<double> inv(rd / 2);
+  for (int64_t i = 0; i < rd / 2; ++i)
+    inv[i] = 1.0 / std::pow(theta, double(2 * i) / rd);
+  std::string kind = p.value("scaling", "");
+  if (kind == "linear") {
+    for (double &f : inv)
+      f /= p.at("scaling_factor").get<double>();
+  } else if (kind == "llama3") {
+    double factor = p.at("scaling_factor").get<double>(),
+           low = p.at("low_freq_factor").get<double>(),
+           high = p.at("high_freq_factor").get<double>(),
+           old = p.at("original_max_positions").get<double>();
+    for (double &f : inv) {
+      double wavelen = 2 * M_PI / f;
+      if (wavelen > old / low) {
+        f /= factor;
+      } else if (wavelen >= old / high) {
+        double smooth = (old / wavelen - low) / (high - low);
+        f = (1 - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+  return inv;
+}
+
+void rotary(Call &c, float sign) {
+  const TensorRef &x = c.ins[0];
+  int64_t b = x.dim(0), s = x.dim(1), width = x.dim(2);
+  int64_t heads = c.p.at("num_heads").get<int64_t>();
+  int64_t rd = c.p.at("rotary_dim").get<int64_t>(), d = width / heads;
+  std::vector<double> inv = inverseFrequencies(c.p);
+  Vec &y = c.result(0);
+  std::copy(x.f, x.f + x.n, y.begin());
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t i = 0; i < rd / 2; ++i) {
+      float cs = float(std::cos(t * inv[i])),
+            sn = sign * float(std::sin(t * inv[i]));
+      for (int64_t bb = 0; bb < b; ++bb)
+        for (int64_t hh = 0; hh < heads; ++hh) {
+          int64_t base = (bb * s + t) * width + hh * d;
+          float x1 = x.f[base + i], x2 = x.f[base + rd / 2 + i];
+          y[base + i] = x1 * cs - x2 * sn;
+          y[base + rd / 2 + i] = x2 * cs + x1 * sn;
+        }
+    }
+}
+
+// -- Attention -------------------------------------------------------------
+
+struct AttentionShape {
+  int64_t b, s, h, kv, d;
+  bool causal;
+  int64_t window;
+  bool masked(int64_t i, int64_t j) const {
+    return (causal && j > i) || (window > 0 && j <= i - window);
+  }
+};
+
+AttentionShape attentionShape(Call &c) {
+  const TensorRef &q = c.ins[0];
+  AttentionShape a;
+  a.b = q.dim(0);
+  a.s = q.dim(1);
+  a.h = c.p.at("num_heads").get<int64_t>();
+  a.kv = c.p.at("num_kv_heads").get<int64_t>();
+  a.d = q.dim(2) / a.h;
+  a.causal = c.p.value("causal", false);
+  a.window = c.p.value("window", int64_t(0));
+  return a;
+}
+
+/// Softmax probabilities of one (batch, head): s x s.
+void probabilities(const AttentionShape &a, const float *q, const float *k,
+                   int64_t bb, int64_t hh, std::vector<float> &p) {
+  int64_t g = a.h / a.kv, kh = hh / g;
+  float scale = 1.0f / std::sqrt(float(a.d));
+  for (int64_t i = 0; i < a.s; ++i) {
+    const float *qi = q + (bb * a.s + i) * a.h * a.d + hh * a.d;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < a.s; ++j) {
+      float v = -std::numeric_limits<float>::infinity();
+      if (!a.masked(i, j)) {
+        const float *kj = k + (bb * a.s + j) * a.kv * a.d + kh * a.d;
+        float dot = 0;
+        for (int64_t e = 0; e < a.d; ++e)
+          dot += qi[e] * kj[e];
+        v = dot * scale;
+      }
+      p[i * a.s + j] = v;
+      mx = std::max(mx, v);
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < a.s; ++j) {
+      float e = a.masked(i, j) ? 0.0f : std::exp(p[i * a.s + j] - mx);
+      p[i * a.s + j] = e;
+      sum += e;
+    }
+    for (int64_t j = 0; j < a.s; ++j)
+      p[i * a.s + j] /= sum;
+  }
+}
+
+void attention(Call &c) {
+  AttentionShape a = attentionShape(c);
+  const float *q = c.ins[0].f, *k = c.ins[1].f, *v = c.ins[2].f;
+  Vec &o = c.result(0);
+  std::vector<float> p(a.s * a.s);
+  int64_t g = a.h / a.kv;
+  for (int64_t bb = 0; bb < a.b; ++bb)
+    for (int64_t hh = 0; hh < a.h; ++hh) {
+      probabilities(a, q, k, bb, hh, p);
+      int64_t kh = hh / g;
+      for (int64_t i = 0; i < a.s; ++i) {
+        float *oi = o.data() + (bb * a.s + i) * a.h * a.d + hh * a.d;
+        for (int64_t j = 0; j < a.s; ++j) {
+          float pij = p[i * a.s + j];
+          if (pij == 0)
+            continue;
+          const float *vj = v + (bb * a.s + j) * a.kv * a.d + kh * a.d;
+          for (int64_t e = 0; e < a.d; ++e)
+            oi[e] += pij * vj[e];
+        }
+      }
+    }
+}
+
+void attentionBackward(Call &c) {
+  AttentionShape a = attentionShape(c);
+  const float *dout = c.ins[0].f, *q = c.ins[1].f, *k = c.ins[2].f,
+              *v = c.ins[3].f;
+  Vec &dq = c.result(0), &dk = c.result(1), &dv = c.result(2);
+  std::vector<float> p(a.s * a.s), dp(a.s);
+  int64_t g = a.h / a.kv;
+  float scale = 1.0f / std::sqrt(float(a.d));
+  for (int64_t bb = 0; bb < a.b; ++bb)
+    for (int64_t hh = 0; hh < a.h; ++hh) {
+      probabilities(a, q, k, bb, hh, p);
+      int64_t kh = hh / g;
+      for (int64_t i = 0; i < a.s; ++i) {
+        const float *doi = dout + (bb * a.s + i) * a.h * a.d + hh * a.d;
+        const float *qi = q + (bb * a.s + i) * a.h * a.d + hh * a.d;
+        float *dqi = dq.data() + (bb * a.s + i) * a.h * a.d + hh * a.d;
+        float dot = 0;
+        for (int64_t j = 0; j < a.s; ++j) {
+          const float *vj = v + (bb * a.s + j) * a.kv * a.d + kh * a.d;
+          float s = 0;
+          for (int64_t e = 0; e < a.d; ++e)
+            s += doi[e] * vj[e];
+          dp[j] = s;
+          dot += s * p[i * a.s + j];
+        }
+        for (int64_t j = 0; j < a.s; ++j) {
+          float pij = p[i * a.s + j];
+          if (pij == 0)
+            continue;
+          float ds = pij * (dp[j] - dot) * scale;
+          const float *kj = k + (bb * a.s + j) * a.kv * a.d + kh * a.d;
+          float *dkj = dk.data() + (bb * a.s + j) * a.kv * a.d + kh * a.d;
+          float *dvj = dv.data() + (bb * a.s + j) * a.kv * a.d + kh * a.d;
+          for (int64_t e = 0; e < a.d; ++e) {
+            dqi[e] += ds * kj[e];
+            dkj[e] += ds * qi[e];
+            dvj[e] += pij * doi[e];
+          }
+        }
+      }
+    }
+}
+
+// -- Elementwise -------------------------------------------------------------
+
+float gelu(float x, bool tanhApprox) {
+  if (tanhApprox)
+    return 0.5f * x *
+           (1 + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1 + std::erf(x / std::sqrt(2.0f)));
+}
+
+float geluGrad(float x, bool tanhApprox) {
+  if (tanhApprox) {
+    float u = 0.7978845608f * (x + 0.044715f * x * x * x), t = std::tanh(u);
+    return 0.5f * (1 + t) +
+           0.5f * x * (1 - t * t) * 0.7978845608f * (1 + 3 * 0.044715f * x * x);
+  }
+  float cdf = 0.5f * (1 + std::erf(x / std::sqrt(2.0f)));
+  return cdf + x * std::exp(-0.5f * x * x) / std::sqrt(2 * float(M_PI));
+}
+
+// -- Loss ----------------------------------------------------------------
+
+/// The first vocabulary index this rank's logits hold.
+int64_t vocabStart(Call &c, const TensorRef &logits) {
+  return c.p.at("vocab_parts").get<int64_t>() > 1
+             ? c.ctx.tpRank * logits.dim(-1)
+             : 0;
+}
+
+// -- Optimizer -------------------------------------------------------------
+
+void adamw(Call &c) {
+  const Optimizer &o = *c.ctx.optimizer;
+  const TensorRef &p = c.ins[0], &g = c.ins[1], &m = c.ins[2], &v = c.ins[3];
+  float clip = c.ins[4].f[0];
+  bool decay = c.p.at("weight_decay").get<bool>();
+  bool shard = c.p.at("dp_shard").get<bool>();
+  double lr = o.learningRate(c.ctx.step);
+  double t = double(c.ctx.step + 1);
+  double c1 = 1 - std::pow(o.beta1, t), c2 = 1 - std::pow(o.beta2, t);
+  Vec &np = c.result(0), &nm = c.result(1), &nv = c.result(2);
+  std::copy(p.f, p.f + p.n, np.begin());
+  // With dp_shard, this rank updates its flat slice of the parameter.
+  int64_t chunk = m.n, begin = shard ? c.ctx.dpRank * chunk : 0;
+  for (int64_t i = 0; i < chunk; ++i) {
+    double gi = double(g.f[i]) * clip;
+    double mi = o.beta1 * m.f[i] + (1 - o.beta1) * gi;
+    double vi = o.beta2 * v.f[i] + (1 - o.beta2) * gi * gi;
+    nm[i] = float(mi);
+    nv[i] = float(vi);
+    int64_t at = begin + i;
+    if (at >= p.n)
+      continue; // the padding of the last shard
+    double pi = p.f[at];
+    if (decay)
+      pi *= 1 - lr * o.weightDecay;
+    pi -= lr * (mi / c1) / (std::sqrt(vi / c2) + o.eps);
+    np[at] = float(pi);
+  }
+}
+
+using KernelFn = std::function<void(Call &)>;
+
+const std::unordered_map<std::string, KernelFn> &kernels() {
+  static const std::unordered_map<std::string, KernelFn> table = {
+      {"embedding",
+       [](Call &c) {
+         const TensorRef &table = c.ins[0], &tokens = c.ins[1];
+         int64_t h = table.dim(1), rows = table.dim(0);
+         int64_t start =
+             c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;
+         Vec &y = c.result(0);
+         for (int64_t t = 0; t < tokens.n; ++t) {
+           int64_t local = tokens.i[t] - start;
+           if (local >= 0 && local < rows)
+             std::copy(table.f + local * h, table.f + (local + 1) * h,
+                       y.begin() + t * h);
+         }
+       }},
+      {"embedding_bwd",
+       [](Call &c) {
+         const TensorRef &dy = c.ins[0], &tokens = c.ins[1];
+         int64_t rows = c.outs[0].dim(0), h = c.outs[0].dim(1);
+         int64_t start =
+             c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;
+         Vec &d = c.result(0);
+         for (int64_t t = 0; t < tokens.n; ++t) {
+           int64_t local = tokens.i[t] - start;
+           if (local >= 0 && local < rows)
+             for (int64_t j = 0; j < h; ++j)
+               d[local * h + j] += dy.f[t * h + j];
+         }
+       }},
+      {"position_embedding",
+       [](Call &c) {
+         const TensorRef &x = c.ins[0];
+         int64_t s = x.dim(1), h = x.dim(2);
+         Vec &y = c.result(0);
+         for (int64_t i = 0; i < x.n; ++i)
+           y[i] = x.f[i] + c.ins[1].f[((i / h) % s) * h + i % h];
+       }},
+      {"position_embedding_bwd",
+       [](Call &c) {
+         const TensorRef &dy = c.ins[0];
+         int64_t s = dy.dim(1), h = dy.dim(2);
+         Vec &d = c.result(0);
+         for (int64_t i = 0; i < dy.n; ++i)
+           d[((i / h) % s) * h + i % h] += dy.f[i];
+       }},
+      {"shard_slice",
+       [](Call &c) {
+         const TensorRef &x = c.ins[0];
+         int64_t dim = c.p.at("dim").get<int64_t>();
+         int64_t outer = 1, inner = 1;
+         for (int64_t k = 0; k < dim; ++k)
+           outer *= x.dim(int(k));
+         for (size_t k = dim; k < x.shape->size(); ++k)
+           inner *= x.dim(int(k));
+         int64_t part = inner / c.ctx.groupSize;
+         Vec &y = c.result(0);
+         for (int64_t o = 0; o < outer; ++o)
+           std::copy(x.f + o * inner + c.ctx.groupRank * part,
+                     x.f + o * inner + (c.ctx.groupRank + 1) * part,
+                     y.begin() + o * part);
+       }},
+      {"rms_norm", [](Call &c) { norm(c, true); }},
+      {"layer_norm", [](Call &c) { norm(c, false); }},
+      {"rms_norm_bwd", [](Call &c) { normBackward(c, true); }},
+      {"layer_norm_bwd", [](Call &c) { normBackward(c, false); }},
+      {"linear", linear},
+      {"linear_bwd", linearBackward},
+      {"bias_add",
+       [](Call &c) {
+         int64_t h = c.ins[0].dim(-1);
+         Vec &y = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i)
+           y[i] = c.ins[0].f[i] + c.ins[1].f[i % h];
+       }},
+      {"bias_add_bwd",
+       [](Call &c) {
+         int64_t h = c.ins[0].dim(-1);
+         Vec &dx = c.result(0), &db = c.result(1);
+         for (int64_t i = 0; i < c.ins[0].n; ++i) {
+           dx[i] = c.ins[0].f[i];
+           db[i % h] += c.ins[0].f[i];
+         }
+       }},
+      {"rotary", [](Call &c) { rotary(c, 1); }},
+      {"rotary_bwd", [](Call &c) { rotary(c, -1); }},
+      {"attention", attention},
+      {"attention_bwd", attentionBackward},
+      {"gelu",
+       [](Call &c) {
+         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         Vec &y = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i)
+           y[i] = gelu(c.ins[0].f[i], t);
+       }},
+      {"gelu_bwd",
+       [](Call &c) {
+         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         Vec &d = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i)
+           d[i] = c.ins[0].f[i] * geluGrad(c.ins[1].f[i], t);
+       }},
+      {"silu",
+       [](Call &c) {
+         Vec &y = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i)
+           y[i] = c.ins[0].f[i] * sigmoid(c.ins[0].f[i]);
+       }},
+      {"silu_bwd",
+       [](Call &c) {
+         Vec &d = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i) {
+           float x = c.ins[1].f[i], s = sigmoid(x);
+           d[i] = c.ins[0].f[i] * (s + x * s * (1 - s));
+         }
+       }},
+      {"swiglu",
+       [](Call &c) {
+         Vec &y = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i) {
+           float g = c.ins[0].f[i];
+           y[i] = g * sigmoid(g) * c.ins[1].f[i];
+         }
+       }},
+      {"swiglu_bwd",
+       [](Call &c) {
+         Vec &dg = c.result(0), &du = c.result(1);
+         for (int64_t i = 0; i < c.ins[0].n; ++i) {
+           float dy = c.ins[0].f[i], g = c.ins[1].f[i], u = c.ins[2].f[i];
+           float s = sigmoid(g);
+           dg[i] = dy * u * (s + g * s * (1 - s));
+           du[i] = dy * g * s;
+         }
+       }},
+      {"add",
+       [](Call &c) {
+         Vec &y = c.result(0);
+         for (const TensorRef &x : c.ins)
+           for (int64_t i = 0; i < x.n; ++i)
+             y[i] += x.f[i];
+       }},
+      {"copy",
+       [](Call &c) {
+         Vec &y = c.result(0);
+         std::copy(c.ins[0].f, c.ins[0].f + c.ins[0].n, y.begin());
+       }},
+      {"ce_max",
+       [](Call &c) {
+         const TensorRef &l = c.ins[0];
+         int64_t v = l.dim(-1), start = vocabStart(c, l);
+         int64_t size = c.p.at("vocab_size").get<int64_t>();
+         Vec &mx = c.result(0);
+         for (int64_t r = 0; r < c.rows(l); ++r) {
+           float m = -std::numeric_limits<float>::infinity();
+           for (int64_t j = 0; j < v && start + j < size; ++j)
+             m = std::max(m, l.f[r * v + j]);
+           mx[r] = m;
+         }
+       }},
+      {"ce_stats",
+       [](Call &c) {
+         const TensorRef &l = c.ins[0];
+         const float *mx = c.ins[1].f;
+         const int32_t *labels = c.ins[2].i;
+         int64_t v = l.dim(-1), start = vocabStart(c, l);
+         int64_t size = c.p.at("vocab_size").get<int64_t>();
+         Vec &st = c.result(0);
+         for (int64_t r = 0; r < c.rows(l); ++r) {
+           double sum = 0;
+           for (int64_t j = 0; j < v && start + j < size; ++j)
+             sum += std::exp(double(l.f[r * v + j]) - mx[r]);
+           int64_t local = labels[r] - start;
+           st[2 * r] = float(sum);
+           st[2 * r + 1] = local >= 0 && local < v ? l.f[r * v + local] : 0;
+         }
+       }},
+      {"ce_loss",
+       [](Call &c) {
+         const float *mx = c.ins[0].f, *st = c.ins[1].f;
+         double scale = c.p.at("scale").get<double>(), sum = 0;
+         for (int64_t r = 0; r < c.ins[0].n; ++r)
+           sum += std::log(double(st[2 * r])) + mx[r] - st[2 * r + 1];
+         c.result(0)[0] = float(scale * sum);
+       }},
+      {"ce_bwd",
+       [](Call &c) {
+         const TensorRef &l = c.ins[0];
+         const float *mx = c.ins[1].f, *st = c.ins[2].f;
+         const int32_t *labels = c.ins[3].i;
+         int64_t v = l.dim(-1), start = vocabStart(c, l);
+         int64_t size = c.p.at("vocab_size").get<int64_t>();
+         float scale = c.p.at("scale").get<float>();
+         Vec &d = c.result(0);
+         for (int64_t r = 0; r < c.rows(l); ++r) {
+           for (int64_t j = 0; j < v && start + j < size; ++j)
+             d[r * v + j] =
+                 scale * std::exp(l.f[r * v + j] - mx[r]) / st[2 * r];
+           int64_t local = labels[r] - start;
+           if (local >= 0 && local < v)
+             d[r * v + local] -= scale;
+         }
+       }},
+      {"grad_sumsq",
+       [](Call &c) {
+         const json &weights = c.p.at("weights");
+         double total = 0;
+         for (size_t k = 0; k < c.ins.size(); ++k) {
+           double s = 0;
+           for (int64_t i = 0; i < c.ins[k].n; ++i)
+             s += double(c.ins[k].f[i]) * c.ins[k].f[i];
+           total += weights.at(k).get<double>() * s;
+         }
+         c.result(0)[0] = float(total);
+       }},
+      {"clip_coefficient",
+       [](Call &c) {
+         double clip = c.ctx.optimizer->clipNorm;
+         double norm = std::sqrt(double(c.ins[0].f[0]));
+         c.result(0)[0] =
+             clip == 0 ? 1.0f : float(std::min(1.0, clip / (norm + 1e-6)));
+       }},
+      {"adamw", adamw},
+  };
+  return table;
+}
+
+} // namespace
+
+void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
+                  const std::vector<TensorRef> &outs,
+                  const std::vector<bool> &accumulate,
+                  const nlohmann::json &params, const KernelContext &ctx) {
+  auto it = kernels().find(name);
+  if (it == kernels().end())
+    throw std::runtime_error("the CPU backend has no kernel \"" + name + "\"");
+  Call call{ins, outs, params, ctx, {}};
+  for (size_t k = 0; k < outs.size(); ++k)
+    call.result(k);
+  it->second(call);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Vec &r = call.results[k];
+    float *out = outs[k].f;
+    if (accumulate[k])
+      for (int64_t i = 0; i < outs[k].n; ++i)
+        out[i] += r[i];
+    else
+      std::copy(r.begin(), r.end(), out);
+  }
+}
+
+} // namespace partita::runtime

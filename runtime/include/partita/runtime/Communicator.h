@@ -1,0 +1,46 @@
+//===- Communicator.h - Collectives and p2p over mesh groups ----*- C++ -*-===//
+
+#ifndef PARTITA_RUNTIME_COMMUNICATOR_H
+#define PARTITA_RUNTIME_COMMUNICATOR_H
+
+#include <cstdint>
+#include <string>
+
+namespace partita::runtime {
+
+struct Plan;
+
+/// The collectives and point-to-point messages of a plan, over the plan's
+/// named groups (docs/plan-format.md). Backends implement it (MPI on CPUs;
+/// NCCL on GPUs).
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int64_t worldRank() const = 0;
+  virtual int64_t worldSize() const = 0;
+  /// Size of this rank's group `group`, and this rank's position in it.
+  virtual int64_t groupSize(const std::string &group) const = 0;
+  virtual int64_t groupRank(const std::string &group) const = 0;
+  /// In place: the sum (or maximum) of every member's `n` elements.
+  virtual void allReduce(const std::string &group, float *data, int64_t n,
+                         bool max) = 0;
+  /// `out` = every member's `n` elements of `in`, in group order.
+  virtual void allGather(const std::string &group, const float *in, int64_t n,
+                         float *out) = 0;
+  /// `out` = block `groupRank` (of `n` elements) of the sum over members of
+  /// `in` (groupSize x n elements).
+  virtual void reduceScatter(const std::string &group, const float *in,
+                             int64_t n, float *out) = 0;
+  /// Sends without waiting for the receiver; messages between two ranks
+  /// arrive in order.
+  virtual void send(int64_t to, const void *data, int64_t bytes) = 0;
+  virtual void recv(int64_t from, void *data, int64_t bytes) = 0;
+  /// Waits until every send has been delivered.
+  virtual void finishSends() = 0;
+  /// Stops the whole job with `why`.
+  [[noreturn]] virtual void abort(const std::string &why) = 0;
+};
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_COMMUNICATOR_H

@@ -1,0 +1,144 @@
+//===- Plan.h - plan.json in memory -----------------------------*- C++ -*-===//
+//
+// The runtime's view of a plan (docs/plan-format.md): everything it needs to
+// initialise, run and checkpoint a model, with buffer names resolved to
+// indices. The runtime does not depend on MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_PLAN_H
+#define PARTITA_RUNTIME_PLAN_H
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partita::runtime {
+
+/// The plan format versions this runtime executes.
+constexpr int64_t kPlanVersion = 1;
+
+enum class BufferKind {
+  Tokens,
+  Labels,
+  Activation,
+  ActivationGrad,
+  Param,
+  ParamShard,
+  ParamGrad,
+  GradShard,
+  OptimizerState,
+  Scalar,
+  ParamGathered
+};
+
+struct BufferSpec {
+  std::string name;
+  BufferKind kind;
+  bool isInt = false; // tokens and labels
+  std::vector<int64_t> shape;
+  int64_t elements = 0;
+  /// One copy per micro-batch in flight (tokens, labels, activations and
+  /// their gradients); the rest exist once.
+  bool perMicroBatch() const {
+    return kind == BufferKind::Tokens || kind == BufferKind::Labels ||
+           kind == BufferKind::Activation || kind == BufferKind::ActivationGrad;
+  }
+  /// Zeroed at the start of every step.
+  bool zeroedEachStep() const {
+    return kind == BufferKind::ParamGrad || kind == BufferKind::GradShard ||
+           kind == BufferKind::Scalar;
+  }
+};
+
+struct Launch {
+  enum class Op { Kernel, Collective, Send, Recv } op;
+  // Kernel.
+  std::string kernel;
+  std::vector<int> ins, outs;
+  std::vector<bool> accumulate;
+  nlohmann::json params;
+  // Collective.
+  enum class Collective { AllReduce, AllGather, ReduceScatter } collective{};
+  std::string group;
+  int input = -1, output = -1;
+  bool reduceMax = false;
+  std::optional<int64_t> dim;
+  bool accumulateOutput = false;
+  // Send / recv: `input` is the buffer; `toNext` its peer.
+  bool toNext = true;
+};
+
+struct Phase {
+  std::string kind; // forward, backward, step
+  int64_t chunk = -1;
+  std::vector<Launch> launches;
+};
+
+struct Run {
+  int phase; // index into Program::phases
+  int64_t microBatch;
+};
+
+struct Program {
+  int64_t ppRank = 0;
+  int64_t maxInFlight = 1;
+  std::vector<BufferSpec> buffers;
+  std::map<std::string, int> bufferIndex;
+  std::vector<Phase> phases;
+  std::vector<Run> schedule;
+  int stepPhase = -1;
+};
+
+struct ParameterHolder {
+  int64_t ppRank;
+  std::string buffer;
+  bool dpShard;
+};
+
+struct ParameterSpec {
+  std::string name;
+  std::vector<int64_t> globalShape, localShape;
+  std::string init; // zeros, ones, normal
+  double initStd = 0;
+  int64_t tpDim = -1, tpParts = 1;
+  std::vector<ParameterHolder> holders;
+};
+
+struct Coordinates {
+  int64_t pp, dp, tp, node, localDevice;
+};
+
+struct Optimizer {
+  double lr, minLr, beta1, beta2, eps, weightDecay, clipNorm;
+  int64_t warmupSteps, decaySteps;
+  std::string decay;
+  /// The learning rate of step `step` (from 0).
+  double learningRate(int64_t step) const;
+};
+
+struct Plan {
+  std::string model;
+  int64_t seqLen, vocabSize, globalBatch, microBatchSize, numMicroBatches;
+  int64_t dp, tp, pp, worldSize;
+  std::vector<Coordinates> devices;
+  /// Group name -> its groups, each a list of world ranks.
+  std::map<std::string, std::vector<std::vector<int64_t>>> groups;
+  Optimizer optimizer;
+  std::vector<ParameterSpec> parameters;
+  std::vector<Program> programs; // by pipeline rank
+  double predictedStepTimeS = 0;
+  std::string strategy; // "dp=..,tp=..", for messages
+};
+
+/// Reads and checks a plan; errors name the file and the JSON path.
+/// Throws std::runtime_error.
+Plan loadPlan(const std::string &path);
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_PLAN_H

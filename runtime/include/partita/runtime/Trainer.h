@@ -1,0 +1,66 @@
+//===- Trainer.h - Runs a plan's training steps on one rank -----*- C++ -*-===//
+
+#ifndef PARTITA_RUNTIME_TRAINER_H
+#define PARTITA_RUNTIME_TRAINER_H
+
+#include "partita/runtime/Communicator.h"
+#include "partita/runtime/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace partita::runtime {
+
+/// Where tokens come from: the synthetic stream of docs/plan-format.md, or
+/// a flat file of little-endian uint16 or uint32 tokens.
+class TokenSource {
+public:
+  virtual ~TokenSource() = default;
+  /// The `length` tokens of sequence `index` of the stream (sequence j of
+  /// step n is n * global_batch + j).
+  virtual void sequence(int64_t index, int32_t *out, int64_t length) = 0;
+};
+std::unique_ptr<TokenSource> syntheticTokens(int64_t vocab);
+
+struct StepResult {
+  double loss = 0;     // mean over the global batch (on the last stage)
+  double gradNorm = 0; // before clipping
+  bool hasLoss = false;
+};
+
+/// One rank's executor: the buffers of its program (allocated once), the
+/// parameters initialised as the plan says, and the schedule run per step.
+class Trainer {
+public:
+  Trainer(const Plan &plan, Communicator &comm, TokenSource &data);
+  StepResult step(int64_t step);
+  /// Bytes this rank allocated for buffers.
+  int64_t allocatedBytes() const { return bytes; }
+
+private:
+  struct Storage {
+    std::vector<float> f;
+    std::vector<int32_t> i;
+  };
+  Storage &storage(int index, int64_t microBatch);
+  void initialise();
+  void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
+  void collective(const Launch &l, int64_t microBatch);
+  void fillInputs(int64_t step, int64_t microBatch);
+  int64_t peer(bool next) const;
+
+  const Plan &plan;
+  Communicator &comm;
+  TokenSource &data;
+  const Program &program;
+  Coordinates coords;
+  /// Per buffer: one storage, or one per micro-batch slot.
+  std::vector<std::vector<Storage>> buffers;
+  int64_t bytes = 0;
+};
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_TRAINER_H

@@ -1,0 +1,303 @@
+//===- Plan.cpp - plan.json in memory -------------------------------------===//
+
+#include "partita/runtime/Plan.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace partita::runtime {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Reads fields with errors that say where: "plan.json: /programs/0/...".
+class Reader {
+public:
+  explicit Reader(std::string file) : file(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string &path, const std::string &what) {
+    throw std::runtime_error(file + ": " + path + ": " + what);
+  }
+  const json &at(const json &object, const std::string &path, const char *key) {
+    if (!object.is_object() || !object.contains(key))
+      fail(path, std::string("missing \"") + key + "\"");
+    return object.at(key);
+  }
+  int64_t integer(const json &object, const std::string &path,
+                  const char *key) {
+    const json &v = at(object, path, key);
+    if (!v.is_number_integer())
+      fail(path + "/" + key, "expected an integer");
+    return v.get<int64_t>();
+  }
+  double number(const json &object, const std::string &path, const char *key) {
+    const json &v = at(object, path, key);
+    if (!v.is_number())
+      fail(path + "/" + key, "expected a number");
+    return v.get<double>();
+  }
+  std::string string(const json &object, const std::string &path,
+                     const char *key) {
+    const json &v = at(object, path, key);
+    if (!v.is_string())
+      fail(path + "/" + key, "expected a string");
+    return v.get<std::string>();
+  }
+  std::vector<int64_t> shape(const json &object, const std::string &path,
+                             const char *key) {
+    const json &v = at(object, path, key);
+    if (!v.is_array())
+      fail(path + "/" + key, "expected an array of sizes");
+    std::vector<int64_t> out;
+    for (const json &d : v) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(path + "/" + key, "expected non-negative integer sizes");
+      out.push_back(d.get<int64_t>());
+    }
+    return out;
+  }
+
+private:
+  std::string file;
+};
+
+BufferKind parseKind(Reader &r, const std::string &path,
+                     const std::string &kind) {
+  static const std::map<std::string, BufferKind> kinds = {
+      {"tokens", BufferKind::Tokens},
+      {"labels", BufferKind::Labels},
+      {"activation", BufferKind::Activation},
+      {"activation_grad", BufferKind::ActivationGrad},
+      {"param", BufferKind::Param},
+      {"param_shard", BufferKind::ParamShard},
+      {"param_grad", BufferKind::ParamGrad},
+      {"grad_shard", BufferKind::GradShard},
+      {"optimizer_state", BufferKind::OptimizerState},
+      {"scalar", BufferKind::Scalar},
+      {"param_gathered", BufferKind::ParamGathered}};
+  auto it = kinds.find(kind);
+  if (it == kinds.end())
+    r.fail(path, "unknown buffer kind \"" + kind + "\"");
+  return it->second;
+}
+
+Program readProgram(Reader &r, const json &p, const std::string &path) {
+  Program program;
+  program.ppRank = r.integer(p, path, "pp_rank");
+  program.maxInFlight = r.integer(p, path, "max_in_flight");
+  const json &buffers = r.at(p, path, "buffers");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::string at = path + "/buffers/" + std::to_string(i);
+    BufferSpec b;
+    b.name = r.string(buffers[i], at, "name");
+    b.kind = parseKind(r, at + "/kind", r.string(buffers[i], at, "kind"));
+    std::string dtype = r.string(buffers[i], at, "dtype");
+    b.isInt = dtype == "i32";
+    if (!b.isInt && dtype != "f32")
+      r.fail(at + "/dtype", "the CPU runtime runs f32 plans; this buffer is " +
+                                dtype + " (compile with --dtype=f32)");
+    b.shape = r.shape(buffers[i], at, "shape");
+    b.elements = 1;
+    for (int64_t d : b.shape)
+      b.elements *= d;
+    if (!program.bufferIndex.emplace(b.name, i).second)
+      r.fail(at + "/name", "buffer \"" + b.name + "\" appears twice");
+    program.buffers.push_back(std::move(b));
+  }
+  auto buffer = [&](const json &name, const std::string &at) {
+    if (!name.is_string())
+      r.fail(at, "expected a buffer name");
+    auto it = program.bufferIndex.find(name.get<std::string>());
+    if (it == program.bufferIndex.end())
+      r.fail(at, "no buffer \"" + name.get<std::string>() + "\"");
+    return it->second;
+  };
+  const json &phases = r.at(p, path, "phases");
+  for (size_t i = 0; i < phases.size(); ++i) {
+    std::string at = path + "/phases/" + std::to_string(i);
+    Phase phase;
+    phase.kind = r.string(phases[i], at, "kind");
+    if (phase.kind == "step")
+      program.stepPhase = i;
+    else
+      phase.chunk = r.integer(phases[i], at, "chunk");
+    const json &launches = r.at(phases[i], at, "launches");
+    for (size_t j = 0; j < launches.size(); ++j) {
+      const json &l = launches[j];
+      std::string lat = at + "/launches/" + std::to_string(j);
+      std::string op = r.string(l, lat, "op");
+      Launch launch;
+      if (op == "kernel") {
+        launch.op = Launch::Op::Kernel;
+        launch.kernel = r.string(l, lat, "kernel");
+        for (const json &n : r.at(l, lat, "ins"))
+          launch.ins.push_back(buffer(n, lat + "/ins"));
+        for (const json &n : r.at(l, lat, "outs"))
+          launch.outs.push_back(buffer(n, lat + "/outs"));
+        launch.accumulate.assign(launch.outs.size(), false);
+        if (l.contains("accumulate"))
+          for (size_t k = 0; k < launch.outs.size(); ++k)
+            launch.accumulate[k] = l["accumulate"].at(k).get<bool>();
+        launch.params = l.value("params", json::object());
+      } else if (op == "collective") {
+        launch.op = Launch::Op::Collective;
+        std::string kind = r.string(l, lat, "collective");
+        launch.collective =
+            kind == "all_reduce"   ? Launch::Collective::AllReduce
+            : kind == "all_gather" ? Launch::Collective::AllGather
+            : kind == "reduce_scatter"
+                ? Launch::Collective::ReduceScatter
+                : (r.fail(lat + "/collective",
+                          "unknown collective \"" + kind + "\""),
+                   Launch::Collective::AllReduce);
+        launch.group = r.string(l, lat, "group");
+        launch.input = buffer(r.at(l, lat, "input"), lat + "/input");
+        launch.output = buffer(r.at(l, lat, "output"), lat + "/output");
+        launch.reduceMax = l.value("reduction", "sum") == "max";
+        if (l.contains("dim"))
+          launch.dim = l["dim"].get<int64_t>();
+        launch.accumulateOutput = l.value("accumulate", false);
+      } else if (op == "send" || op == "recv") {
+        launch.op = op == "send" ? Launch::Op::Send : Launch::Op::Recv;
+        launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
+        launch.toNext = r.string(l, lat, "peer") == "next";
+      } else {
+        r.fail(lat + "/op", "unknown launch \"" + op + "\"");
+      }
+      phase.launches.push_back(std::move(launch));
+    }
+    program.phases.push_back(std::move(phase));
+  }
+  if (program.stepPhase < 0)
+    r.fail(path, "the program has no step phase");
+  const json &schedule = r.at(p, path, "schedule");
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    std::string at = path + "/schedule/" + std::to_string(i);
+    std::string kind = r.string(schedule[i], at, "phase");
+    int64_t chunk = r.integer(schedule[i], at, "chunk");
+    Run run{-1, r.integer(schedule[i], at, "micro_batch")};
+    for (size_t k = 0; k < program.phases.size(); ++k)
+      if (program.phases[k].kind == kind && program.phases[k].chunk == chunk)
+        run.phase = k;
+    if (run.phase < 0)
+      r.fail(at, "no " + kind + " phase of chunk " + std::to_string(chunk));
+    program.schedule.push_back(run);
+  }
+  return program;
+}
+
+} // namespace
+
+double Optimizer::learningRate(int64_t step) const {
+  if (step < warmupSteps)
+    return lr * double(step + 1) / double(warmupSteps);
+  if (decaySteps == 0 || decay == "constant")
+    return lr;
+  double done = std::min(1.0, double(step - warmupSteps) / decaySteps);
+  double shape =
+      decay == "cosine" ? 0.5 * (1 + std::cos(M_PI * done)) : 1 - done;
+  return minLr + (lr - minLr) * shape;
+}
+
+Plan loadPlan(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open the plan");
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception &e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  Reader r(path);
+  if (!doc.is_object() || doc.value("format", "") != "partita-plan")
+    r.fail("/format", "not a Partita plan (expected \"partita-plan\")");
+  int64_t version = r.integer(doc, "", "version");
+  if (version != kPlanVersion)
+    r.fail("/version", "plan format version " + std::to_string(version) +
+                           "; this runtime executes version " +
+                           std::to_string(kPlanVersion));
+  Plan plan;
+  plan.model = r.string(doc, "", "model");
+  const json &t = r.at(doc, "", "training");
+  plan.seqLen = r.integer(t, "/training", "seq_len");
+  plan.vocabSize = r.integer(t, "/training", "vocab_size");
+  plan.globalBatch = r.integer(t, "/training", "global_batch");
+  plan.microBatchSize = r.integer(t, "/training", "micro_batch_size");
+  plan.numMicroBatches = r.integer(t, "/training", "num_micro_batches");
+  if (r.string(t, "/training", "dtype") != "f32")
+    r.fail("/training/dtype", "the CPU runtime runs f32 plans (compile with "
+                              "--dtype=f32)");
+  const json &mesh = r.at(doc, "", "mesh");
+  plan.dp = r.integer(mesh, "/mesh", "dp");
+  plan.tp = r.integer(mesh, "/mesh", "tp");
+  plan.pp = r.integer(mesh, "/mesh", "pp");
+  plan.worldSize = r.integer(mesh, "/mesh", "world_size");
+  if (plan.worldSize != plan.dp * plan.tp * plan.pp)
+    r.fail("/mesh", "world_size is not dp x tp x pp");
+  const json &devices = r.at(doc, "", "devices");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::string at = "/devices/" + std::to_string(i);
+    plan.devices.push_back(
+        {r.integer(devices[i], at, "pp"), r.integer(devices[i], at, "dp"),
+         r.integer(devices[i], at, "tp"), r.integer(devices[i], at, "node"),
+         r.integer(devices[i], at, "local_device")});
+  }
+  if (int64_t(plan.devices.size()) != plan.worldSize)
+    r.fail("/devices", "expected one entry per rank");
+  for (auto &[name, groups] : r.at(doc, "", "groups").items())
+    plan.groups[name] = groups.get<std::vector<std::vector<int64_t>>>();
+  const json &o = r.at(doc, "", "optimizer");
+  plan.optimizer = {r.number(o, "/optimizer", "lr"),
+                    r.number(o, "/optimizer", "min_lr"),
+                    r.number(o, "/optimizer", "beta1"),
+                    r.number(o, "/optimizer", "beta2"),
+                    r.number(o, "/optimizer", "eps"),
+                    r.number(o, "/optimizer", "weight_decay"),
+                    r.number(o, "/optimizer", "clip_norm"),
+                    r.integer(o, "/optimizer", "warmup_steps"),
+                    r.integer(o, "/optimizer", "decay_steps"),
+                    r.string(o, "/optimizer", "decay")};
+  const json &params = r.at(doc, "", "parameters");
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string at = "/parameters/" + std::to_string(i);
+    const json &p = params[i];
+    ParameterSpec spec;
+    spec.name = r.string(p, at, "name");
+    spec.globalShape = r.shape(p, at, "global_shape");
+    spec.localShape = r.shape(p, at, "local_shape");
+    spec.init = r.string(p, at, "init");
+    spec.initStd = p.value("init_std", 0.0);
+    if (!p.at("tp_dim").is_null())
+      spec.tpDim = p.at("tp_dim").get<int64_t>();
+    spec.tpParts = r.integer(p, at, "tp_parts");
+    for (const json &h : r.at(p, at, "holders"))
+      spec.holders.push_back({h.at("pp_rank").get<int64_t>(),
+                              h.at("buffer").get<std::string>(),
+                              h.at("dp_shard").get<bool>()});
+    plan.parameters.push_back(std::move(spec));
+  }
+  const json &programs = r.at(doc, "", "programs");
+  for (size_t i = 0; i < programs.size(); ++i)
+    plan.programs.push_back(
+        readProgram(r, programs[i], "/programs/" + std::to_string(i)));
+  if (int64_t(plan.programs.size()) != plan.pp)
+    r.fail("/programs", "expected one program per pipeline rank");
+  for (size_t i = 0; i < plan.programs.size(); ++i)
+    if (plan.programs[i].ppRank != int64_t(i))
+      r.fail("/programs/" + std::to_string(i), "programs out of order");
+  if (doc.contains("predicted"))
+    plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);
+  const json &s = r.at(doc, "", "strategy");
+  std::ostringstream os;
+  os << "dp=" << s.value("dp", 1) << ",tp=" << s.value("tp", 1)
+     << ",pp=" << s.value("pp", 1) << ",vpp=" << s.value("vpp", 1)
+     << ",zero=" << s.value("zero", 0);
+  plan.strategy = os.str();
+  return plan;
+}
+
+} // namespace partita::runtime

@@ -1,0 +1,301 @@
+//===- Trainer.cpp - Runs a plan's training steps on one rank -------------===//
+
+#include "partita/runtime/Trainer.h"
+
+#include "../cpu/CpuKernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace partita::runtime {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a64(const std::string &text) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+/// Element `index` of the unsharded parameter (docs/plan-format.md).
+float initialValue(const ParameterSpec &p, uint64_t key, uint64_t index) {
+  if (p.init == "zeros")
+    return 0;
+  if (p.init == "ones")
+    return 1;
+  uint64_t z = splitmix64(key + 2 * index), w = splitmix64(key + 2 * index + 1);
+  double u1 = (double(z >> 11) + 1) * 0x1.0p-53;
+  double u2 = double(w >> 11) * 0x1.0p-53;
+  return float(p.initStd * std::sqrt(-2 * std::log(u1)) *
+               std::cos(2 * M_PI * u2));
+}
+
+class Synthetic : public TokenSource {
+public:
+  Synthetic(int64_t vocab) : vocab(vocab) {}
+  void sequence(int64_t index, int32_t *out, int64_t length) override {
+    uint64_t first = uint64_t(index) * uint64_t(length);
+    for (int64_t k = 0; k < length; ++k)
+      out[k] = int32_t(splitmix64(0x5EED + first + k) % uint64_t(vocab));
+  }
+
+private:
+  int64_t vocab;
+};
+
+} // namespace
+
+std::unique_ptr<TokenSource> syntheticTokens(int64_t vocab) {
+  return std::make_unique<Synthetic>(vocab);
+}
+
+Trainer::Trainer(const Plan &plan, Communicator &comm, TokenSource &data)
+    : plan(plan), comm(comm), data(data),
+      program(plan.programs[plan.devices[comm.worldRank()].pp]),
+      coords(plan.devices[comm.worldRank()]) {
+  for (const BufferSpec &b : program.buffers) {
+    int64_t copies = b.perMicroBatch() ? program.maxInFlight : 1;
+    std::vector<Storage> s(copies);
+    for (Storage &one : s) {
+      if (b.isInt)
+        one.i.assign(b.elements, 0);
+      else
+        one.f.assign(b.elements, 0.0f);
+    }
+    bytes += copies * b.elements * 4;
+    buffers.push_back(std::move(s));
+  }
+  initialise();
+}
+
+Trainer::Storage &Trainer::storage(int index, int64_t microBatch) {
+  std::vector<Storage> &s = buffers[index];
+  return s.size() == 1 ? s[0] : s[microBatch % s.size()];
+}
+
+void Trainer::initialise() {
+  for (const ParameterSpec &p : plan.parameters) {
+    uint64_t key = fnv1a64(p.name);
+    for (const ParameterHolder &h : p.holders) {
+      if (h.ppRank != coords.pp)
+        continue;
+      // The local (tp) tensor, element by element from its global index.
+      int64_t n = 1;
+      for (int64_t d : p.localShape)
+        n *= d;
+      int64_t part = p.tpDim >= 0 ? coords.tp * p.tpParts / plan.tp : 0;
+      std::vector<float> local(n);
+      size_t rank = p.localShape.size();
+      std::vector<int64_t> idx(rank, 0);
+      for (int64_t e = 0; e < n; ++e) {
+        uint64_t global = 0;
+        bool padding = false;
+        for (size_t k = 0; k < rank; ++k) {
+          int64_t g = idx[k];
+          if (int64_t(k) == p.tpDim)
+            g += part * p.localShape[k];
+          padding |= g >= p.globalShape[k];
+          global = global * p.globalShape[k] + g;
+        }
+        local[e] = padding ? 0.0f : initialValue(p, key, global);
+        for (size_t k = rank; k-- > 0;)
+          if (++idx[k] < p.localShape[k])
+            break;
+          else
+            idx[k] = 0;
+      }
+      auto it = program.bufferIndex.find(h.buffer);
+      if (it == program.bufferIndex.end())
+        throw std::runtime_error("parameter " + p.name + ": no buffer " +
+                                 h.buffer);
+      std::vector<float> &dst = storage(it->second, 0).f;
+      if (h.dpShard) {
+        int64_t chunk = dst.size(), begin = coords.dp * chunk;
+        for (int64_t i = 0; i < chunk; ++i)
+          dst[i] = begin + i < n ? local[begin + i] : 0.0f;
+      } else {
+        dst = local;
+      }
+    }
+  }
+}
+
+int64_t Trainer::peer(bool next) const {
+  int64_t p = (coords.pp + (next ? 1 : plan.pp - 1)) % plan.pp;
+  return (p * plan.dp + coords.dp) * plan.tp + coords.tp;
+}
+
+void Trainer::fillInputs(int64_t step, int64_t microBatch) {
+  int64_t b = plan.microBatchSize, s = plan.seqLen;
+  std::vector<int32_t> seq(s + 1);
+  for (size_t k = 0; k < program.buffers.size(); ++k) {
+    const BufferSpec &spec = program.buffers[k];
+    if (spec.kind != BufferKind::Tokens && spec.kind != BufferKind::Labels)
+      continue;
+    std::vector<int32_t> &dst = storage(k, microBatch).i;
+    for (int64_t r = 0; r < b; ++r) {
+      int64_t j = (coords.dp * plan.numMicroBatches + microBatch) * b + r;
+      data.sequence(step * plan.globalBatch + j, seq.data(), s + 1);
+      int64_t offset = spec.kind == BufferKind::Tokens ? 0 : 1;
+      std::copy(seq.begin() + offset, seq.begin() + offset + s,
+                dst.begin() + r * s);
+    }
+  }
+}
+
+void Trainer::collective(const Launch &l, int64_t microBatch) {
+  const BufferSpec &inSpec = program.buffers[l.input];
+  const BufferSpec &outSpec = program.buffers[l.output];
+  std::vector<float> &in = storage(l.input, microBatch).f;
+  std::vector<float> &out = storage(l.output, microBatch).f;
+  int64_t g = comm.groupSize(l.group), r = comm.groupRank(l.group);
+  auto store = [&](const std::vector<float> &value) {
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = l.accumulateOutput ? out[i] + value[i] : value[i];
+  };
+  if (l.collective == Launch::Collective::AllReduce) {
+    comm.allReduce(l.group, in.data(), in.size(), l.reduceMax);
+    return;
+  }
+  // Blocks along `dim`: outer x (g x inner) on the gathered side.
+  int64_t outer = 1, inner = 1;
+  if (l.dim) {
+    const BufferSpec &whole =
+        l.collective == Launch::Collective::AllGather ? outSpec : inSpec;
+    for (int64_t k = 0; k < *l.dim; ++k)
+      outer *= whole.shape[k];
+    for (size_t k = *l.dim; k < whole.shape.size(); ++k)
+      inner *= whole.shape[k];
+    inner /= g;
+  }
+  if (l.collective == Launch::Collective::AllGather) {
+    if (l.dim) {
+      std::vector<float> gathered(in.size() * g), value(out.size());
+      comm.allGather(l.group, in.data(), in.size(), gathered.data());
+      for (int64_t q = 0; q < g; ++q)
+        for (int64_t o = 0; o < outer; ++o)
+          std::copy(gathered.begin() + q * in.size() + o * inner,
+                    gathered.begin() + q * in.size() + (o + 1) * inner,
+                    value.begin() + o * g * inner + q * inner);
+      store(value);
+    } else {
+      int64_t chunk = (int64_t(out.size()) + g - 1) / g;
+      std::vector<float> mine(chunk, 0.0f), gathered(chunk * g);
+      if (l.input == l.output) // in place: this rank's slice of the whole
+        for (int64_t i = 0; i < chunk && r * chunk + i < int64_t(in.size());
+             ++i)
+          mine[i] = in[r * chunk + i];
+      else
+        std::copy(in.begin(), in.begin() + std::min<int64_t>(chunk, in.size()),
+                  mine.begin());
+      comm.allGather(l.group, mine.data(), chunk, gathered.data());
+      gathered.resize(out.size());
+      store(gathered);
+    }
+    return;
+  }
+  // Reduce-scatter.
+  std::vector<float> value(out.size());
+  if (l.dim) {
+    std::vector<float> blocks(in.size());
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy(in.begin() + o * g * inner + q * inner,
+                  in.begin() + o * g * inner + (q + 1) * inner,
+                  blocks.begin() + q * outer * inner + o * inner);
+    comm.reduceScatter(l.group, blocks.data(), outer * inner, value.data());
+  } else {
+    int64_t chunk = out.size();
+    std::vector<float> padded(chunk * g, 0.0f);
+    std::copy(in.begin(), in.end(), padded.begin());
+    comm.reduceScatter(l.group, padded.data(), chunk, value.data());
+  }
+  store(value);
+}
+
+void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
+  KernelContext ctx;
+  ctx.step = step;
+  ctx.optimizer = &plan.optimizer;
+  ctx.tpRank = coords.tp;
+  ctx.dpRank = coords.dp;
+  ctx.dp = plan.dp;
+  auto ref = [&](int index) {
+    const BufferSpec &spec = program.buffers[index];
+    Storage &s = storage(index, microBatch);
+    TensorRef t;
+    t.shape = &spec.shape;
+    t.n = spec.elements;
+    if (spec.isInt)
+      t.i = s.i.data();
+    else
+      t.f = s.f.data();
+    return t;
+  };
+  for (const Launch &l : phase.launches) {
+    switch (l.op) {
+    case Launch::Op::Kernel: {
+      std::vector<TensorRef> ins, outs;
+      for (int i : l.ins)
+        ins.push_back(ref(i));
+      for (int o : l.outs)
+        outs.push_back(ref(o));
+      if (l.kernel == "shard_slice") {
+        std::string group = l.params.at("group").get<std::string>();
+        ctx.groupRank = comm.groupRank(group);
+        ctx.groupSize = comm.groupSize(group);
+      }
+      runCpuKernel(l.kernel, ins, outs, l.accumulate, l.params, ctx);
+      break;
+    }
+    case Launch::Op::Collective:
+      collective(l, microBatch);
+      break;
+    case Launch::Op::Send: {
+      Storage &s = storage(l.input, microBatch);
+      comm.send(peer(l.toNext), s.f.data(), s.f.size() * 4);
+      break;
+    }
+    case Launch::Op::Recv: {
+      Storage &s = storage(l.input, microBatch);
+      comm.recv(peer(l.toNext), s.f.data(), s.f.size() * 4);
+      break;
+    }
+    }
+  }
+}
+
+StepResult Trainer::step(int64_t step) {
+  for (size_t k = 0; k < program.buffers.size(); ++k)
+    if (program.buffers[k].zeroedEachStep())
+      for (Storage &s : buffers[k])
+        std::fill(s.f.begin(), s.f.end(), 0.0f);
+  for (const Run &run : program.schedule) {
+    if (program.phases[run.phase].kind == "forward")
+      fillInputs(step, run.microBatch);
+    runPhase(program.phases[run.phase], run.microBatch, step);
+  }
+  runPhase(program.phases[program.stepPhase], 0, step);
+  comm.finishSends();
+  StepResult result;
+  auto loss = program.bufferIndex.find("loss");
+  if (loss != program.bufferIndex.end()) {
+    result.loss = storage(loss->second, 0).f[0];
+    result.hasLoss = true;
+  }
+  auto sumsq = program.bufferIndex.find("grad_sumsq");
+  if (sumsq != program.bufferIndex.end())
+    result.gradNorm = std::sqrt(double(storage(sumsq->second, 0).f[0]));
+  return result;
+}
+
+} // namespace partita::runtime

@@ -1,0 +1,191 @@
+//===- plan-run.cpp - Runs a compiled plan
+//---------------------------------===//
+//
+// Alone, plan-run starts the ranks the plan needs on this host through
+// mpirun and waits for them; under mpirun (or srun) it is one rank of the
+// job. One line per step from the rank that holds the loss.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Plan.h"
+#include "partita/runtime/Trainer.h"
+
+#include "../../runtime/mpi/MpiCommunicator.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace partita::runtime;
+
+namespace {
+
+struct Options {
+  std::string plan;
+  int64_t steps = 10;
+  std::string logJson;
+  std::string hostfile;
+};
+
+[[noreturn]] void usage(const std::string &error) {
+  if (!error.empty())
+    std::cerr << "plan-run: error: " << error << "\n";
+  std::cerr << "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
+               "[--hostfile FILE]\n"
+               "  Trains with the plan for N steps (default 10). Alone, it "
+               "starts the plan's ranks\n  on this host (or the hosts of "
+               "--hostfile) with mpirun; under mpirun or srun it\n  is one "
+               "rank.\n";
+  std::exit(error.empty() ? 0 : 2);
+}
+
+Options parse(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char *flag) -> std::string {
+      std::string prefix = std::string(flag) + "=";
+      if (a.rfind(prefix, 0) == 0)
+        return a.substr(prefix.size());
+      if (a == flag && i + 1 < argc)
+        return argv[++i];
+      usage(std::string(flag) + " needs a value");
+    };
+    if (a == "-h" || a == "--help")
+      usage("");
+    else if (a.rfind("--steps", 0) == 0) {
+      std::string v = value("--steps");
+      char *end;
+      o.steps = std::strtoll(v.c_str(), &end, 10);
+      if (*end || o.steps < 1)
+        usage("--steps must be a positive integer, got \"" + v + "\"");
+    } else if (a.rfind("--log-json", 0) == 0)
+      o.logJson = value("--log-json");
+    else if (a.rfind("--hostfile", 0) == 0)
+      o.hostfile = value("--hostfile");
+    else if (!a.empty() && a[0] == '-')
+      usage("unknown option " + a);
+    else if (o.plan.empty())
+      o.plan = a;
+    else
+      usage("one plan only");
+  }
+  if (o.plan.empty())
+    usage("no plan given");
+  return o;
+}
+
+bool underLauncher() {
+  for (const char *v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
+    if (std::getenv(v))
+      return true;
+  return false;
+}
+
+/// Re-executes plan-run under mpirun with the plan's world size.
+int launch(const Options &o, const Plan &plan, char **argv) {
+  std::vector<std::string> args = {"mpirun", "-np",
+                                   std::to_string(plan.worldSize)};
+  if (geteuid() == 0)
+    args.push_back("--allow-run-as-root");
+  if (o.hostfile.empty())
+    args.push_back("--oversubscribe");
+  else
+    args.insert(args.end(), {"--hostfile", o.hostfile});
+  args.insert(args.end(), {"--bind-to", "none"});
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  args.push_back(n > 0 ? std::string(self, n) : std::string(argv[0]));
+  for (int i = 1; argv[i]; ++i)
+    args.push_back(argv[i]);
+  std::vector<char *> cargs;
+  for (std::string &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::cerr << "plan-run: starting " << plan.worldSize << " ranks of "
+            << plan.model << " (" << plan.strategy << ") with mpirun\n";
+  execvp("mpirun", cargs.data());
+  std::cerr << "plan-run: error: cannot run mpirun: " << std::strerror(errno)
+            << " (install openmpi-bin)\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o = parse(argc, argv);
+  Plan plan;
+  try {
+    plan = loadPlan(o.plan);
+  } catch (const std::exception &e) {
+    std::cerr << "plan-run: error: " << e.what() << "\n";
+    return 1;
+  }
+  if (!underLauncher() && plan.worldSize > 1)
+    return launch(o, plan, argv);
+
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != plan.worldSize) {
+    if (rank == 0)
+      std::cerr << "plan-run: error: " << o.plan << " needs " << plan.worldSize
+                << " ranks but the job has " << size << "\n";
+    MPI_Finalize();
+    return 1;
+  }
+  auto comm = createMpiCommunicator(plan);
+  auto data = syntheticTokens(plan.vocabSize);
+  const Coordinates &c = plan.devices[rank];
+  bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
+  std::ofstream log;
+  if (reporter && !o.logJson.empty()) {
+    log.open(o.logJson);
+    if (!log)
+      comm->abort("cannot write " + o.logJson);
+  }
+  try {
+    Trainer trainer(plan, *comm, *data);
+    if (reporter)
+      std::cout << "plan-run: " << plan.model << " (" << plan.strategy
+                << ") on " << size << " ranks; "
+                << trainer.allocatedBytes() / 1e6
+                << " MB of buffers on the reporting rank\n";
+    double tokens = double(plan.globalBatch) * plan.seqLen;
+    for (int64_t s = 0; s < o.steps; ++s) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto start = std::chrono::steady_clock::now();
+      StepResult r = trainer.step(s);
+      MPI_Barrier(MPI_COMM_WORLD);
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      if (!reporter)
+        continue;
+      std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
+                  "%.3f s\n",
+                  (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds,
+                  seconds);
+      std::fflush(stdout);
+      if (log)
+        log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss
+            << ", \"grad_norm\": " << r.gradNorm
+            << ", \"step_time_s\": " << seconds
+            << ", \"tokens_per_s\": " << tokens / seconds << "}\n";
+    }
+  } catch (const std::exception &e) {
+    comm->abort(std::string("error: ") + e.what());
+  }
+  comm.reset();
+  MPI_Finalize();
+  return 0;
+}
