@@ -25,8 +25,13 @@ llvm_config.with_environment("PATH", config.partita_tools_dir,
                              append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.partita_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["plan-opt", "importer-corpus-replay"],
-                                   tool_dirs)
+tools = ["plan-opt", "importer-corpus-replay"]
+# plan-run is built where MPI and OpenBLAS are found; the runtime's tests
+# say REQUIRES: plan-run.
+if os.path.exists(os.path.join(config.partita_tools_dir, "plan-run")):
+    tools.append("plan-run")
+    config.available_features.add("plan-run")
+llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # The published Megatron-LM table the cost model is calibrated against lives
 # in the shared data beside the repository.

@@ -43,9 +43,10 @@ class Synthetic : public TokenSource {
 public:
   Synthetic(int64_t vocab) : vocab(vocab) {}
   void sequence(int64_t index, int32_t *out, int64_t length) override {
-    uint64_t first = uint64_t(index) * uint64_t(length);
+    uint64_t h = splitmix64(0x5EED + uint64_t(index));
+    uint64_t start = h % uint64_t(vocab), stride = 1 + (h >> 32) % 4;
     for (int64_t k = 0; k < length; ++k)
-      out[k] = int32_t(splitmix64(0x5EED + first + k) % uint64_t(vocab));
+      out[k] = int32_t((start + uint64_t(k) * stride) % uint64_t(vocab));
   }
 
 private:

@@ -69,15 +69,19 @@ def init_global(param):
 
 
 def synthetic_batch(step, global_batch, seq_len, vocab):
-    """Sequence j of step n is seq_len + 1 tokens, token k being
-    splitmix64(SEED + (n * global_batch + j) * (seq_len + 1) + k) mod
-    vocab; tokens are the first seq_len, labels the last."""
-    first = (step * global_batch) * (seq_len + 1)
+    """Sequence j of step n is an arithmetic progression modulo vocab, so
+    that a model can learn it: with h = splitmix64(0x5EED + n *
+    global_batch + j), token k is (h mod vocab + k * (1 + (h >> 32) mod 4))
+    mod vocab, for k in [0, seq_len]; tokens are the first seq_len, labels
+    the last."""
     with np.errstate(over="ignore"):
         index = np.uint64(0x5EED) + np.arange(
-            first, first + global_batch * (seq_len + 1), dtype=np.uint64)
-        seqs = (splitmix64(index) % np.uint64(vocab)).astype(np.int64)
-    seqs = seqs.reshape(global_batch, seq_len + 1)
+            step * global_batch, (step + 1) * global_batch, dtype=np.uint64)
+        h = splitmix64(index)
+    start = (h % np.uint64(vocab)).astype(np.int64)
+    stride = 1 + ((h >> np.uint64(32)) % np.uint64(4)).astype(np.int64)
+    k = np.arange(seq_len + 1, dtype=np.int64)
+    seqs = (start[:, None] + k[None, :] * stride[:, None]) % vocab
     return seqs[:, :-1].astype(np.int32), seqs[:, 1:].astype(np.int32)
 
 
@@ -712,6 +716,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--rtol", type=float, default=2e-4)
+    parser.add_argument("--log-json",
+                        help="write the first plan's losses as plan-run "
+                        "--log-json does")
     parser.add_argument("--gradcheck", action="store_true",
                         help="check the first plan's gradients against "
                         "finite differences of its loss (in fp64)")
@@ -731,6 +738,11 @@ def main():
               f"grad norm {norm:.6f}")
         if base is None:
             base = (losses, norm, grads, params)
+            if args.log_json:
+                with open(args.log_json, "w") as log:
+                    for step, loss in enumerate(losses, 1):
+                        log.write(json.dumps({"step": step, "loss": loss})
+                                  + "\n")
             continue
         for step, (a, b) in enumerate(zip(losses, base[0])):
             if abs(a - b) > args.rtol * abs(b):
