@@ -601,6 +601,8 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
 
 } // namespace
 
+bool hasCpuKernel(const std::string &name) { return kernels().count(name); }
+
 void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,

@@ -30,6 +30,9 @@ struct KernelContext {
   int64_t groupRank = 0, groupSize = 1;
 };
 
+/// Whether the CPU backend has kernel `name`.
+bool hasCpuKernel(const std::string &name);
+
 /// Runs kernel `name` (docs/plan-format.md): reads `ins`, writes `outs`,
 /// adding to those flagged in `accumulate`. Throws std::runtime_error for
 /// an unknown kernel.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 namespace partita::runtime {
@@ -59,10 +60,72 @@ std::unique_ptr<TokenSource> syntheticTokens(int64_t vocab) {
   return std::make_unique<Synthetic>(vocab);
 }
 
+namespace {
+class TokenFile : public TokenSource {
+public:
+  TokenFile(const std::string &path, int bytesPerToken, int64_t vocab,
+            int64_t sequences, int64_t length)
+      : path(path), width(bytesPerToken), vocab(vocab) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in)
+      throw std::runtime_error(path + ": cannot open the data file");
+    int64_t size = in.tellg();
+    if (size % width != 0)
+      throw std::runtime_error(path + ": " + std::to_string(size) +
+                               " bytes is not a whole number of " +
+                               std::to_string(width * 8) + "-bit tokens");
+    int64_t needed = sequences * (length - 1) + 1;
+    if (size / width < needed)
+      throw std::runtime_error(
+          path + ": holds " + std::to_string(size / width) +
+          " tokens; the run needs " + std::to_string(needed) + " (" +
+          std::to_string(sequences) + " sequences of " +
+          std::to_string(length - 1) + " tokens and one more)");
+    bytes.resize(size);
+    in.seekg(0);
+    in.read(bytes.data(), size);
+  }
+  void sequence(int64_t index, int32_t *out, int64_t length) override {
+    int64_t first = index * (length - 1);
+    for (int64_t k = 0; k < length; ++k) {
+      const unsigned char *p = reinterpret_cast<const unsigned char *>(
+          bytes.data() + (first + k) * width);
+      uint32_t token = p[0] | (p[1] << 8);
+      if (width == 4)
+        token |= uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+      if (token >= uint64_t(vocab))
+        throw std::runtime_error(path + ": token " + std::to_string(token) +
+                                 " at position " + std::to_string(first + k) +
+                                 " is outside the vocabulary of " +
+                                 std::to_string(vocab));
+      out[k] = int32_t(token);
+    }
+  }
+
+private:
+  std::string path;
+  int width;
+  int64_t vocab;
+  std::vector<char> bytes;
+};
+} // namespace
+
+std::unique_ptr<TokenSource> fileTokens(const std::string &path,
+                                        int bytesPerToken, int64_t vocab,
+                                        int64_t sequences, int64_t length) {
+  return std::make_unique<TokenFile>(path, bytesPerToken, vocab, sequences,
+                                     length);
+}
+
 Trainer::Trainer(const Plan &plan, Communicator &comm, TokenSource &data)
     : plan(plan), comm(comm), data(data),
       program(plan.programs[plan.devices[comm.worldRank()].pp]),
       coords(plan.devices[comm.worldRank()]) {
+  for (const Phase &phase : program.phases)
+    for (const Launch &l : phase.launches)
+      if (l.op == Launch::Op::Kernel && !hasCpuKernel(l.kernel))
+        throw std::runtime_error("the plan launches kernel \"" + l.kernel +
+                                 "\", which the CPU backend does not have");
   for (const BufferSpec &b : program.buffers) {
     int64_t copies = b.perMicroBatch() ? program.maxInFlight : 1;
     std::vector<Storage> s(copies);

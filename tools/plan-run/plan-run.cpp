@@ -32,13 +32,15 @@ struct Options {
   int64_t steps = 10;
   std::string logJson;
   std::string hostfile;
+  std::string data;
+  int dataBytes = 2;
 };
 
 [[noreturn]] void usage(const std::string &error) {
   if (!error.empty())
     std::cerr << "plan-run: error: " << error << "\n";
   std::cerr << "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
-               "[--hostfile FILE]\n"
+               "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -68,6 +70,13 @@ Options parse(int argc, char **argv) {
         usage("--steps must be a positive integer, got \"" + v + "\"");
     } else if (a.rfind("--log-json", 0) == 0)
       o.logJson = value("--log-json");
+    else if (a.rfind("--data-dtype", 0) == 0) {
+      std::string v = value("--data-dtype");
+      if (v != "u16" && v != "u32")
+        usage("--data-dtype must be u16 or u32, got \"" + v + "\"");
+      o.dataBytes = v == "u16" ? 2 : 4;
+    } else if (a.rfind("--data", 0) == 0)
+      o.data = value("--data");
     else if (a.rfind("--hostfile", 0) == 0)
       o.hostfile = value("--hostfile");
     else if (!a.empty() && a[0] == '-')
@@ -144,7 +153,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   auto comm = createMpiCommunicator(plan);
-  auto data = syntheticTokens(plan.vocabSize);
+  std::unique_ptr<TokenSource> data;
+  try {
+    data = o.data.empty()
+               ? syntheticTokens(plan.vocabSize)
+               : fileTokens(o.data, o.dataBytes, plan.vocabSize,
+                            o.steps * plan.globalBatch, plan.seqLen + 1);
+  } catch (const std::exception &e) {
+    if (rank == 0)
+      std::cerr << "plan-run: error: " << e.what() << "\n";
+    comm.reset();
+    MPI_Finalize();
+    return 1;
+  }
   const Coordinates &c = plan.devices[rank];
   bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
   std::ofstream log;

@@ -23,6 +23,13 @@ public:
   virtual void sequence(int64_t index, int32_t *out, int64_t length) = 0;
 };
 std::unique_ptr<TokenSource> syntheticTokens(int64_t vocab);
+/// A flat file of tokens, `bytesPerToken` 2 (uint16) or 4 (uint32),
+/// little-endian; sequence i is tokens [i * (length - 1), i * (length - 1) +
+/// length). Throws std::runtime_error naming the file when it cannot hold
+/// `sequences` sequences of `length` tokens or holds a token >= `vocab`.
+std::unique_ptr<TokenSource> fileTokens(const std::string &path,
+                                        int bytesPerToken, int64_t vocab,
+                                        int64_t sequences, int64_t length);
 
 struct StepResult {
   double loss = 0;     // mean over the global batch (on the last stage)
@@ -34,6 +41,8 @@ struct StepResult {
 /// parameters initialised as the plan says, and the schedule run per step.
 class Trainer {
 public:
+  /// Throws std::runtime_error, before any step, when the plan needs a
+  /// kernel the backend lacks.
   Trainer(const Plan &plan, Communicator &comm, TokenSource &data);
   StepResult step(int64_t step);
   /// Bytes this rank allocated for buffers.
