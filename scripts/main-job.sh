@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install, build, compile an example model to its plan, and
-# compile a tiny model for four CPU ranks.
+# compile a tiny model for four CPU ranks and train it there with plan-run.
 #   scripts/main-job.sh [MODEL_SPEC [TOPOLOGY [STRATEGY]]]
 # (default: Llama-3 8B on two DGX H100 nodes; the search fills in what the
 # strategy leaves out)
@@ -53,3 +53,9 @@ for program in plan["programs"]:
     print(f"  pipeline rank {program['pp_rank']}: {len(program['buffers'])} "
           f"buffers, {launches} launches; schedule {order}")
 PY
+
+echo
+echo "== plan-run: the tiny Llama trains on 4 CPU ranks (MPI), 20 steps:"
+"$build/bin/plan-run" "$build/tiny-llama-cpu4-plan.json" --steps 20 \
+  --log-json "$build/tiny-llama-cpu4-log.json"
+echo "(per-step JSON log: $build/tiny-llama-cpu4-log.json)"
