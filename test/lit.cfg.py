@@ -45,5 +45,6 @@ config.substitutions.append(("%bench", os.path.join(config.partita_src_root,
 # The Python running lit (Debian's, with python3-numpy for the reference
 # executor).
 config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("%build", config.partita_obj_root))
 config.substitutions.append(("%docs", os.path.join(config.partita_src_root,
                                                    "docs")))

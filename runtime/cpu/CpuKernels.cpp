@@ -112,25 +112,36 @@ void normBackward(Call &c, bool rms) {
 }
 
 // -- Linear ----------------------------------------------------------------
+//
+// The GEMM kernels write their outputs in place (beta = 1 to accumulate):
+// no scratch copy of the largest tensors of a step.
 
-void linear(Call &c) {
-  const TensorRef &x = c.ins[0], &w = c.ins[1];
-  int64_t in = x.dim(-1), out = w.dim(0), rows = c.rows(x);
-  Vec &y = c.result(0);
-  gemm(x.f, w.f, y.data(), rows, out, in, false, true);
-  if (c.ins.size() > 2)
+void linearDirect(const std::vector<TensorRef> &ins,
+                  const std::vector<TensorRef> &outs,
+                  const std::vector<bool> &accumulate) {
+  const TensorRef &x = ins[0], &w = ins[1];
+  int64_t in = x.dim(-1), out = w.dim(0), rows = x.n / in;
+  float *y = outs[0].f;
+  gemm(x.f, w.f, y, rows, out, in, false, true, accumulate[0] ? 1.0f : 0.0f);
+  if (ins.size() > 2)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < out; ++j)
-        y[r * out + j] += c.ins[2].f[j];
+        y[r * out + j] += ins[2].f[j];
 }
 
-void linearBackward(Call &c) {
-  const TensorRef &dy = c.ins[0], &x = c.ins[1], &w = c.ins[2];
-  int64_t in = x.dim(-1), out = w.dim(0), rows = c.rows(x);
-  gemm(dy.f, w.f, c.result(0).data(), rows, in, out, false, false);
-  gemm(dy.f, x.f, c.result(1).data(), out, in, rows, true, false);
-  if (c.outs.size() > 2) {
-    Vec &db = c.result(2);
+void linearBackwardDirect(const std::vector<TensorRef> &ins,
+                          const std::vector<TensorRef> &outs,
+                          const std::vector<bool> &accumulate) {
+  const TensorRef &dy = ins[0], &x = ins[1], &w = ins[2];
+  int64_t in = x.dim(-1), out = w.dim(0), rows = x.n / in;
+  gemm(dy.f, w.f, outs[0].f, rows, in, out, false, false,
+       accumulate[0] ? 1.0f : 0.0f);
+  gemm(dy.f, x.f, outs[1].f, out, in, rows, true, false,
+       accumulate[1] ? 1.0f : 0.0f);
+  if (outs.size() > 2) {
+    float *db = outs[2].f;
+    if (!accumulate[2])
+      std::fill(db, db + out, 0.0f);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < out; ++j)
         db[j] += dy.f[r * out + j];
@@ -213,34 +224,38 @@ AttentionShape attentionShape(Call &c) {
   return a;
 }
 
-/// Softmax probabilities of one (batch, head): s x s.
+/// C (m x n) = alpha op(A) op(B) + beta C with explicit leading dimensions:
+/// the heads of q, k, v are column blocks of their rows.
+void gemmStrided(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
+              a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+/// Softmax probabilities of one (batch, head), s x s: the scaled scores by
+/// one GEMM, then masked row softmax.
 void probabilities(const AttentionShape &a, const float *q, const float *k,
                    int64_t bb, int64_t hh, std::vector<float> &p) {
-  int64_t g = a.h / a.kv, kh = hh / g;
-  float scale = 1.0f / std::sqrt(float(a.d));
+  int64_t kh = hh / (a.h / a.kv);
+  const float *qh = q + bb * a.s * a.h * a.d + hh * a.d;
+  const float *khp = k + bb * a.s * a.kv * a.d + kh * a.d;
+  gemmStrided(false, true, a.s, a.s, a.d, 1.0f / std::sqrt(float(a.d)), qh,
+              a.h * a.d, khp, a.kv * a.d, 0.0f, p.data(), a.s);
   for (int64_t i = 0; i < a.s; ++i) {
-    const float *qi = q + (bb * a.s + i) * a.h * a.d + hh * a.d;
+    float *row = p.data() + i * a.s;
     float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < a.s; ++j) {
-      float v = -std::numeric_limits<float>::infinity();
-      if (!a.masked(i, j)) {
-        const float *kj = k + (bb * a.s + j) * a.kv * a.d + kh * a.d;
-        float dot = 0;
-        for (int64_t e = 0; e < a.d; ++e)
-          dot += qi[e] * kj[e];
-        v = dot * scale;
-      }
-      p[i * a.s + j] = v;
-      mx = std::max(mx, v);
-    }
+    for (int64_t j = 0; j < a.s; ++j)
+      if (!a.masked(i, j))
+        mx = std::max(mx, row[j]);
     float sum = 0;
     for (int64_t j = 0; j < a.s; ++j) {
-      float e = a.masked(i, j) ? 0.0f : std::exp(p[i * a.s + j] - mx);
-      p[i * a.s + j] = e;
-      sum += e;
+      row[j] = a.masked(i, j) ? 0.0f : std::exp(row[j] - mx);
+      sum += row[j];
     }
     for (int64_t j = 0; j < a.s; ++j)
-      p[i * a.s + j] /= sum;
+      row[j] /= sum;
   }
 }
 
@@ -249,22 +264,13 @@ void attention(Call &c) {
   const float *q = c.ins[0].f, *k = c.ins[1].f, *v = c.ins[2].f;
   Vec &o = c.result(0);
   std::vector<float> p(a.s * a.s);
-  int64_t g = a.h / a.kv;
   for (int64_t bb = 0; bb < a.b; ++bb)
     for (int64_t hh = 0; hh < a.h; ++hh) {
       probabilities(a, q, k, bb, hh, p);
-      int64_t kh = hh / g;
-      for (int64_t i = 0; i < a.s; ++i) {
-        float *oi = o.data() + (bb * a.s + i) * a.h * a.d + hh * a.d;
-        for (int64_t j = 0; j < a.s; ++j) {
-          float pij = p[i * a.s + j];
-          if (pij == 0)
-            continue;
-          const float *vj = v + (bb * a.s + j) * a.kv * a.d + kh * a.d;
-          for (int64_t e = 0; e < a.d; ++e)
-            oi[e] += pij * vj[e];
-        }
-      }
+      int64_t kh = hh / (a.h / a.kv);
+      gemmStrided(false, false, a.s, a.d, a.s, 1.0f, p.data(), a.s,
+                  v + bb * a.s * a.kv * a.d + kh * a.d, a.kv * a.d, 0.0f,
+                  o.data() + bb * a.s * a.h * a.d + hh * a.d, a.h * a.d);
     }
 }
 
@@ -273,41 +279,33 @@ void attentionBackward(Call &c) {
   const float *dout = c.ins[0].f, *q = c.ins[1].f, *k = c.ins[2].f,
               *v = c.ins[3].f;
   Vec &dq = c.result(0), &dk = c.result(1), &dv = c.result(2);
-  std::vector<float> p(a.s * a.s), dp(a.s);
-  int64_t g = a.h / a.kv;
+  std::vector<float> p(a.s * a.s), dp(a.s * a.s);
   float scale = 1.0f / std::sqrt(float(a.d));
+  int64_t qld = a.h * a.d, kld = a.kv * a.d;
   for (int64_t bb = 0; bb < a.b; ++bb)
     for (int64_t hh = 0; hh < a.h; ++hh) {
       probabilities(a, q, k, bb, hh, p);
-      int64_t kh = hh / g;
+      int64_t kh = hh / (a.h / a.kv);
+      int64_t qo = bb * a.s * qld + hh * a.d, ko = bb * a.s * kld + kh * a.d;
+      // dV += P^T dO; dP = dO V^T.
+      gemmStrided(true, false, a.s, a.d, a.s, 1.0f, p.data(), a.s, dout + qo,
+                  qld, 1.0f, dv.data() + ko, kld);
+      gemmStrided(false, true, a.s, a.s, a.d, 1.0f, dout + qo, qld, v + ko, kld,
+                  0.0f, dp.data(), a.s);
+      // dS = P (dP - rowsum(dP P)) / sqrt(d), in place of dP.
       for (int64_t i = 0; i < a.s; ++i) {
-        const float *doi = dout + (bb * a.s + i) * a.h * a.d + hh * a.d;
-        const float *qi = q + (bb * a.s + i) * a.h * a.d + hh * a.d;
-        float *dqi = dq.data() + (bb * a.s + i) * a.h * a.d + hh * a.d;
+        float *pr = p.data() + i * a.s, *dr = dp.data() + i * a.s;
         float dot = 0;
-        for (int64_t j = 0; j < a.s; ++j) {
-          const float *vj = v + (bb * a.s + j) * a.kv * a.d + kh * a.d;
-          float s = 0;
-          for (int64_t e = 0; e < a.d; ++e)
-            s += doi[e] * vj[e];
-          dp[j] = s;
-          dot += s * p[i * a.s + j];
-        }
-        for (int64_t j = 0; j < a.s; ++j) {
-          float pij = p[i * a.s + j];
-          if (pij == 0)
-            continue;
-          float ds = pij * (dp[j] - dot) * scale;
-          const float *kj = k + (bb * a.s + j) * a.kv * a.d + kh * a.d;
-          float *dkj = dk.data() + (bb * a.s + j) * a.kv * a.d + kh * a.d;
-          float *dvj = dv.data() + (bb * a.s + j) * a.kv * a.d + kh * a.d;
-          for (int64_t e = 0; e < a.d; ++e) {
-            dqi[e] += ds * kj[e];
-            dkj[e] += ds * qi[e];
-            dvj[e] += pij * doi[e];
-          }
-        }
+        for (int64_t j = 0; j < a.s; ++j)
+          dot += pr[j] * dr[j];
+        for (int64_t j = 0; j < a.s; ++j)
+          dr[j] = pr[j] * (dr[j] - dot) * scale;
       }
+      // dQ = dS K; dK += dS^T Q.
+      gemmStrided(false, false, a.s, a.d, a.s, 1.0f, dp.data(), a.s, k + ko,
+                  kld, 1.0f, dq.data() + qo, qld);
+      gemmStrided(true, false, a.s, a.d, a.s, 1.0f, dp.data(), a.s, q + qo, qld,
+                  1.0f, dk.data() + ko, kld);
     }
 }
 
@@ -439,8 +437,6 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
       {"layer_norm", [](Call &c) { norm(c, false); }},
       {"rms_norm_bwd", [](Call &c) { normBackward(c, true); }},
       {"layer_norm_bwd", [](Call &c) { normBackward(c, false); }},
-      {"linear", linear},
-      {"linear_bwd", linearBackward},
       {"bias_add",
        [](Call &c) {
          int64_t h = c.ins[0].dim(-1);
@@ -601,12 +597,29 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
 
 } // namespace
 
-bool hasCpuKernel(const std::string &name) { return kernels().count(name); }
+using DirectFn = void (*)(const std::vector<TensorRef> &,
+                          const std::vector<TensorRef> &,
+                          const std::vector<bool> &);
+
+const std::unordered_map<std::string, DirectFn> &directKernels() {
+  static const std::unordered_map<std::string, DirectFn> table = {
+      {"linear", linearDirect}, {"linear_bwd", linearBackwardDirect}};
+  return table;
+}
+
+bool hasCpuKernel(const std::string &name) {
+  return kernels().count(name) || directKernels().count(name);
+}
 
 void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,
                   const nlohmann::json &params, const KernelContext &ctx) {
+  auto direct = directKernels().find(name);
+  if (direct != directKernels().end()) {
+    direct->second(ins, outs, accumulate);
+    return;
+  }
   auto it = kernels().find(name);
   if (it == kernels().end())
     throw std::runtime_error("the CPU backend has no kernel \"" + name + "\"");

@@ -4,6 +4,7 @@
 
 #include "../cpu/CpuKernels.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -306,6 +307,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     return t;
   };
   for (const Launch &l : phase.launches) {
+    auto start = std::chrono::steady_clock::now();
     switch (l.op) {
     case Launch::Op::Kernel: {
       std::vector<TensorRef> ins, outs;
@@ -335,6 +337,12 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       break;
     }
     }
+    const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
+                       : l.op == Launch::Op::Collective ? "collective"
+                                                        : "p2p";
+    seconds[what] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
   }
 }
 

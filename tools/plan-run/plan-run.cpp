@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,7 @@ struct Options {
   std::string hostfile;
   std::string data;
   int dataBytes = 2;
+  bool profile = false;
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -41,6 +43,7 @@ struct Options {
     std::cerr << "plan-run: error: " << error << "\n";
   std::cerr << "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
                "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
+               "                [--profile]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -70,6 +73,8 @@ Options parse(int argc, char **argv) {
         usage("--steps must be a positive integer, got \"" + v + "\"");
     } else if (a.rfind("--log-json", 0) == 0)
       o.logJson = value("--log-json");
+    else if (a == "--profile")
+      o.profile = true;
     else if (a.rfind("--data-dtype", 0) == 0) {
       std::string v = value("--data-dtype");
       if (v != "u16" && v != "u32")
@@ -202,6 +207,21 @@ int main(int argc, char **argv) {
             << ", \"grad_norm\": " << r.gradNorm
             << ", \"step_time_s\": " << seconds
             << ", \"tokens_per_s\": " << tokens / seconds << "}\n";
+    }
+    if (reporter && o.profile) {
+      // Where the reporting rank's time went, largest first.
+      std::vector<std::pair<double, std::string>> rows;
+      double total = 0;
+      for (const auto &[name, s] : trainer.launchSeconds()) {
+        rows.push_back({s, name});
+        total += s;
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      std::printf("time by launch over %lld steps (this rank):\n",
+                  (long long)o.steps);
+      for (const auto &[s, name] : rows)
+        std::printf("  %-24s %9.3f s %6.1f%%\n", name.c_str(), s,
+                    100 * s / total);
     }
   } catch (const std::exception &e) {
     comm->abort(std::string("error: ") + e.what());

@@ -7,6 +7,7 @@
 #include "partita/runtime/Plan.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,8 @@ public:
   StepResult step(int64_t step);
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
+  /// Seconds spent per kernel name and per collective kind, over all steps.
+  const std::map<std::string, double> &launchSeconds() const { return seconds; }
 
 private:
   struct Storage {
@@ -68,6 +71,7 @@ private:
   /// Per buffer: one storage, or one per micro-batch slot.
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
+  std::map<std::string, double> seconds;
 };
 
 } // namespace partita::runtime
