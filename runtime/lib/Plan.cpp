@@ -289,8 +289,11 @@ Plan loadPlan(const std::string &path) {
   for (size_t i = 0; i < plan.programs.size(); ++i)
     if (plan.programs[i].ppRank != int64_t(i))
       r.fail("/programs/" + std::to_string(i), "programs out of order");
-  if (doc.contains("predicted"))
+  if (doc.contains("predicted")) {
     plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);
+    plan.predictedPeakBytes =
+        doc["predicted"].value("peak_memory_bytes_per_gpu", 0.0);
+  }
   const json &s = r.at(doc, "", "strategy");
   std::ostringstream os;
   os << "dp=" << s.value("dp", 1) << ",tp=" << s.value("tp", 1)

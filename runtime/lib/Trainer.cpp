@@ -346,6 +346,66 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   }
 }
 
+std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
+  std::map<std::string, std::vector<float>> out;
+  int64_t me = comm.worldRank();
+  auto worldRank = [&](int64_t p, int64_t d, int64_t t) {
+    return (p * plan.dp + d) * plan.tp + t;
+  };
+  for (const ParameterSpec &p : plan.parameters) {
+    const ParameterHolder &h = p.holders.front();
+    int64_t local = 1;
+    for (int64_t d : p.localShape)
+      local *= d;
+    std::vector<std::vector<float>> parts;
+    for (int64_t part = 0; part < p.tpParts; ++part) {
+      int64_t t = part * plan.tp / p.tpParts;
+      std::vector<float> whole;
+      for (int64_t d = 0; d < (h.dpShard ? plan.dp : 1); ++d) {
+        int64_t owner = worldRank(h.ppRank, d, t);
+        if (owner == me) {
+          std::vector<float> &mine =
+              storage(program.bufferIndex.at(h.buffer), 0).f;
+          comm.send(0, mine.data(), mine.size() * 4);
+        }
+        if (me == 0) {
+          int64_t n = h.dpShard ? (local + plan.dp - 1) / plan.dp : local;
+          std::vector<float> piece(n);
+          comm.recv(owner, piece.data(), n * 4);
+          whole.insert(whole.end(), piece.begin(), piece.end());
+        }
+      }
+      comm.finishSends();
+      whole.resize(local);
+      parts.push_back(std::move(whole));
+    }
+    if (me != 0)
+      continue;
+    // Concatenate the parts along the tp dimension, then drop padding.
+    std::vector<int64_t> full(p.localShape);
+    int64_t dim = p.tpDim >= 0 ? p.tpDim : 0;
+    full[dim] *= p.tpParts;
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < dim; ++k)
+      outer *= p.localShape[k];
+    for (size_t k = dim; k < p.localShape.size(); ++k)
+      inner *= p.localShape[k];
+    std::vector<float> joined(outer * inner * p.tpParts);
+    for (int64_t part = 0; part < p.tpParts; ++part)
+      for (int64_t o = 0; o < outer; ++o)
+        std::copy(parts[part].begin() + o * inner,
+                  parts[part].begin() + (o + 1) * inner,
+                  joined.begin() + (o * p.tpParts + part) * inner);
+    int64_t n = 1;
+    for (int64_t g : p.globalShape)
+      n *= g;
+    // Padding rows are trailing along dim 0 (the vocabulary).
+    joined.resize(n);
+    out[p.name] = std::move(joined);
+  }
+  return out;
+}
+
 StepResult Trainer::step(int64_t step) {
   for (size_t k = 0; k < program.buffers.size(); ++k)
     if (program.buffers[k].zeroedEachStep())

@@ -36,6 +36,7 @@ struct Options {
   std::string data;
   int dataBytes = 2;
   bool profile = false;
+  std::string saveParams;
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -43,7 +44,7 @@ struct Options {
     std::cerr << "plan-run: error: " << error << "\n";
   std::cerr << "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
                "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
-               "                [--profile]\n"
+               "                [--profile] [--save-params FILE]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -73,6 +74,8 @@ Options parse(int argc, char **argv) {
         usage("--steps must be a positive integer, got \"" + v + "\"");
     } else if (a.rfind("--log-json", 0) == 0)
       o.logJson = value("--log-json");
+    else if (a.rfind("--save-params", 0) == 0)
+      o.saveParams = value("--save-params");
     else if (a == "--profile")
       o.profile = true;
     else if (a.rfind("--data-dtype", 0) == 0) {
@@ -185,7 +188,8 @@ int main(int argc, char **argv) {
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
                 << ") on " << size << " ranks; "
                 << trainer.allocatedBytes() / 1e6
-                << " MB of buffers on the reporting rank\n";
+                << " MB of buffers on the reporting rank (cost model: "
+                << plan.predictedPeakBytes / 1e6 << " MB per device)\n";
     double tokens = double(plan.globalBatch) * plan.seqLen;
     for (int64_t s = 0; s < o.steps; ++s) {
       MPI_Barrier(MPI_COMM_WORLD);
@@ -207,6 +211,18 @@ int main(int argc, char **argv) {
             << ", \"grad_norm\": " << r.gradNorm
             << ", \"step_time_s\": " << seconds
             << ", \"tokens_per_s\": " << tokens / seconds << "}\n";
+    }
+    if (!o.saveParams.empty()) {
+      auto params = trainer.gatherParameters();
+      if (rank == 0) {
+        nlohmann::json doc = nlohmann::json::object();
+        for (auto &[name, values] : params)
+          doc[name] = values;
+        std::ofstream file(o.saveParams);
+        if (!file)
+          comm->abort("cannot write " + o.saveParams);
+        file << doc.dump() << "\n";
+      }
     }
     if (reporter && o.profile) {
       // Where the reporting rank's time went, largest first.

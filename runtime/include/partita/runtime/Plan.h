@@ -132,6 +132,8 @@ struct Plan {
   std::vector<ParameterSpec> parameters;
   std::vector<Program> programs; // by pipeline rank
   double predictedStepTimeS = 0;
+  /// The cost model's memory per device (the busiest rank), in bytes.
+  double predictedPeakBytes = 0;
   std::string strategy; // "dp=..,tp=..", for messages
 };
 

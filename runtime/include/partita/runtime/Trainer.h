@@ -48,6 +48,9 @@ public:
   StepResult step(int64_t step);
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
+  /// Every parameter as the unsharded tensor, gathered on world rank 0
+  /// (empty elsewhere); collective: every rank calls it.
+  std::map<std::string, std::vector<float>> gatherParameters();
   /// Seconds spent per kernel name and per collective kind, over all steps.
   const std::map<std::string, double> &launchSeconds() const { return seconds; }
 
