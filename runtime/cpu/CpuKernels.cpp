@@ -639,3 +639,34 @@ void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
 }
 
 } // namespace partita::runtime
+
+namespace partita::runtime {
+
+namespace {
+class CpuDevice : public Device {
+public:
+  void *allocateArena(int64_t bytes) override {
+    arena.assign((bytes + 3) / 4, 0.0f);
+    return arena.data();
+  }
+  bool hasKernel(const std::string &name) const override {
+    return hasCpuKernel(name);
+  }
+  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+              const std::vector<TensorRef> &outs,
+              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const KernelContext &ctx) override {
+    runCpuKernel(name, ins, outs, accumulate, params, ctx);
+  }
+  void synchronize() override {}
+
+private:
+  std::vector<float> arena;
+};
+} // namespace
+
+std::unique_ptr<Device> createCpuDevice() {
+  return std::make_unique<CpuDevice>();
+}
+
+} // namespace partita::runtime

@@ -2,8 +2,6 @@
 
 #include "partita/runtime/Trainer.h"
 
-#include "../cpu/CpuKernels.h"
-
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -118,25 +116,36 @@ std::unique_ptr<TokenSource> fileTokens(const std::string &path,
                                      length);
 }
 
-Trainer::Trainer(const Plan &plan, Communicator &comm, TokenSource &data)
-    : plan(plan), comm(comm), data(data),
+Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
+                 TokenSource &data)
+    : plan(plan), device(device), comm(comm), data(data),
       program(plan.programs[plan.devices[comm.worldRank()].pp]),
       coords(plan.devices[comm.worldRank()]) {
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
-      if (l.op == Launch::Op::Kernel && !hasCpuKernel(l.kernel))
+      if (l.op == Launch::Op::Kernel && !device.hasKernel(l.kernel))
         throw std::runtime_error("the plan launches kernel \"" + l.kernel +
-                                 "\", which the CPU backend does not have");
+                                 "\", which the device does not have");
+  // One arena: every buffer (per-micro-batch ones once per micro-batch in
+  // flight) at its offset, 4 bytes an element.
+  std::vector<int64_t> offsets;
   for (const BufferSpec &b : program.buffers) {
     int64_t copies = b.perMicroBatch() ? program.maxInFlight : 1;
-    std::vector<Storage> s(copies);
-    for (Storage &one : s) {
-      if (b.isInt)
-        one.i.assign(b.elements, 0);
-      else
-        one.f.assign(b.elements, 0.0f);
-    }
+    offsets.push_back(bytes / 4);
     bytes += copies * b.elements * 4;
+  }
+  char *arena = static_cast<char *>(device.allocateArena(bytes));
+  for (size_t k = 0; k < program.buffers.size(); ++k) {
+    const BufferSpec &b = program.buffers[k];
+    int64_t copies = b.perMicroBatch() ? program.maxInFlight : 1;
+    std::vector<Storage> s(copies);
+    for (int64_t c = 0; c < copies; ++c) {
+      char *at = arena + (offsets[k] + c * b.elements) * 4;
+      if (b.isInt)
+        s[c].i = {reinterpret_cast<int32_t *>(at), b.elements};
+      else
+        s[c].f = {reinterpret_cast<float *>(at), b.elements};
+    }
     buffers.push_back(std::move(s));
   }
   initialise();
@@ -182,13 +191,13 @@ void Trainer::initialise() {
       if (it == program.bufferIndex.end())
         throw std::runtime_error("parameter " + p.name + ": no buffer " +
                                  h.buffer);
-      std::vector<float> &dst = storage(it->second, 0).f;
+      Span<float> dst = storage(it->second, 0).f;
       if (h.dpShard) {
         int64_t chunk = dst.size(), begin = coords.dp * chunk;
         for (int64_t i = 0; i < chunk; ++i)
           dst[i] = begin + i < n ? local[begin + i] : 0.0f;
       } else {
-        dst = local;
+        std::copy(local.begin(), local.end(), dst.begin());
       }
     }
   }
@@ -206,7 +215,7 @@ void Trainer::fillInputs(int64_t step, int64_t microBatch) {
     const BufferSpec &spec = program.buffers[k];
     if (spec.kind != BufferKind::Tokens && spec.kind != BufferKind::Labels)
       continue;
-    std::vector<int32_t> &dst = storage(k, microBatch).i;
+    Span<int32_t> dst = storage(k, microBatch).i;
     for (int64_t r = 0; r < b; ++r) {
       int64_t j = (coords.dp * plan.numMicroBatches + microBatch) * b + r;
       data.sequence(step * plan.globalBatch + j, seq.data(), s + 1);
@@ -220,8 +229,8 @@ void Trainer::fillInputs(int64_t step, int64_t microBatch) {
 void Trainer::collective(const Launch &l, int64_t microBatch) {
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
-  std::vector<float> &in = storage(l.input, microBatch).f;
-  std::vector<float> &out = storage(l.output, microBatch).f;
+  Span<float> in = storage(l.input, microBatch).f;
+  Span<float> out = storage(l.output, microBatch).f;
   int64_t g = comm.groupSize(l.group), r = comm.groupRank(l.group);
   auto store = [&](const std::vector<float> &value) {
     for (size_t i = 0; i < out.size(); ++i)
@@ -320,7 +329,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
         ctx.groupRank = comm.groupRank(group);
         ctx.groupSize = comm.groupSize(group);
       }
-      runCpuKernel(l.kernel, ins, outs, l.accumulate, l.params, ctx);
+      device.launch(l.kernel, ins, outs, l.accumulate, l.params, ctx);
       break;
     }
     case Launch::Op::Collective:
@@ -364,8 +373,7 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
       for (int64_t d = 0; d < (h.dpShard ? plan.dp : 1); ++d) {
         int64_t owner = worldRank(h.ppRank, d, t);
         if (owner == me) {
-          std::vector<float> &mine =
-              storage(program.bufferIndex.at(h.buffer), 0).f;
+          Span<float> mine = storage(program.bufferIndex.at(h.buffer), 0).f;
           comm.send(0, mine.data(), mine.size() * 4);
         }
         if (me == 0) {

@@ -183,7 +183,8 @@ int main(int argc, char **argv) {
       comm->abort("cannot write " + o.logJson);
   }
   try {
-    Trainer trainer(plan, *comm, *data);
+    auto device = createCpuDevice();
+    Trainer trainer(plan, *device, *comm, *data);
     if (reporter)
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
                 << ") on " << size << " ranks; "
@@ -191,6 +192,8 @@ int main(int argc, char **argv) {
                 << " MB of buffers on the reporting rank (cost model: "
                 << plan.predictedPeakBytes / 1e6 << " MB per device)\n";
     double tokens = double(plan.globalBatch) * plan.seqLen;
+    bool interactive = isatty(STDOUT_FILENO);
+    double elapsed = 0;
     for (int64_t s = 0; s < o.steps; ++s) {
       MPI_Barrier(MPI_COMM_WORLD);
       auto start = std::chrono::steady_clock::now();
@@ -201,10 +204,24 @@ int main(int argc, char **argv) {
                            .count();
       if (!reporter)
         continue;
+      elapsed += seconds;
+      // On a terminal, runs longer than a few seconds get a progress bar
+      // under the step lines.
+      bool bar = interactive && elapsed > 3 && s + 1 < o.steps;
+      if (interactive)
+        std::printf("\r\033[K");
       std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
                   "%.3f s\n",
                   (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds,
                   seconds);
+      if (bar) {
+        int width = 30, done = int(width * (s + 1) / o.steps);
+        double eta = elapsed / (s + 1) * (o.steps - s - 1);
+        std::printf("[%s%s] %lld/%lld, about %.0f s left",
+                    std::string(done, '#').c_str(),
+                    std::string(width - done, ' ').c_str(), (long long)(s + 1),
+                    (long long)o.steps, eta);
+      }
       std::fflush(stdout);
       if (log)
         log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss

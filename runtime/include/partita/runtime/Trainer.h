@@ -4,6 +4,7 @@
 #define PARTITA_RUNTIME_TRAINER_H
 
 #include "partita/runtime/Communicator.h"
+#include "partita/runtime/Device.h"
 #include "partita/runtime/Plan.h"
 
 #include <cstdint>
@@ -43,8 +44,9 @@ struct StepResult {
 class Trainer {
 public:
   /// Throws std::runtime_error, before any step, when the plan needs a
-  /// kernel the backend lacks.
-  Trainer(const Plan &plan, Communicator &comm, TokenSource &data);
+  /// kernel the device lacks.
+  Trainer(const Plan &plan, Device &device, Communicator &comm,
+          TokenSource &data);
   StepResult step(int64_t step);
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
@@ -55,9 +57,20 @@ public:
   const std::map<std::string, double> &launchSeconds() const { return seconds; }
 
 private:
+  /// A view of elements in the arena, with the vector calls the executor
+  /// uses.
+  template <typename T> struct Span {
+    T *ptr = nullptr;
+    int64_t count = 0;
+    T *data() const { return ptr; }
+    size_t size() const { return count; }
+    T *begin() const { return ptr; }
+    T *end() const { return ptr + count; }
+    T &operator[](size_t k) const { return ptr[k]; }
+  };
   struct Storage {
-    std::vector<float> f;
-    std::vector<int32_t> i;
+    Span<float> f;
+    Span<int32_t> i;
   };
   Storage &storage(int index, int64_t microBatch);
   void initialise();
@@ -67,6 +80,7 @@ private:
   int64_t peer(bool next) const;
 
   const Plan &plan;
+  Device &device;
   Communicator &comm;
   TokenSource &data;
   const Program &program;
