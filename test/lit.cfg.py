@@ -29,7 +29,7 @@ tools = ["plan-opt", "importer-corpus-replay"]
 # plan-run is built where MPI and OpenBLAS are found; the runtime's tests
 # say REQUIRES: plan-run.
 if os.path.exists(os.path.join(config.partita_tools_dir, "plan-run")):
-    tools.append("plan-run")
+    tools += ["plan-run", "partita-comm-check"]
     config.available_features.add("plan-run")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 

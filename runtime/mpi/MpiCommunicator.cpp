@@ -7,16 +7,24 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <list>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace partita::runtime {
 
 namespace {
 
+/// The MPI calls of a rank, all made on one comm thread (MPI at
+/// MPI_THREAD_SERIALIZED): the executor's thread queues them and, for
+/// synchronous launches, waits; with asynchronous ones it computes
+/// meanwhile.
 class MpiCommunicator : public Communicator {
 public:
   explicit MpiCommunicator(const Plan &plan) {
@@ -38,67 +46,100 @@ public:
       }
       MPI_Comm comm;
       MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
-      if (comm != MPI_COMM_NULL)
-        comms[name] = comm;
+      if (comm == MPI_COMM_NULL)
+        continue;
+      Group &group = groupsByName[name];
+      group.comm = comm;
+      MPI_Comm_size(comm, &group.size);
+      MPI_Comm_rank(comm, &group.rank);
     }
+    worker = std::thread([this] { serve(); });
   }
   ~MpiCommunicator() override {
     finishSends();
-    for (auto &[name, comm] : comms)
-      MPI_Comm_free(&comm);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    ready.notify_one();
+    worker.join();
+    for (auto &[name, group] : groupsByName)
+      MPI_Comm_free(&group.comm);
   }
 
   int64_t worldRank() const override { return world; }
   int64_t worldSize() const override { return worldCount; }
-  int64_t groupSize(const std::string &group) const override {
-    int n;
-    MPI_Comm_size(comm(group), &n);
-    return n;
+  int64_t groupSize(const std::string &name) const override {
+    return group(name).size;
   }
-  int64_t groupRank(const std::string &group) const override {
-    int r;
-    MPI_Comm_rank(comm(group), &r);
-    return r;
+  int64_t groupRank(const std::string &name) const override {
+    return group(name).rank;
   }
-  void allReduce(const std::string &group, float *data, int64_t n,
+
+  void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
-    check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT,
-                        max ? MPI_MAX : MPI_SUM, comm(group)),
-          "all_reduce", group);
+    MPI_Comm comm = group(name).comm;
+    call([=] {
+      check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT,
+                          max ? MPI_MAX : MPI_SUM, comm),
+            "all_reduce", name);
+    });
   }
-  void allGather(const std::string &group, const float *in, int64_t n,
+  void allGather(const std::string &name, const float *in, int64_t n,
                  float *out) override {
-    check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT,
-                        comm(group)),
-          "all_gather", group);
+    MPI_Comm comm = group(name).comm;
+    call([=] {
+      check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm),
+            "all_gather", name);
+    });
   }
-  void reduceScatter(const std::string &group, const float *in, int64_t n,
+  void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
-    check(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM,
-                                   comm(group)),
-          "reduce_scatter", group);
+    MPI_Comm comm = group(name).comm;
+    call([=] {
+      check(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm),
+            "reduce_scatter", name);
+    });
   }
   void send(int64_t to, const void *data, int64_t bytes) override {
     // The copy lives until the message is delivered: the sender's buffer
     // may be overwritten by the next micro-batch before then.
-    pending.emplace_back();
-    Pending &p = pending.back();
-    p.data.assign(static_cast<const char *>(data),
-                  static_cast<const char *>(data) + bytes);
-    check(MPI_Isend(p.data.data(), int(bytes), MPI_BYTE, int(to), 0,
-                    MPI_COMM_WORLD, &p.request),
-          "send", "pp");
-    reap();
+    auto copy = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(data),
+        static_cast<const char *>(data) + bytes);
+    call([=] {
+      pending.push_back({copy, MPI_REQUEST_NULL});
+      check(MPI_Isend(copy->data(), int(bytes), MPI_BYTE, int(to), 0,
+                      MPI_COMM_WORLD, &pending.back().request),
+            "send", "pp");
+      reap();
+    });
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
-    check(MPI_Recv(data, int(bytes), MPI_BYTE, int(from), 0, MPI_COMM_WORLD,
-                   MPI_STATUS_IGNORE),
-          "recv", "pp");
+    call([=] {
+      check(MPI_Recv(data, int(bytes), MPI_BYTE, int(from), 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE),
+            "recv", "pp");
+    });
+  }
+  void barrier() override {
+    call([this] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier", "world"); });
   }
   void finishSends() override {
-    for (Pending &p : pending)
-      MPI_Wait(&p.request, MPI_STATUS_IGNORE);
-    pending.clear();
+    call([this] {
+      for (Pending &p : pending)
+        MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+      pending.clear();
+    });
+  }
+  std::shared_future<void>
+  start(std::function<void(Communicator &)> work) override {
+    // The work's own calls must not wait on the comm thread it runs on.
+    return enqueue([this, work] {
+      onWorker = true;
+      work(*this);
+      onWorker = false;
+    });
   }
   [[noreturn]] void abort(const std::string &why) override {
     std::cerr << "plan-run: rank " << world << ": " << why << std::endl;
@@ -107,16 +148,20 @@ public:
   }
 
 private:
+  struct Group {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int size = 1, rank = 0;
+  };
   struct Pending {
-    std::vector<char> data;
+    std::shared_ptr<std::vector<char>> data;
     MPI_Request request;
   };
 
-  MPI_Comm comm(const std::string &group) const {
-    auto it = comms.find(group);
-    if (it == comms.end())
+  const Group &group(const std::string &name) const {
+    auto it = groupsByName.find(name);
+    if (it == groupsByName.end())
       const_cast<MpiCommunicator *>(this)->abort(
-          "the plan uses group \"" + group + "\", which has no member here");
+          "the plan uses group \"" + name + "\", which has no member here");
     return it->second;
   }
   void check(int code, const char *what, const std::string &group) {
@@ -124,7 +169,7 @@ private:
       abort(std::string(what) + " over " + group + " failed (MPI error " +
             std::to_string(code) + ")");
   }
-  /// Frees delivered sends.
+  /// Frees delivered sends (comm thread).
   void reap() {
     for (auto it = pending.begin(); it != pending.end();) {
       int done = 0;
@@ -133,10 +178,51 @@ private:
     }
   }
 
+  std::shared_future<void> enqueue(std::function<void()> job) {
+    auto task = std::make_shared<std::packaged_task<void()>>(std::move(job));
+    std::shared_future<void> done = task->get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      queue.push_back([task] { (*task)(); });
+    }
+    ready.notify_one();
+    return done;
+  }
+  /// Runs `job` on the comm thread and waits for it.
+  void call(std::function<void()> job) {
+    if (onWorker) {
+      job();
+      return;
+    }
+    enqueue(std::move(job)).get();
+  }
+  void serve() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        ready.wait(lock, [this] { return stopping || !queue.empty(); });
+        if (queue.empty())
+          return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      job();
+    }
+  }
+
   int64_t world = 0, worldCount = 1;
-  std::map<std::string, MPI_Comm> comms;
-  std::list<Pending> pending;
+  std::map<std::string, Group> groupsByName;
+  std::list<Pending> pending; // comm thread only
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  static thread_local bool onWorker;
 };
+
+thread_local bool MpiCommunicator::onWorker = false;
 
 } // namespace
 

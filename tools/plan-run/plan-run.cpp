@@ -118,6 +118,10 @@ int launch(const Options &o, const Plan &plan, char **argv) {
   else
     args.insert(args.end(), {"--hostfile", o.hostfile});
   args.insert(args.end(), {"--bind-to", "none"});
+  // mpirun gives ranks a pseudo-terminal: whether the user sees a terminal
+  // is this process's to say.
+  setenv("PARTITA_TERMINAL", isatty(STDOUT_FILENO) ? "1" : "0", 1);
+  args.insert(args.end(), {"-x", "PARTITA_TERMINAL"});
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   args.push_back(n > 0 ? std::string(self, n) : std::string(argv[0]));
@@ -149,7 +153,15 @@ int main(int argc, char **argv) {
   if (!underLauncher() && plan.worldSize > 1)
     return launch(o, plan, argv);
 
-  MPI_Init(&argc, &argv);
+  // Every MPI call is made by the communicator's comm thread, one at a
+  // time, while this thread computes.
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    std::cerr << "plan-run: error: this MPI does not support "
+                 "MPI_THREAD_SERIALIZED, which the comm thread needs\n";
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -192,13 +204,15 @@ int main(int argc, char **argv) {
                 << " MB of buffers on the reporting rank (cost model: "
                 << plan.predictedPeakBytes / 1e6 << " MB per device)\n";
     double tokens = double(plan.globalBatch) * plan.seqLen;
-    bool interactive = isatty(STDOUT_FILENO);
+    const char *terminal = std::getenv("PARTITA_TERMINAL");
+    bool interactive =
+        terminal ? std::string(terminal) == "1" : isatty(STDOUT_FILENO);
     double elapsed = 0;
     for (int64_t s = 0; s < o.steps; ++s) {
-      MPI_Barrier(MPI_COMM_WORLD);
+      comm->barrier();
       auto start = std::chrono::steady_clock::now();
       StepResult r = trainer.step(s);
-      MPI_Barrier(MPI_COMM_WORLD);
+      comm->barrier();
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();

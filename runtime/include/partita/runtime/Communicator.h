@@ -4,6 +4,8 @@
 #define PARTITA_RUNTIME_COMMUNICATOR_H
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <string>
 
 namespace partita::runtime {
@@ -35,8 +37,16 @@ public:
   /// arrive in order.
   virtual void send(int64_t to, const void *data, int64_t bytes) = 0;
   virtual void recv(int64_t from, void *data, int64_t bytes) = 0;
+  /// Waits until every rank of the job gets here.
+  virtual void barrier() = 0;
   /// Waits until every send has been delivered.
   virtual void finishSends() = 0;
+  /// Starts `work` (calls of this interface) on the communicator's comm
+  /// thread and returns at once; the future is ready when it has run. The
+  /// synchronous calls above are this with an immediate wait, so
+  /// collectives run in the order they were started.
+  virtual std::shared_future<void>
+  start(std::function<void(Communicator &)> work) = 0;
   /// Stops the whole job with `why`.
   [[noreturn]] virtual void abort(const std::string &why) = 0;
 };
