@@ -53,6 +53,20 @@ struct Call {
 
 // -- Norms ---------------------------------------------------------------
 
+/// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of one row.
+std::pair<double, double> rowStatistics(const float *x, int64_t h, bool rms,
+                                        double eps) {
+  double mean = 0, var = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < h; ++j)
+      mean += x[j];
+    mean /= h;
+  }
+  for (int64_t j = 0; j < h; ++j)
+    var += (x[j] - mean) * (x[j] - mean);
+  return {mean, 1.0 / std::sqrt(var / h + eps)};
+}
+
 void norm(Call &c, bool rms) {
   const TensorRef &x = c.ins[0];
   const float *w = c.ins[1].f;
@@ -62,17 +76,9 @@ void norm(Call &c, bool rms) {
   Vec &y = c.result(0);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x.f + r * h;
-    double mean = 0, var = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < h; ++j)
-        mean += xr[j];
-      mean /= h;
-    }
+    auto [mean, inv] = rowStatistics(xr, h, rms, eps);
     for (int64_t j = 0; j < h; ++j)
-      var += (xr[j] - mean) * (xr[j] - mean);
-    float inv = float(1.0 / std::sqrt(var / h + eps));
-    for (int64_t j = 0; j < h; ++j)
-      y[r * h + j] = float(xr[j] - mean) * inv * w[j] + (b ? b[j] : 0.0f);
+      y[r * h + j] = float((xr[j] - mean) * inv) * w[j] + (b ? b[j] : 0.0f);
   }
 }
 
@@ -85,15 +91,7 @@ void normBackward(Call &c, bool rms) {
   Vec *db = c.outs.size() > 2 ? &c.result(2) : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x.f + r * h, *g = dy.f + r * h;
-    double mean = 0, var = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < h; ++j)
-        mean += xr[j];
-      mean /= h;
-    }
-    for (int64_t j = 0; j < h; ++j)
-      var += (xr[j] - mean) * (xr[j] - mean);
-    double inv = 1.0 / std::sqrt(var / h + eps);
+    auto [mean, inv] = rowStatistics(xr, h, rms, eps);
     double dotXhat = 0, sumDxhat = 0;
     for (int64_t j = 0; j < h; ++j) {
       double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
