@@ -414,6 +414,16 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
   return out;
 }
 
+void Trainer::forEachState(
+    const std::function<void(const BufferSpec &, float *)> &visit) {
+  for (size_t k = 0; k < program.buffers.size(); ++k) {
+    const BufferSpec &b = program.buffers[k];
+    if (b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard ||
+        b.kind == BufferKind::OptimizerState)
+      visit(b, storage(k, 0).f.data());
+  }
+}
+
 StepResult Trainer::step(int64_t step) {
   for (size_t k = 0; k < program.buffers.size(); ++k)
     if (program.buffers[k].zeroedEachStep())

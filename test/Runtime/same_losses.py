@@ -3,8 +3,10 @@
 
   same_losses.py [--rtol R] BASELINE.log OTHER.log...
 
-Prints one line per log; exits 1 at the first log whose loss at some step
-differs from the baseline's by more than R (relative), naming the step.
+Steps are matched by number: every step of another log must be in the
+baseline (a resumed run logs only its later steps). Prints one line per
+log; exits 1 at the first log whose loss at some step differs from the
+baseline's by more than R (relative), naming the step.
 """
 
 import argparse
@@ -13,7 +15,12 @@ import sys
 
 
 def losses(path):
-    return [json.loads(line)["loss"] for line in open(path) if line.strip()]
+    steps = {}
+    for line in open(path):
+        if line.strip():
+            entry = json.loads(line)
+            steps[entry["step"]] = entry["loss"]
+    return steps
 
 
 def main():
@@ -22,18 +29,21 @@ def main():
     parser.add_argument("logs", nargs="+")
     args = parser.parse_args()
     base = losses(args.logs[0])
-    print(f"{args.logs[0]}: {' '.join(f'{x:.6f}' for x in base)}")
+    print(f"{args.logs[0]}: {' '.join(f'{base[k]:.6f}' for k in sorted(base))}")
     for path in args.logs[1:]:
         run = losses(path)
-        if len(run) != len(base):
-            print(f"DIVERGED {path}: {len(run)} steps, expected {len(base)}")
+        missing = sorted(set(run) - set(base))
+        if not run or missing:
+            print(f"DIVERGED {path}: steps {missing or 'none'} are not the "
+                  f"baseline's")
             return 1
-        for step, (a, b) in enumerate(zip(run, base), 1):
+        for step in sorted(run):
+            a, b = run[step], base[step]
             if abs(a - b) > args.rtol * abs(b):
                 print(f"DIVERGED {path}: step {step} loss {a:.8f}, the "
                       f"single rank's {b:.8f}")
                 return 1
-        print(f"{path}: same losses")
+        print(f"{path}: same losses at steps {min(run)}-{max(run)}")
     return 0
 
 

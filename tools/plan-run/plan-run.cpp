@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "partita/runtime/Checkpoint.h"
 #include "partita/runtime/Plan.h"
 #include "partita/runtime/Trainer.h"
 
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <string>
 #include <unistd.h>
@@ -37,6 +39,9 @@ struct Options {
   int dataBytes = 2;
   bool profile = false;
   std::string saveParams;
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  bool resume = false;
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -45,6 +50,8 @@ struct Options {
   std::cerr << "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
                "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
                "                [--profile] [--save-params FILE]\n"
+               "                [--checkpoint-dir DIR [--checkpoint-every K] "
+               "[--resume]]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -76,6 +83,17 @@ Options parse(int argc, char **argv) {
       o.logJson = value("--log-json");
     else if (a.rfind("--save-params", 0) == 0)
       o.saveParams = value("--save-params");
+    else if (a.rfind("--checkpoint-dir", 0) == 0)
+      o.checkpointDir = value("--checkpoint-dir");
+    else if (a.rfind("--checkpoint-every", 0) == 0) {
+      std::string v = value("--checkpoint-every");
+      char *end;
+      o.checkpointEvery = std::strtoll(v.c_str(), &end, 10);
+      if (*end || o.checkpointEvery < 1)
+        usage("--checkpoint-every must be a positive integer, got \"" + v +
+              "\"");
+    } else if (a == "--resume")
+      o.resume = true;
     else if (a == "--profile")
       o.profile = true;
     else if (a.rfind("--data-dtype", 0) == 0) {
@@ -96,6 +114,8 @@ Options parse(int argc, char **argv) {
   }
   if (o.plan.empty())
     usage("no plan given");
+  if ((o.checkpointEvery || o.resume) && o.checkpointDir.empty())
+    usage("--checkpoint-every and --resume need --checkpoint-dir");
   return o;
 }
 
@@ -190,7 +210,9 @@ int main(int argc, char **argv) {
   bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
   std::ofstream log;
   if (reporter && !o.logJson.empty()) {
-    log.open(o.logJson);
+    // A resumed run appends to the log of the run it continues.
+    log.open(o.logJson, o.resume ? std::ios::app : std::ios::trunc);
+    log.precision(9);
     if (!log)
       comm->abort("cannot write " + o.logJson);
   }
@@ -208,7 +230,19 @@ int main(int argc, char **argv) {
     bool interactive =
         terminal ? std::string(terminal) == "1" : isatty(STDOUT_FILENO);
     double elapsed = 0;
-    for (int64_t s = 0; s < o.steps; ++s) {
+    int64_t first = 0;
+    if (o.resume) {
+      first = loadNewestCheckpoint(plan, trainer, *comm, o.checkpointDir);
+      if (reporter)
+        std::cout << (first ? "plan-run: resumed from the checkpoint after "
+                              "step " +
+                                  std::to_string(first)
+                            : std::string("plan-run: no complete checkpoint "
+                                          "in ") +
+                                  o.checkpointDir + "; starting at step 1")
+                  << "\n";
+    }
+    for (int64_t s = first; s < o.steps; ++s) {
       comm->barrier();
       auto start = std::chrono::steady_clock::now();
       StepResult r = trainer.step(s);
@@ -216,32 +250,42 @@ int main(int argc, char **argv) {
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
-      if (!reporter)
-        continue;
-      elapsed += seconds;
-      // On a terminal, runs longer than a few seconds get a progress bar
-      // under the step lines.
-      bool bar = interactive && elapsed > 3 && s + 1 < o.steps;
-      if (interactive)
-        std::printf("\r\033[K");
-      std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
-                  "%.3f s\n",
-                  (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds,
-                  seconds);
-      if (bar) {
-        int width = 30, done = int(width * (s + 1) / o.steps);
-        double eta = elapsed / (s + 1) * (o.steps - s - 1);
-        std::printf("[%s%s] %lld/%lld, about %.0f s left",
-                    std::string(done, '#').c_str(),
-                    std::string(width - done, ' ').c_str(), (long long)(s + 1),
-                    (long long)o.steps, eta);
+      if (reporter) {
+        elapsed += seconds;
+        // On a terminal, runs longer than a few seconds get a progress bar
+        // under the step lines.
+        bool bar = interactive && elapsed > 3 && s + 1 < o.steps;
+        if (interactive)
+          std::printf("\r\033[K");
+        std::printf(
+            "step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
+            "%.3f s\n",
+            (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds, seconds);
+        if (bar) {
+          int width = 30, done = int(width * (s + 1) / o.steps);
+          double eta = elapsed / (s + 1 - first) * (o.steps - s - 1);
+          std::printf("[%s%s] %lld/%lld, about %.0f s left",
+                      std::string(done, '#').c_str(),
+                      std::string(width - done, ' ').c_str(),
+                      (long long)(s + 1), (long long)o.steps, eta);
+        }
+        std::fflush(stdout);
+        if (log)
+          log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss
+              << ", \"grad_norm\": " << r.gradNorm
+              << ", \"step_time_s\": " << seconds
+              << ", \"tokens_per_s\": " << tokens / seconds << "}\n";
       }
-      std::fflush(stdout);
-      if (log)
-        log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss
-            << ", \"grad_norm\": " << r.gradNorm
-            << ", \"step_time_s\": " << seconds
-            << ", \"tokens_per_s\": " << tokens / seconds << "}\n";
+      if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
+        auto begin = std::chrono::steady_clock::now();
+        saveCheckpoint(plan, trainer, *comm, o.checkpointDir, s + 1);
+        if (reporter)
+          std::printf("checkpoint after step %lld in %.3f s\n",
+                      (long long)(s + 1),
+                      std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - begin)
+                          .count());
+      }
     }
     if (!o.saveParams.empty()) {
       auto params = trainer.gatherParameters();

@@ -8,6 +8,7 @@
 #include "partita/runtime/Plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,10 @@ public:
   StepResult step(int64_t step);
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
+  /// The state a checkpoint holds: every parameter, parameter shard and
+  /// optimizer-state buffer of this rank, in program order.
+  void
+  forEachState(const std::function<void(const BufferSpec &, float *)> &visit);
   /// Every parameter as the unsharded tensor, gathered on world rank 0
   /// (empty elsewhere); collective: every rank calls it.
   std::map<std::string, std::vector<float>> gatherParameters();
