@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -119,6 +120,32 @@ Options parse(int argc, char **argv) {
   return o;
 }
 
+// What a rank says when mpirun stops it because another rank failed: the
+// step it was in. Written by a signal handler, so prepared in advance.
+char stopMessage[256];
+volatile sig_atomic_t currentStep = 0;
+
+void onTerminate(int) {
+  char line[320];
+  int n = 0;
+  for (const char *p = stopMessage; *p && n < 250; ++p)
+    line[n++] = *p;
+  char digits[24];
+  int d = 0;
+  long step = currentStep;
+  do
+    digits[d++] = char('0' + step % 10);
+  while ((step /= 10) && d < 20);
+  while (d)
+    line[n++] = digits[--d];
+  const char *tail = ": the job is stopping (another rank failed)\n";
+  for (const char *p = tail; *p; ++p)
+    line[n++] = *p;
+  ssize_t ignored = write(STDERR_FILENO, line, n);
+  (void)ignored;
+  _exit(1);
+}
+
 bool underLauncher() {
   for (const char *v :
        {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
@@ -193,6 +220,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   auto comm = createMpiCommunicator(plan);
+  {
+    char host[64] = "?";
+    gethostname(host, sizeof(host) - 1);
+    std::snprintf(stopMessage, sizeof(stopMessage),
+                  "plan-run: rank %d on %s stopped in step ", rank, host);
+    const Coordinates &me = plan.devices[rank];
+    // Rank 0 and the reporting rank speak for the job.
+    if (rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0))
+      std::signal(SIGTERM, onTerminate);
+  }
   std::unique_ptr<TokenSource> data;
   try {
     data = o.data.empty()
@@ -245,6 +282,7 @@ int main(int argc, char **argv) {
     for (int64_t s = first; s < o.steps; ++s) {
       comm->barrier();
       auto start = std::chrono::steady_clock::now();
+      currentStep = s + 1;
       StepResult r = trainer.step(s);
       comm->barrier();
       double seconds = std::chrono::duration<double>(
