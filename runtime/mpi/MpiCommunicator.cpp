@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -79,7 +80,7 @@ public:
   void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
     MPI_Comm comm = group(name).comm;
-    call([=] {
+    call("all_reduce over " + name, [=] {
       check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT,
                           max ? MPI_MAX : MPI_SUM, comm),
             "all_reduce", name);
@@ -88,7 +89,7 @@ public:
   void allGather(const std::string &name, const float *in, int64_t n,
                  float *out) override {
     MPI_Comm comm = group(name).comm;
-    call([=] {
+    call("all_gather over " + name, [=] {
       check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm),
             "all_gather", name);
     });
@@ -96,7 +97,7 @@ public:
   void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
     MPI_Comm comm = group(name).comm;
-    call([=] {
+    call("reduce_scatter over " + name, [=] {
       check(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm),
             "reduce_scatter", name);
     });
@@ -107,7 +108,7 @@ public:
     auto copy = std::make_shared<std::vector<char>>(
         static_cast<const char *>(data),
         static_cast<const char *>(data) + bytes);
-    call([=] {
+    call("send to rank " + std::to_string(to), [=] {
       pending.push_back({copy, MPI_REQUEST_NULL});
       check(MPI_Isend(copy->data(), int(bytes), MPI_BYTE, int(to), 0,
                       MPI_COMM_WORLD, &pending.back().request),
@@ -116,22 +117,25 @@ public:
     });
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
-    call([=] {
+    call("receive from rank " + std::to_string(from), [=] {
       check(MPI_Recv(data, int(bytes), MPI_BYTE, int(from), 0, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE),
             "recv", "pp");
     });
   }
   void barrier() override {
-    call([this] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier", "world"); });
+    call("barrier over world",
+         [this] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier", "world"); });
   }
   void finishSends() override {
-    call([this] {
+    call("delivery of pipeline sends", [this] {
       for (Pending &p : pending)
         MPI_Wait(&p.request, MPI_STATUS_IGNORE);
       pending.clear();
     });
   }
+  void setWatchdog(double seconds) override { watchdogSeconds = seconds; }
+  void setStep(int64_t s) override { step = s; }
   std::shared_future<void>
   start(std::function<void(Communicator &)> work) override {
     // The work's own calls must not wait on the comm thread it runs on.
@@ -188,13 +192,25 @@ private:
     ready.notify_one();
     return done;
   }
-  /// Runs `job` on the comm thread and waits for it.
-  void call(std::function<void()> job) {
+  /// Runs `job` on the comm thread and waits for it; past the watchdog's
+  /// timeout the job is stopped, with `what` and the step named.
+  void call(const std::string &what, std::function<void()> job) {
     if (onWorker) {
       job();
       return;
     }
-    enqueue(std::move(job)).get();
+    std::shared_future<void> done = enqueue(std::move(job));
+    if (watchdogSeconds <= 0) {
+      done.get();
+      return;
+    }
+    if (done.wait_for(std::chrono::duration<double>(watchdogSeconds)) !=
+        std::future_status::ready)
+      abort(what + " did not complete within " +
+            std::to_string(int64_t(watchdogSeconds)) + " s in step " +
+            std::to_string(step) +
+            " (a rank is stuck or gone); stopping the job");
+    done.get();
   }
   void serve() {
     for (;;) {
@@ -212,6 +228,8 @@ private:
   }
 
   int64_t world = 0, worldCount = 1;
+  double watchdogSeconds = 0;
+  int64_t step = 0;
   std::map<std::string, Group> groupsByName;
   std::list<Pending> pending; // comm thread only
   std::thread worker;

@@ -52,6 +52,13 @@ def main():
         del launches[next(i for i, l in enumerate(launches)
                           if l.get("collective") == "all_reduce" and
                           l["group"] == "tp" and l["input"].startswith("d."))]
+    elif mutation == "skip-world-reduce":
+        # Pipeline rank 0 skips the global-norm all-reduce the others wait
+        # in: a hang, unless a watchdog stops it.
+        step = next(p for p in plan["programs"][0]["phases"]
+                    if p["kind"] == "step")
+        step["launches"] = [l for l in step["launches"]
+                            if l.get("group") != "world"]
     else:
         raise SystemExit(f"unknown mutation {mutation}")
     json.dump(plan, open(dst, "w"))

@@ -43,6 +43,7 @@ struct Options {
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   bool resume = false;
+  double collectiveTimeout = 300;
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -53,6 +54,7 @@ struct Options {
                "                [--profile] [--save-params FILE]\n"
                "                [--checkpoint-dir DIR [--checkpoint-every K] "
                "[--resume]]\n"
+               "                [--collective-timeout SECONDS]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -93,6 +95,12 @@ Options parse(int argc, char **argv) {
       if (*end || o.checkpointEvery < 1)
         usage("--checkpoint-every must be a positive integer, got \"" + v +
               "\"");
+    } else if (a.rfind("--collective-timeout", 0) == 0) {
+      std::string v = value("--collective-timeout");
+      char *end;
+      o.collectiveTimeout = std::strtod(v.c_str(), &end);
+      if (*end || o.collectiveTimeout < 0)
+        usage("--collective-timeout must be seconds >= 0, got \"" + v + "\"");
     } else if (a == "--resume")
       o.resume = true;
     else if (a == "--profile")
@@ -220,6 +228,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   auto comm = createMpiCommunicator(plan);
+  comm->setWatchdog(o.collectiveTimeout);
   {
     char host[64] = "?";
     gethostname(host, sizeof(host) - 1);
@@ -283,6 +292,7 @@ int main(int argc, char **argv) {
       comm->barrier();
       auto start = std::chrono::steady_clock::now();
       currentStep = s + 1;
+      comm->setStep(s + 1);
       StepResult r = trainer.step(s);
       comm->barrier();
       double seconds = std::chrono::duration<double>(

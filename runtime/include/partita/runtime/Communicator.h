@@ -47,6 +47,10 @@ public:
   /// collectives run in the order they were started.
   virtual std::shared_future<void>
   start(std::function<void(Communicator &)> work) = 0;
+  /// A call that does not complete within `seconds` (0: never) stops the
+  /// job, naming the call and the step set by setStep.
+  virtual void setWatchdog(double seconds) = 0;
+  virtual void setStep(int64_t step) = 0;
   /// Stops the whole job with `why`.
   [[noreturn]] virtual void abort(const std::string &why) = 0;
 };
