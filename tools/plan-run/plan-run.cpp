@@ -24,6 +24,7 @@
 #include <iomanip>
 #include <iostream>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct Options {
   int64_t checkpointEvery = 0;
   bool resume = false;
   double collectiveTimeout = 300;
+  int64_t maxRestarts = 0;
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -54,7 +56,8 @@ struct Options {
                "                [--profile] [--save-params FILE]\n"
                "                [--checkpoint-dir DIR [--checkpoint-every K] "
                "[--resume]]\n"
-               "                [--collective-timeout SECONDS]\n"
+               "                [--collective-timeout SECONDS] "
+               "[--max-restarts R]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -101,6 +104,12 @@ Options parse(int argc, char **argv) {
       o.collectiveTimeout = std::strtod(v.c_str(), &end);
       if (*end || o.collectiveTimeout < 0)
         usage("--collective-timeout must be seconds >= 0, got \"" + v + "\"");
+    } else if (a.rfind("--max-restarts", 0) == 0) {
+      std::string v = value("--max-restarts");
+      char *end;
+      o.maxRestarts = std::strtoll(v.c_str(), &end, 10);
+      if (*end || o.maxRestarts < 0)
+        usage("--max-restarts must be an integer >= 0, got \"" + v + "\"");
     } else if (a == "--resume")
       o.resume = true;
     else if (a == "--profile")
@@ -123,8 +132,10 @@ Options parse(int argc, char **argv) {
   }
   if (o.plan.empty())
     usage("no plan given");
-  if ((o.checkpointEvery || o.resume) && o.checkpointDir.empty())
-    usage("--checkpoint-every and --resume need --checkpoint-dir");
+  if ((o.checkpointEvery || o.resume || o.maxRestarts) &&
+      o.checkpointDir.empty())
+    usage("--checkpoint-every, --resume and --max-restarts need "
+          "--checkpoint-dir");
   return o;
 }
 
@@ -182,16 +193,33 @@ int launch(const Options &o, const Plan &plan, char **argv) {
   args.push_back(n > 0 ? std::string(self, n) : std::string(argv[0]));
   for (int i = 1; argv[i]; ++i)
     args.push_back(argv[i]);
-  std::vector<char *> cargs;
-  for (std::string &a : args)
-    cargs.push_back(a.data());
-  cargs.push_back(nullptr);
   std::cerr << "plan-run: starting " << plan.worldSize << " ranks of "
             << plan.model << " (" << plan.strategy << ") with mpirun\n";
-  execvp("mpirun", cargs.data());
-  std::cerr << "plan-run: error: cannot run mpirun: " << std::strerror(errno)
-            << " (install openmpi-bin)\n";
-  return 1;
+  for (int64_t attempt = 0;; ++attempt) {
+    std::vector<char *> cargs;
+    for (std::string &a : args)
+      cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    pid_t child = fork();
+    if (child == 0) {
+      execvp("mpirun", cargs.data());
+      std::cerr << "plan-run: error: cannot run mpirun: "
+                << std::strerror(errno) << " (install openmpi-bin)\n";
+      _exit(127);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 0 || code == 127 || attempt >= o.maxRestarts)
+      return code;
+    std::cerr << "plan-run: the job failed (status " << code
+              << "); restarting it from the newest checkpoint in "
+              << o.checkpointDir << " (restart " << attempt + 1 << " of "
+              << o.maxRestarts << ")\n";
+    if (std::find(args.begin(), args.end(), "--resume") == args.end())
+      args.push_back("--resume");
+  }
 }
 
 } // namespace
@@ -205,7 +233,7 @@ int main(int argc, char **argv) {
     std::cerr << "plan-run: error: " << e.what() << "\n";
     return 1;
   }
-  if (!underLauncher() && plan.worldSize > 1)
+  if (!underLauncher() && (plan.worldSize > 1 || o.maxRestarts > 0))
     return launch(o, plan, argv);
 
   // Every MPI call is made by the communicator's comm thread, one at a
@@ -322,7 +350,8 @@ int main(int argc, char **argv) {
           log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss
               << ", \"grad_norm\": " << r.gradNorm
               << ", \"step_time_s\": " << seconds
-              << ", \"tokens_per_s\": " << tokens / seconds << "}\n";
+              << ", \"tokens_per_s\": " << tokens / seconds << "}"
+              << std::endl; // on disk before a failure can lose it
       }
       if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
         auto begin = std::chrono::steady_clock::now();
