@@ -53,6 +53,31 @@ private:
   int64_t vocab;
 };
 
+double microseconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(t.time_since_epoch())
+      .count();
+}
+
+/// How a launch appears in the trace: the kernel, or the collective and
+/// its group.
+std::string traceName(const Launch &l) {
+  switch (l.op) {
+  case Launch::Op::Kernel:
+    return l.kernel;
+  case Launch::Op::Send:
+    return "send";
+  case Launch::Op::Recv:
+    return "recv";
+  case Launch::Op::Collective:
+    break;
+  }
+  const char *kind =
+      l.collective == Launch::Collective::AllReduce   ? "all_reduce"
+      : l.collective == Launch::Collective::AllGather ? "all_gather"
+                                                      : "reduce_scatter";
+  return std::string(kind) + " " + l.group;
+}
+
 } // namespace
 
 std::unique_ptr<TokenSource> syntheticTokens(int64_t vocab) {
@@ -349,9 +374,13 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
                        : l.op == Launch::Op::Collective ? "collective"
                                                         : "p2p";
-    seconds[what] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
+    auto end = std::chrono::steady_clock::now();
+    seconds[what] += std::chrono::duration<double>(end - start).count();
+    if (trace)
+      trace->push_back({traceName(l), l.op != Launch::Op::Kernel,
+                        microseconds(start),
+                        microseconds(end) - microseconds(start), currentStep,
+                        microBatch, phase.kind});
   }
 }
 
@@ -425,6 +454,7 @@ void Trainer::forEachState(
 }
 
 StepResult Trainer::step(int64_t step) {
+  currentStep = step + 1;
   for (size_t k = 0; k < program.buffers.size(); ++k)
     if (program.buffers[k].zeroedEachStep())
       for (Storage &s : buffers[k])

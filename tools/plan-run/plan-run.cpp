@@ -46,6 +46,7 @@ struct Options {
   bool resume = false;
   double collectiveTimeout = 300;
   int64_t maxRestarts = 0;
+  std::string trace;
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -58,6 +59,7 @@ struct Options {
                "[--resume]]\n"
                "                [--collective-timeout SECONDS] "
                "[--max-restarts R]\n"
+               "                [--trace FILE]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -110,7 +112,9 @@ Options parse(int argc, char **argv) {
       o.maxRestarts = std::strtoll(v.c_str(), &end, 10);
       if (*end || o.maxRestarts < 0)
         usage("--max-restarts must be an integer >= 0, got \"" + v + "\"");
-    } else if (a == "--resume")
+    } else if (a.rfind("--trace", 0) == 0)
+      o.trace = value("--trace");
+    else if (a == "--resume")
       o.resume = true;
     else if (a == "--profile")
       o.profile = true;
@@ -222,6 +226,57 @@ int launch(const Options &o, const Plan &plan, char **argv) {
   }
 }
 
+/// The Chrome trace (Perfetto, chrome://tracing) of the run: a process per
+/// rank, a thread per stream. Each rank writes its part; rank 0 joins them.
+void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
+                const Plan &plan, int rank, Communicator &comm) {
+  nlohmann::json mine = nlohmann::json::array();
+  const Coordinates &c = plan.devices[rank];
+  mine.push_back(
+      {{"ph", "M"},
+       {"name", "process_name"},
+       {"pid", rank},
+       {"args",
+        {{"name", "rank " + std::to_string(rank) + " (pp " +
+                      std::to_string(c.pp) + ", dp " + std::to_string(c.dp) +
+                      ", tp " + std::to_string(c.tp) + ")"}}}});
+  for (int tid : {0, 1})
+    mine.push_back({{"ph", "M"},
+                    {"name", "thread_name"},
+                    {"pid", rank},
+                    {"tid", tid},
+                    {"args", {{"name", tid ? "comm" : "compute"}}}});
+  for (const TraceEvent &e : events)
+    mine.push_back({{"ph", "X"},
+                    {"name", e.name},
+                    {"pid", rank},
+                    {"tid", e.comm ? 1 : 0},
+                    {"ts", e.startUs},
+                    {"dur", e.durationUs},
+                    {"args",
+                     {{"step", e.step},
+                      {"micro_batch", e.microBatch},
+                      {"phase", e.phase}}}});
+  std::string part = path + ".rank" + std::to_string(rank);
+  std::ofstream(part) << mine.dump() << "\n";
+  comm.barrier();
+  if (rank != 0)
+    return;
+  nlohmann::json all = nlohmann::json::array();
+  for (int r = 0; r < plan.worldSize; ++r) {
+    std::string file = path + ".rank" + std::to_string(r);
+    std::ifstream in(file);
+    for (auto &e : nlohmann::json::parse(in))
+      all.push_back(std::move(e));
+    std::remove(file.c_str());
+  }
+  std::ofstream out(path);
+  if (!out)
+    comm.abort("cannot write " + path);
+  out << nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump()
+      << "\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -304,6 +359,9 @@ int main(int argc, char **argv) {
     bool interactive =
         terminal ? std::string(terminal) == "1" : isatty(STDOUT_FILENO);
     double elapsed = 0;
+    std::vector<TraceEvent> events;
+    if (!o.trace.empty())
+      trainer.traceInto(&events);
     int64_t first = 0;
     if (o.resume) {
       first = loadNewestCheckpoint(plan, trainer, *comm, o.checkpointDir);
@@ -364,6 +422,8 @@ int main(int argc, char **argv) {
                           .count());
       }
     }
+    if (!o.trace.empty())
+      writeTrace(o.trace, events, plan, rank, *comm);
     if (!o.saveParams.empty()) {
       auto params = trainer.gatherParameters();
       if (rank == 0) {

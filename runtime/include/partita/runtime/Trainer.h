@@ -34,6 +34,16 @@ std::unique_ptr<TokenSource> fileTokens(const std::string &path,
                                         int bytesPerToken, int64_t vocab,
                                         int64_t sequences, int64_t length);
 
+/// One launch as it ran, for the Chrome trace (microseconds on this host's
+/// monotonic clock).
+struct TraceEvent {
+  std::string name;
+  bool comm; // the comm stream (collectives, messages) or compute
+  double startUs, durationUs;
+  int64_t step, microBatch;
+  std::string phase;
+};
+
 struct StepResult {
   double loss = 0;     // mean over the global batch (on the last stage)
   double gradNorm = 0; // before clipping
@@ -58,6 +68,8 @@ public:
   /// Every parameter as the unsharded tensor, gathered on world rank 0
   /// (empty elsewhere); collective: every rank calls it.
   std::map<std::string, std::vector<float>> gatherParameters();
+  /// Records every launch from now on into `events` (null: stop).
+  void traceInto(std::vector<TraceEvent> *events) { trace = events; }
   /// Seconds spent per kernel name and per collective kind, over all steps.
   const std::map<std::string, double> &launchSeconds() const { return seconds; }
 
@@ -94,6 +106,8 @@ private:
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
   std::map<std::string, double> seconds;
+  std::vector<TraceEvent> *trace = nullptr;
+  int64_t currentStep = 0;
 };
 
 } // namespace partita::runtime
