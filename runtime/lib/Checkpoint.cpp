@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <sys/stat.h>
@@ -48,6 +49,39 @@ std::string stepDir(const std::string &dir, int64_t steps) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08lld", (long long)steps);
   return (fs::path(dir) / name).string();
+}
+
+std::string globalEntry(const std::string &param, Trainer::StateKind kind) {
+  switch (kind) {
+  case Trainer::StateKind::Value:
+    return param;
+  case Trainer::StateKind::AdamM:
+    return "adam_m:" + param;
+  case Trainer::StateKind::AdamV:
+    break;
+  }
+  return "adam_v:" + param;
+}
+
+/// The entries of a checkpoint file: name -> (offset of the values, count).
+std::map<std::string, std::pair<size_t, int64_t>>
+entries(const std::string &bytes) {
+  std::map<std::string, std::pair<size_t, int64_t>> out;
+  uint32_t count;
+  std::memcpy(&count, bytes.data() + 4 + 4 + 8, 4);
+  size_t at = 4 + 4 + 8 + 4;
+  for (uint32_t k = 0; k < count; ++k) {
+    uint32_t length;
+    std::memcpy(&length, bytes.data() + at, 4);
+    std::string name = bytes.substr(at + 4, length);
+    at += 4 + length;
+    int64_t n;
+    std::memcpy(&n, bytes.data() + at, 8);
+    at += 8;
+    out[name] = {at, n};
+    at += n * 4;
+  }
+  return out;
 }
 
 std::string rankFile(int64_t rank) {
@@ -118,6 +152,34 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
   put(bytes, count);
   bytes += body;
   writeAtomically((fs::path(here) / rankFile(rank)).string(), bytes);
+  // The unsharded parameters and moments, which any other plan of the model
+  // can be sliced from.
+  std::string global;
+  uint32_t globalCount = 0;
+  using Kind = Trainer::StateKind;
+  for (const ParameterSpec &p : plan.parameters)
+    for (Kind kind : {Kind::Value, Kind::AdamM, Kind::AdamV}) {
+      std::vector<float> values =
+          trainer.gatherGlobal(p, trainer.stateBuffer(p, kind));
+      if (rank != 0)
+        continue;
+      std::string name = globalEntry(p.name, kind);
+      put(global, uint32_t(name.size()));
+      global += name;
+      put(global, int64_t(values.size()));
+      global.append(reinterpret_cast<const char *>(values.data()),
+                    values.size() * 4);
+      ++globalCount;
+    }
+  std::string globalFile;
+  if (rank == 0) {
+    globalFile = std::string(kMagic, 4);
+    put(globalFile, kVersion);
+    put(globalFile, int64_t(steps));
+    put(globalFile, globalCount);
+    globalFile += global;
+    writeAtomically((fs::path(here) / "global.bin").string(), globalFile);
+  }
   // Rank 0 learns every file's size and checksum, then writes the manifest.
   int64_t mine[2] = {int64_t(bytes.size()), int64_t(crc32(bytes))};
   comm.send(0, mine, sizeof(mine));
@@ -128,6 +190,8 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
       comm.recv(r, info, sizeof(info));
       files[rankFile(r)] = {{"bytes", info[0]}, {"crc32", info[1]}};
     }
+    files["global.bin"] = {{"bytes", int64_t(globalFile.size())},
+                           {"crc32", int64_t(crc32(globalFile))}};
     nlohmann::json manifest = {
         {"format", "partita-checkpoint"},
         {"version", kVersion},
@@ -199,13 +263,45 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
     comm.allReduce("world", &bad, 1, true);
     if (bad > 0)
       continue;
+    if (manifest["model"] != plan.model)
+      throw std::runtime_error("checkpoint " + here + " is of model " +
+                               manifest["model"].get<std::string>() +
+                               ", this plan's is " + plan.model);
     if (manifest["strategy"] != plan.strategy ||
-        manifest["world_size"] != plan.worldSize)
-      throw std::runtime_error("checkpoint " + here + " was saved under " +
-                               manifest["strategy"].get<std::string>() +
-                               " and this plan is " + plan.strategy +
-                               "; loading it under another plan is not "
-                               "supported yet");
+        manifest["world_size"] != plan.worldSize) {
+      // Another plan of the model: re-slice from the unsharded tensors.
+      std::string global = readAll(here + "/global.bin");
+      const nlohmann::json &expect = manifest["files"]["global.bin"];
+      if (!expect.is_object() ||
+          int64_t(global.size()) != expect["bytes"].get<int64_t>() ||
+          int64_t(crc32(global)) != expect["crc32"].get<int64_t>())
+        throw std::runtime_error(here + "/global.bin: missing, truncated or "
+                                        "corrupted; cannot reshard");
+      auto index = entries(global);
+      using Kind = Trainer::StateKind;
+      for (const ParameterSpec &p : plan.parameters)
+        for (const ParameterHolder &h : p.holders) {
+          if (h.ppRank != plan.devices[rank].pp)
+            continue;
+          for (Kind kind : {Kind::Value, Kind::AdamM, Kind::AdamV}) {
+            auto it = index.find(globalEntry(p.name, kind));
+            if (it == index.end())
+              throw std::runtime_error(here + "/global.bin: has no " +
+                                       globalEntry(p.name, kind));
+            const float *values = reinterpret_cast<const float *>(
+                global.data() + it->second.first);
+            std::string buffer =
+                kind == Kind::Value ? h.buffer : trainer.stateBuffer(p, kind);
+            trainer.fillFromGlobal(p, buffer,
+                                   [&](uint64_t i) { return values[i]; });
+          }
+        }
+      if (rank == 0)
+        std::cerr << "plan-run: resharded checkpoint " << here << " from "
+                  << manifest["strategy"].get<std::string>() << " to "
+                  << plan.strategy << "\n";
+      return manifest["steps"].get<int64_t>();
+    }
     // Restore this rank's state buffers in order.
     size_t at = 4 + sizeof(uint32_t) + sizeof(int64_t) + sizeof(uint32_t);
     trainer.forEachState([&](const BufferSpec &b, float *data) {

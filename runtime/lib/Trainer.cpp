@@ -181,50 +181,55 @@ Trainer::Storage &Trainer::storage(int index, int64_t microBatch) {
   return s.size() == 1 ? s[0] : s[microBatch % s.size()];
 }
 
+void Trainer::fillFromGlobal(const ParameterSpec &p, const std::string &buffer,
+                             const std::function<float(uint64_t)> &global) {
+  // The local (tp) tensor, element by element from its global index;
+  // padding rows are zero.
+  int64_t n = 1;
+  for (int64_t d : p.localShape)
+    n *= d;
+  int64_t part = p.tpDim >= 0 ? coords.tp * p.tpParts / plan.tp : 0;
+  std::vector<float> local(n);
+  size_t rank = p.localShape.size();
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    uint64_t index = 0;
+    bool padding = false;
+    for (size_t k = 0; k < rank; ++k) {
+      int64_t g = idx[k];
+      if (int64_t(k) == p.tpDim)
+        g += part * p.localShape[k];
+      padding |= g >= p.globalShape[k];
+      index = index * p.globalShape[k] + g;
+    }
+    local[e] = padding ? 0.0f : global(index);
+    for (size_t k = rank; k-- > 0;)
+      if (++idx[k] < p.localShape[k])
+        break;
+      else
+        idx[k] = 0;
+  }
+  auto it = program.bufferIndex.find(buffer);
+  if (it == program.bufferIndex.end())
+    throw std::runtime_error("parameter " + p.name + ": no buffer " + buffer);
+  Span<float> dst = storage(it->second, 0).f;
+  if (int64_t(dst.size()) < n) { // this rank's flat 1/dp slice (ZeRO)
+    int64_t chunk = dst.size(), begin = coords.dp * chunk;
+    for (int64_t i = 0; i < chunk; ++i)
+      dst[i] = begin + i < n ? local[begin + i] : 0.0f;
+  } else {
+    std::copy(local.begin(), local.end(), dst.begin());
+  }
+}
+
 void Trainer::initialise() {
   for (const ParameterSpec &p : plan.parameters) {
     uint64_t key = fnv1a64(p.name);
-    for (const ParameterHolder &h : p.holders) {
-      if (h.ppRank != coords.pp)
-        continue;
-      // The local (tp) tensor, element by element from its global index.
-      int64_t n = 1;
-      for (int64_t d : p.localShape)
-        n *= d;
-      int64_t part = p.tpDim >= 0 ? coords.tp * p.tpParts / plan.tp : 0;
-      std::vector<float> local(n);
-      size_t rank = p.localShape.size();
-      std::vector<int64_t> idx(rank, 0);
-      for (int64_t e = 0; e < n; ++e) {
-        uint64_t global = 0;
-        bool padding = false;
-        for (size_t k = 0; k < rank; ++k) {
-          int64_t g = idx[k];
-          if (int64_t(k) == p.tpDim)
-            g += part * p.localShape[k];
-          padding |= g >= p.globalShape[k];
-          global = global * p.globalShape[k] + g;
-        }
-        local[e] = padding ? 0.0f : initialValue(p, key, global);
-        for (size_t k = rank; k-- > 0;)
-          if (++idx[k] < p.localShape[k])
-            break;
-          else
-            idx[k] = 0;
-      }
-      auto it = program.bufferIndex.find(h.buffer);
-      if (it == program.bufferIndex.end())
-        throw std::runtime_error("parameter " + p.name + ": no buffer " +
-                                 h.buffer);
-      Span<float> dst = storage(it->second, 0).f;
-      if (h.dpShard) {
-        int64_t chunk = dst.size(), begin = coords.dp * chunk;
-        for (int64_t i = 0; i < chunk; ++i)
-          dst[i] = begin + i < n ? local[begin + i] : 0.0f;
-      } else {
-        std::copy(local.begin(), local.end(), dst.begin());
-      }
-    }
+    for (const ParameterHolder &h : p.holders)
+      if (h.ppRank == coords.pp)
+        fillFromGlobal(p, h.buffer, [&](uint64_t index) {
+          return initialValue(p, key, index);
+        });
   }
 }
 
@@ -384,61 +389,79 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   }
 }
 
+std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
+                                         const std::string &buffer) {
+  const ParameterHolder &h = p.holders.front();
+  const Program &holder = plan.programs[h.ppRank];
+  auto spec = holder.bufferIndex.find(buffer);
+  if (spec == holder.bufferIndex.end())
+    throw std::runtime_error("parameter " + p.name + ": no buffer " + buffer);
+  int64_t me = comm.worldRank(), local = 1;
+  for (int64_t d : p.localShape)
+    local *= d;
+  int64_t held = holder.buffers[spec->second].elements;
+  bool sharded = held < local; // flat 1/dp slices (ZeRO)
+  std::vector<std::vector<float>> parts;
+  for (int64_t part = 0; part < p.tpParts; ++part) {
+    int64_t t = part * plan.tp / p.tpParts;
+    std::vector<float> whole;
+    for (int64_t d = 0; d < (sharded ? plan.dp : 1); ++d) {
+      int64_t owner = (h.ppRank * plan.dp + d) * plan.tp + t;
+      if (owner == me) {
+        Span<float> mine = storage(program.bufferIndex.at(buffer), 0).f;
+        comm.send(0, mine.data(), mine.size() * 4);
+      }
+      if (me == 0) {
+        std::vector<float> piece(held);
+        comm.recv(owner, piece.data(), held * 4);
+        whole.insert(whole.end(), piece.begin(), piece.end());
+      }
+    }
+    comm.finishSends();
+    whole.resize(local);
+    parts.push_back(std::move(whole));
+  }
+  if (me != 0)
+    return {};
+  // Concatenate the parts along the tp dimension, then drop the padding
+  // (trailing rows of the vocabulary).
+  int64_t dim = p.tpDim >= 0 ? p.tpDim : 0, outer = 1, inner = 1;
+  for (int64_t k = 0; k < dim; ++k)
+    outer *= p.localShape[k];
+  for (size_t k = dim; k < p.localShape.size(); ++k)
+    inner *= p.localShape[k];
+  std::vector<float> joined(outer * inner * p.tpParts);
+  for (int64_t part = 0; part < p.tpParts; ++part)
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy(parts[part].begin() + o * inner,
+                parts[part].begin() + (o + 1) * inner,
+                joined.begin() + (o * p.tpParts + part) * inner);
+  int64_t n = 1;
+  for (int64_t g : p.globalShape)
+    n *= g;
+  joined.resize(n);
+  return joined;
+}
+
+std::string Trainer::stateBuffer(const ParameterSpec &p, StateKind kind) const {
+  std::string buffer = p.holders.front().buffer;
+  if (kind == StateKind::Value)
+    return buffer;
+  // Optimizer states are named after the whole parameter's buffer.
+  const std::string shard = ".shard";
+  if (buffer.size() > shard.size() &&
+      buffer.compare(buffer.size() - shard.size(), shard.size(), shard) == 0)
+    buffer.resize(buffer.size() - shard.size());
+  return (kind == StateKind::AdamM ? "adam_m." : "adam_v.") + buffer;
+}
+
 std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
   std::map<std::string, std::vector<float>> out;
-  int64_t me = comm.worldRank();
-  auto worldRank = [&](int64_t p, int64_t d, int64_t t) {
-    return (p * plan.dp + d) * plan.tp + t;
-  };
   for (const ParameterSpec &p : plan.parameters) {
-    const ParameterHolder &h = p.holders.front();
-    int64_t local = 1;
-    for (int64_t d : p.localShape)
-      local *= d;
-    std::vector<std::vector<float>> parts;
-    for (int64_t part = 0; part < p.tpParts; ++part) {
-      int64_t t = part * plan.tp / p.tpParts;
-      std::vector<float> whole;
-      for (int64_t d = 0; d < (h.dpShard ? plan.dp : 1); ++d) {
-        int64_t owner = worldRank(h.ppRank, d, t);
-        if (owner == me) {
-          Span<float> mine = storage(program.bufferIndex.at(h.buffer), 0).f;
-          comm.send(0, mine.data(), mine.size() * 4);
-        }
-        if (me == 0) {
-          int64_t n = h.dpShard ? (local + plan.dp - 1) / plan.dp : local;
-          std::vector<float> piece(n);
-          comm.recv(owner, piece.data(), n * 4);
-          whole.insert(whole.end(), piece.begin(), piece.end());
-        }
-      }
-      comm.finishSends();
-      whole.resize(local);
-      parts.push_back(std::move(whole));
-    }
-    if (me != 0)
-      continue;
-    // Concatenate the parts along the tp dimension, then drop padding.
-    std::vector<int64_t> full(p.localShape);
-    int64_t dim = p.tpDim >= 0 ? p.tpDim : 0;
-    full[dim] *= p.tpParts;
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < dim; ++k)
-      outer *= p.localShape[k];
-    for (size_t k = dim; k < p.localShape.size(); ++k)
-      inner *= p.localShape[k];
-    std::vector<float> joined(outer * inner * p.tpParts);
-    for (int64_t part = 0; part < p.tpParts; ++part)
-      for (int64_t o = 0; o < outer; ++o)
-        std::copy(parts[part].begin() + o * inner,
-                  parts[part].begin() + (o + 1) * inner,
-                  joined.begin() + (o * p.tpParts + part) * inner);
-    int64_t n = 1;
-    for (int64_t g : p.globalShape)
-      n *= g;
-    // Padding rows are trailing along dim 0 (the vocabulary).
-    joined.resize(n);
-    out[p.name] = std::move(joined);
+    std::vector<float> global =
+        gatherGlobal(p, stateBuffer(p, StateKind::Value));
+    if (comm.worldRank() == 0)
+      out[p.name] = std::move(global);
   }
   return out;
 }

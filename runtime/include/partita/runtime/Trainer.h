@@ -68,6 +68,19 @@ public:
   /// Every parameter as the unsharded tensor, gathered on world rank 0
   /// (empty elsewhere); collective: every rank calls it.
   std::map<std::string, std::vector<float>> gatherParameters();
+
+  /// A parameter's value or one of AdamW's moments.
+  enum class StateKind { Value, AdamM, AdamV };
+  /// The buffer (of the parameter's first holder's program) that holds it.
+  std::string stateBuffer(const ParameterSpec &p, StateKind kind) const;
+  /// The unsharded tensor of `buffer` (a parameter's value or moment), on
+  /// world rank 0; collective.
+  std::vector<float> gatherGlobal(const ParameterSpec &p,
+                                  const std::string &buffer);
+  /// Fills this rank's `buffer` of parameter `p` (value or moment, whole or
+  /// ZeRO shard) from the unsharded tensor, given element by element.
+  void fillFromGlobal(const ParameterSpec &p, const std::string &buffer,
+                      const std::function<float(uint64_t)> &global);
   /// Records every launch from now on into `events` (null: stop).
   void traceInto(std::vector<TraceEvent> *events) { trace = events; }
   /// Seconds spent per kernel name and per collective kind, over all steps.
