@@ -117,6 +117,14 @@ void writeAtomically(const std::string &path, const std::string &bytes) {
   }
 }
 
+/// One line to stderr in one write, so that lines of ranks that print at
+/// the same time do not interleave mid-line.
+void say(const std::string &line) {
+  std::string whole = line + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, whole.data(), whole.size());
+  (void)ignored;
+}
+
 std::string readAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream os;
@@ -258,8 +266,8 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
     // Every rank must find its file intact, or none loads this one.
     float bad = problem.empty() ? 0.0f : 1.0f;
     if (!problem.empty())
-      std::cerr << "plan-run: checkpoint " << here << ": " << problem
-                << "; trying an older one\n";
+      say("plan-run: checkpoint " + here + ": " + problem +
+          "; trying an older one");
     comm.allReduce("world", &bad, 1, true);
     if (bad > 0)
       continue;
@@ -297,9 +305,8 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
           }
         }
       if (rank == 0)
-        std::cerr << "plan-run: resharded checkpoint " << here << " from "
-                  << manifest["strategy"].get<std::string>() << " to "
-                  << plan.strategy << "\n";
+        say("plan-run: resharded checkpoint " + here + " from " +
+            manifest["strategy"].get<std::string>() + " to " + plan.strategy);
       return manifest["steps"].get<int64_t>();
     }
     // Restore this rank's state buffers in order.

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace partita::runtime {
@@ -146,7 +147,11 @@ public:
     });
   }
   [[noreturn]] void abort(const std::string &why) override {
-    std::cerr << "plan-run: rank " << world << ": " << why << std::endl;
+    // One write: lines of ranks stopping at once must not interleave.
+    std::string line =
+        "plan-run: rank " + std::to_string(world) + ": " + why + "\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::exit(1);
   }
