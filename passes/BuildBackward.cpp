@@ -517,12 +517,11 @@ void BackwardBuilder::buildStep() {
     StringAttr grad = grads.lookup(param);
     if (!grad)
       continue; // never differentiated: frozen by construction
-    StringAttr form = grad;
-    if (zero == 1) {
-      // Model-parallel sums first, on the whole gradient.
-    } else if (zero >= 2) {
-      form = b.getStringAttr("grad_shard." + param.getValue());
-    }
+    // The gradient as held now: whole, or (ZeRO-2/3) already this rank's
+    // shard. ZeRO-1 sums over the model-parallel groups on the whole one,
+    // then reduce-scatters.
+    StringAttr form =
+        zero >= 2 ? b.getStringAttr("grad_shard." + param.getValue()) : grad;
     auto modelParallelSums = [&](StringAttr g) {
       if (buf.getTied() && config.pp > 1)
         collective(CollectiveKind::all_reduce, "tied", g, g, std::nullopt);

@@ -329,10 +329,9 @@ float geluGrad(float x, bool tanhApprox) {
 // -- Loss ----------------------------------------------------------------
 
 /// The first vocabulary index this rank's logits hold.
-int64_t vocabStart(Call &c, const TensorRef &logits) {
-  return c.p.at("vocab_parts").get<int64_t>() > 1
-             ? c.ctx.tpRank * logits.dim(-1)
-             : 0;
+/// The first vocabulary index of this rank's slice of `rows` entries.
+int64_t vocabStart(Call &c, int64_t rows) {
+  return c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;
 }
 
 // -- Optimizer -------------------------------------------------------------
@@ -375,8 +374,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
        [](Call &c) {
          const TensorRef &table = c.ins[0], &tokens = c.ins[1];
          int64_t h = table.dim(1), rows = table.dim(0);
-         int64_t start =
-             c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;
+         int64_t start = vocabStart(c, rows);
          Vec &y = c.result(0);
          for (int64_t t = 0; t < tokens.n; ++t) {
            int64_t local = tokens.i[t] - start;
@@ -389,8 +387,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
        [](Call &c) {
          const TensorRef &dy = c.ins[0], &tokens = c.ins[1];
          int64_t rows = c.outs[0].dim(0), h = c.outs[0].dim(1);
-         int64_t start =
-             c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;
+         int64_t start = vocabStart(c, rows);
          Vec &d = c.result(0);
          for (int64_t t = 0; t < tokens.n; ++t) {
            int64_t local = tokens.i[t] - start;
@@ -516,7 +513,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
       {"ce_max",
        [](Call &c) {
          const TensorRef &l = c.ins[0];
-         int64_t v = l.dim(-1), start = vocabStart(c, l);
+         int64_t v = l.dim(-1), start = vocabStart(c, v);
          int64_t size = c.p.at("vocab_size").get<int64_t>();
          Vec &mx = c.result(0);
          for (int64_t r = 0; r < c.rows(l); ++r) {
@@ -531,7 +528,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          const TensorRef &l = c.ins[0];
          const float *mx = c.ins[1].f;
          const int32_t *labels = c.ins[2].i;
-         int64_t v = l.dim(-1), start = vocabStart(c, l);
+         int64_t v = l.dim(-1), start = vocabStart(c, v);
          int64_t size = c.p.at("vocab_size").get<int64_t>();
          Vec &st = c.result(0);
          for (int64_t r = 0; r < c.rows(l); ++r) {
@@ -556,7 +553,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          const TensorRef &l = c.ins[0];
          const float *mx = c.ins[1].f, *st = c.ins[2].f;
          const int32_t *labels = c.ins[3].i;
-         int64_t v = l.dim(-1), start = vocabStart(c, l);
+         int64_t v = l.dim(-1), start = vocabStart(c, v);
          int64_t size = c.p.at("vocab_size").get<int64_t>();
          float scale = c.p.at("scale").get<float>();
          Vec &d = c.result(0);

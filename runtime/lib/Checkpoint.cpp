@@ -136,6 +136,29 @@ template <typename T> void put(std::string &out, T value) {
   out.append(reinterpret_cast<const char *>(&value), sizeof(T));
 }
 
+/// A checkpoint file being built: the header, then named f32 entries.
+class FileWriter {
+public:
+  void add(const std::string &name, const float *values, int64_t count) {
+    put(body, uint32_t(name.size()));
+    body += name;
+    put(body, count);
+    body.append(reinterpret_cast<const char *>(values), count * 4);
+    ++entries;
+  }
+  std::string bytes(int64_t steps) const {
+    std::string out(kMagic, 4);
+    put(out, kVersion);
+    put(out, steps);
+    put(out, entries);
+    return out + body;
+  }
+
+private:
+  std::string body;
+  uint32_t entries = 0;
+};
+
 } // namespace
 
 void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
@@ -145,47 +168,26 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
   if (rank == 0)
     fs::create_directories(here);
   comm.barrier();
-  std::string bytes(kMagic, 4);
-  put(bytes, kVersion);
-  put(bytes, int64_t(steps));
-  std::string body;
-  uint32_t count = 0;
+  FileWriter state;
   trainer.forEachState([&](const BufferSpec &b, float *data) {
-    put(body, uint32_t(b.name.size()));
-    body += b.name;
-    put(body, int64_t(b.elements));
-    body.append(reinterpret_cast<const char *>(data), b.elements * 4);
-    ++count;
+    state.add(b.name, data, b.elements);
   });
-  put(bytes, count);
-  bytes += body;
+  std::string bytes = state.bytes(steps);
   writeAtomically((fs::path(here) / rankFile(rank)).string(), bytes);
   // The unsharded parameters and moments, which any other plan of the model
   // can be sliced from.
-  std::string global;
-  uint32_t globalCount = 0;
+  FileWriter global;
   using Kind = Trainer::StateKind;
   for (const ParameterSpec &p : plan.parameters)
     for (Kind kind : {Kind::Value, Kind::AdamM, Kind::AdamV}) {
       std::vector<float> values =
           trainer.gatherGlobal(p, trainer.stateBuffer(p, kind));
-      if (rank != 0)
-        continue;
-      std::string name = globalEntry(p.name, kind);
-      put(global, uint32_t(name.size()));
-      global += name;
-      put(global, int64_t(values.size()));
-      global.append(reinterpret_cast<const char *>(values.data()),
-                    values.size() * 4);
-      ++globalCount;
+      if (rank == 0)
+        global.add(globalEntry(p.name, kind), values.data(), values.size());
     }
   std::string globalFile;
   if (rank == 0) {
-    globalFile = std::string(kMagic, 4);
-    put(globalFile, kVersion);
-    put(globalFile, int64_t(steps));
-    put(globalFile, globalCount);
-    globalFile += global;
+    globalFile = global.bytes(steps);
     writeAtomically((fs::path(here) / "global.bin").string(), globalFile);
   }
   // Rank 0 learns every file's size and checksum, then writes the manifest.
@@ -309,21 +311,15 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
             manifest["strategy"].get<std::string>() + " to " + plan.strategy);
       return manifest["steps"].get<int64_t>();
     }
-    // Restore this rank's state buffers in order.
-    size_t at = 4 + sizeof(uint32_t) + sizeof(int64_t) + sizeof(uint32_t);
+    // Restore this rank's state buffers.
+    auto index = entries(bytes);
     trainer.forEachState([&](const BufferSpec &b, float *data) {
-      uint32_t length;
-      std::memcpy(&length, bytes.data() + at, 4);
-      std::string name = bytes.substr(at + 4, length);
-      at += 4 + length;
-      int64_t count;
-      std::memcpy(&count, bytes.data() + at, 8);
-      at += 8;
-      if (name != b.name || count != b.elements)
-        throw std::runtime_error(here + "/" + file + ": holds " + name +
-                                 " where the plan has " + b.name);
-      std::memcpy(data, bytes.data() + at, count * 4);
-      at += count * 4;
+      auto it = index.find(b.name);
+      if (it == index.end() || it->second.second != b.elements)
+        throw std::runtime_error(here + "/" + file + ": has no " +
+                                 std::to_string(b.elements) +
+                                 "-element buffer " + b.name);
+      std::memcpy(data, bytes.data() + it->second.first, b.elements * 4);
     });
     return manifest["steps"].get<int64_t>();
   }

@@ -332,7 +332,6 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   ctx.optimizer = &plan.optimizer;
   ctx.tpRank = coords.tp;
   ctx.dpRank = coords.dp;
-  ctx.dp = plan.dp;
   auto ref = [&](int index) {
     const BufferSpec &spec = program.buffers[index];
     Storage &s = storage(index, microBatch);

@@ -27,7 +27,7 @@ struct Optimizer;
 struct KernelContext {
   int64_t step = 0;
   const Optimizer *optimizer = nullptr;
-  int64_t tpRank = 0, dpRank = 0, dp = 1;
+  int64_t tpRank = 0, dpRank = 0;
   /// Group rank and size for shard_slice.
   int64_t groupRank = 0, groupSize = 1;
 };
