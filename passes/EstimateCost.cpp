@@ -3,6 +3,7 @@
 #include "compiler/CostModel/CostReport.h"
 #include "compiler/Topology/Topology.h"
 #include "passes/Passes.h"
+#include "passes/SearchExtensions.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/FileUtilities.h"
@@ -71,6 +72,7 @@ struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
     Topology topology = moduleTopology(module, note);
     bool usesDefault = !note.empty();
     TopologyGraph graph(topology);
+    applyCostParamsOverrides(*params, graph, module);
 
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file;
@@ -94,6 +96,12 @@ struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
               : completeParallelConfig(
                     *partial, topology.numDevices(), profile.globalBatch,
                     static_cast<int64_t>(profile.layers.size()));
+      if (config)
+        if (std::optional<std::string> broken = brokenRule(*config, module)) {
+          mlir::emitError(model.getLoc())
+              << "strategy " << config->str() << " breaks the rule " << *broken;
+          return mlir::WalkResult::interrupt();
+        }
       llvm::Expected<CostEstimate> estimate =
           config ? estimateCost(profile, graph, *config, *params)
                  : llvm::Expected<CostEstimate>(config.takeError());

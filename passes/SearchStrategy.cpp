@@ -3,6 +3,7 @@
 #include "compiler/Search/SearchReport.h"
 #include "compiler/Topology/Topology.h"
 #include "passes/Passes.h"
+#include "passes/SearchExtensions.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -81,6 +82,8 @@ struct DistSearchStrategyPass
     std::string note;
     Topology topology = moduleTopology(module, note);
     TopologyGraph graph(topology);
+    applyCostParamsOverrides(options.costParams, graph, module);
+    options.constraints = strategyConstraints(module);
     llvm::json::Array reports;
     mlir::WalkResult walk = module.walk([&](tfm::ModelOp model) {
       ModelProfile profile = profileModel(model);

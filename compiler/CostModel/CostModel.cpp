@@ -260,6 +260,8 @@ struct Device {
   const CostParams &params;
 
   double gemmEfficiency(double m, double n, double k) const {
+    if (params.gemmEfficiencyFn)
+      return params.gemmEfficiencyFn(m, n, k);
     double d0 = params.gemmHalfDim;
     return params.gemmEfficiency * (m / (m + d0)) * (n / (n + d0)) *
            (k / (k + d0));
@@ -454,6 +456,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   CostEstimate e;
   e.config = c;
   e.topologyName = topo.name;
+  e.costOverrides = params.overrides;
   e.devices = c.numDevices();
   e.deviceMemoryBytes = topo.device.memoryBytes;
 

@@ -1,4 +1,5 @@
-//===- CostModel.h - Analytical cost of a parallel configuration -*- C++ -*-===//
+//===- CostModel.h - Analytical cost of a parallel configuration -*- C++
+//-*-===//
 //
 // Closed-form estimates of one training step of a profiled model under a
 // ParallelConfig on a topology: FLOPs, time (roofline compute, alpha-beta
@@ -14,6 +15,7 @@
 #include "compiler/CostModel/ParallelConfig.h"
 #include "compiler/Topology/TopologyGraph.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +44,12 @@ struct CostParams {
   /// Flash-style attention (scores never leave on-chip memory); otherwise
   /// the score matrix is written, softmaxed and read back (Megatron-LM 2021).
   bool flashAttention = true;
+  /// Replaces the closed-form GEMM efficiency (gemmEfficiency scaled by
+  /// gemmHalfDim) with, say, a table measured on the user's GPU; set by
+  /// cost-model overrides (passes/SearchExtensions.h).
+  std::function<double(double m, double n, double k)> gemmEfficiencyFn;
+  /// Names of the overrides applied, for the reports.
+  std::vector<std::string> overrides;
 
   /// The keys and values as "key=value,...", the form parseCostParams reads.
   std::string str() const;
@@ -114,6 +122,8 @@ struct MemoryBreakdown {
 struct CostEstimate {
   ParallelConfig config;
   std::string topologyName;
+  /// CostParams::overrides of the parameters it was costed with.
+  std::vector<std::string> costOverrides;
   int64_t devices = 0;
   // FLOPs of one step, all devices: model (forward + backward) and hardware
   // (with recomputation).
@@ -121,9 +131,9 @@ struct CostEstimate {
   // Per device, one micro-batch, for one layer of the heaviest stage.
   std::map<std::string, OpClassCost> layerOps;
   // Seconds per step.
-  double forwardS = 0, backwardS = 0, recomputeS = 0, bubbleS = 0,
-         tpCommS = 0, ppCommS = 0, ppCommExposedS = 0, dpCommS = 0,
-         dpCommExposedS = 0, zero3GatherExposedS = 0, optimizerS = 0;
+  double forwardS = 0, backwardS = 0, recomputeS = 0, bubbleS = 0, tpCommS = 0,
+         ppCommS = 0, ppCommExposedS = 0, dpCommS = 0, dpCommExposedS = 0,
+         zero3GatherExposedS = 0, optimizerS = 0;
   double exposedCommS = 0;
   double stepTimeS = 0;
   double bubbleFraction = 0;

@@ -17,9 +17,12 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
   if (!topologyNote.empty())
     os << "  (" << topologyNote << ")\n";
   os << "  strategy  " << c.str() << "\n"
-     << "  step      " << c.globalBatch() << " sequences = "
-     << c.numMicroBatches << " micro-batches of " << c.microBatchSize
-     << " per data-parallel rank\n\n";
+     << "  step      " << c.globalBatch()
+     << " sequences = " << c.numMicroBatches << " micro-batches of "
+     << c.microBatchSize << " per data-parallel rank\n";
+  for (const std::string &name : e.costOverrides)
+    os << "  cost-model override " << name << "\n";
+  os << "\n";
 
   os << "per device and micro-batch: one layer by op class, and the LM head\n";
   os << format("  %-14s %12s %10s %10s\n", "op", "fwd GFLOP", "fwd ms",
@@ -44,8 +47,7 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
   row("  of which exposed", e.dpCommExposedS + e.zero3GatherExposedS);
   row("optimizer", e.optimizerS);
   row("step", e.stepTimeS);
-  os << format("  %-26s %10.1f%%\n", "bubble fraction",
-               100 * e.bubbleFraction);
+  os << format("  %-26s %10.1f%%\n", "bubble fraction", 100 * e.bubbleFraction);
   os << format("  %-26s %10.0f\n", "tokens/s", e.tokensPerS);
   os << format("  %-26s %10.1f  (hardware, with recompute: %.1f)\n",
                "model TFLOP/s per device", e.modelTflopsPerDevice,
@@ -74,11 +76,12 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
     os << format("  %-15s %-5s %-13s %6lld %12.2f %10.0f %10.3f %10.4f\n",
                  toString(cc.kind).str().c_str(), cc.group.c_str(),
                  cc.algorithm.c_str(), static_cast<long long>(cc.groupSize),
-                 cc.bytesPerCall / 1e6, cc.callsPerStep,
-                 cc.timePerCallS * 1e3, cc.totalTimeS());
+                 cc.bytesPerCall / 1e6, cc.callsPerStep, cc.timePerCallS * 1e3,
+                 cc.totalTimeS());
 }
 
-static llvm::json::Array stageLayersJson(const ParallelConfig &c, int64_t layers) {
+static llvm::json::Array stageLayersJson(const ParallelConfig &c,
+                                         int64_t layers) {
   llvm::json::Array a;
   for (int64_t k = 0; k < c.pp * (c.stageLayers.empty() ? c.vpp : 1); ++k)
     a.push_back(c.stageLayers.empty() ? layers / (c.pp * c.vpp)
@@ -116,10 +119,9 @@ llvm::json::Object predictedJson(const CostEstimate &e) {
                           {"optimizer_states", m.optimizerStates},
                           {"activations", m.activations},
                           {"buffers", m.buffers}}},
-      {"comm_time_breakdown",
-       llvm::json::Object{{"tp", e.tpCommS},
-                          {"pp", e.ppCommS},
-                          {"dp", e.dpCommS}}},
+      {"comm_time_breakdown", llvm::json::Object{{"tp", e.tpCommS},
+                                                 {"pp", e.ppCommS},
+                                                 {"dp", e.dpCommS}}},
       {"bubble_fraction", e.bubbleFraction},
       {"exposed_comm_s", e.exposedCommS}};
 }
@@ -176,6 +178,7 @@ llvm::json::Object costReportJson(const CostEstimate &e,
               {"device_capacity", e.deviceMemoryBytes},
               {"fits", e.fits()}}},
       {"collectives", std::move(collectives)},
+      {"cost_overrides", llvm::json::Array(e.costOverrides)},
       {"predicted", predictedJson(e)}};
 }
 

@@ -14,10 +14,9 @@ constexpr double kGiB = 1073741824.0;
 std::string stageLayersText(const ParallelConfig &c, int64_t layers) {
   std::string text;
   for (int64_t k = 0; k < c.pp; ++k)
-    text += (k ? "/" : "") +
-            std::to_string(c.stageLayers.empty()
-                               ? layers / c.pp
-                               : c.stageLayers[k]);
+    text += (k ? "/" : "") + std::to_string(c.stageLayers.empty()
+                                                ? layers / c.pp
+                                                : c.stageLayers[k]);
   return text;
 }
 
@@ -40,8 +39,8 @@ void printSearchReport(const SearchResult &r, const ModelProfile &profile,
   os << "  why           " << r.why << "\n";
   os << format("  step %.3f s, %.0f tokens/s, %.1f TFLOP/s per device, MFU "
                "%.1f%%, bubble %.1f%%, exposed communication %.3f s\n",
-               e.stepTimeS, e.tokensPerS, e.modelTflopsPerDevice,
-               100 * e.mfu, 100 * e.bubbleFraction, e.exposedCommS);
+               e.stepTimeS, e.tokensPerS, e.modelTflopsPerDevice, 100 * e.mfu,
+               100 * e.bubbleFraction, e.exposedCommS);
   os << format("  memory %.1f of %.1f GiB per device (parameters %.1f, "
                "gradients %.1f, optimizer %.1f, activations %.1f, buffers "
                "%.1f)\n",
@@ -61,6 +60,10 @@ void printSearchReport(const SearchResult &r, const ModelProfile &profile,
                static_cast<long long>(r.rejectedOutOfMemory),
                static_cast<long long>(r.rejectedIndivisible),
                static_cast<long long>(r.rejectedSlower));
+  for (const auto &[name, rejected] : r.rejectedByConstraint)
+    os << format("  constraint %s rejected %lld: first %s\n", name.c_str(),
+                 static_cast<long long>(rejected.first),
+                 rejected.second.c_str());
 }
 
 llvm::json::Object searchReportJson(const SearchResult &r,
@@ -72,6 +75,10 @@ llvm::json::Object searchReportJson(const SearchResult &r,
     candidates.push_back(
         llvm::json::Object{{"strategy", strategyJson(c.config, layers)},
                            {"predicted", predictedJson(c.estimate)}});
+  llvm::json::Object byConstraint;
+  for (const auto &[name, rejected] : r.rejectedByConstraint)
+    byConstraint[name] = llvm::json::Object{{"count", rejected.first},
+                                            {"first_reason", rejected.second}};
   return llvm::json::Object{
       {"model", profile.name},
       {"topology", r.best.estimate.topologyName},
@@ -81,9 +88,11 @@ llvm::json::Object searchReportJson(const SearchResult &r,
       {"predicted", predictedJson(r.best.estimate)},
       {"why", r.why},
       {"candidates", std::move(candidates)},
-      {"rejected", llvm::json::Object{{"out_of_memory", r.rejectedOutOfMemory},
-                                      {"indivisible", r.rejectedIndivisible},
-                                      {"slower", r.rejectedSlower}}},
+      {"rejected",
+       llvm::json::Object{{"out_of_memory", r.rejectedOutOfMemory},
+                          {"indivisible", r.rejectedIndivisible},
+                          {"slower", r.rejectedSlower},
+                          {"by_constraint", std::move(byConstraint)}}},
       {"candidates_costed", r.costed},
       {"search_time_s", r.searchTimeS},
       {"memory_cap_bytes", r.memoryCapBytes}};

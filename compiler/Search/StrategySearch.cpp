@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cmath>
+#include <map>
 
 namespace partita {
 
@@ -62,8 +62,8 @@ std::vector<int64_t> balancedStageCut(const std::vector<double> &costs,
   for (double c : costs)
     total += c;
   double lo = 0, hi = total;
-  std::vector<int64_t> best = greedyCut(costs, firstExtra, lastExtra, stages,
-                                        hi);
+  std::vector<int64_t> best =
+      greedyCut(costs, firstExtra, lastExtra, stages, hi);
   for (int iteration = 0; iteration < 100 && hi - lo > 1e-12 * total;
        ++iteration) {
     double mid = (lo + hi) / 2;
@@ -101,8 +101,7 @@ std::vector<T> pinnedOr(const std::optional<T> &pin, std::vector<T> all) {
 }
 
 llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 message.str());
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
 }
 
 /// Forward FLOPs per token of each layer (with the full-recomputation
@@ -160,12 +159,10 @@ std::string explain(const SearchResult &r, const ModelProfile &profile,
                         " is the shallowest pipeline that divides the "
                         "devices and the batch");
     else
-      reasons.push_back("pp=" + std::to_string(c.pp) +
-                        " leaves a bubble of " +
-                        formatNumber(std::round(
-                            r.best.estimate.bubbleFraction * 1000) /
-                                     10) +
-                        "% yet beats shallower pipelines");
+      reasons.push_back(
+          "pp=" + std::to_string(c.pp) + " leaves a bubble of " +
+          formatNumber(std::round(r.best.estimate.bubbleFraction * 1000) / 10) +
+          "% yet beats shallower pipelines");
   }
   if (c.zero > 0)
     reasons.push_back(
@@ -183,8 +180,7 @@ std::string explain(const SearchResult &r, const ModelProfile &profile,
     double slower =
         100 * (next.estimate.stepTimeS / r.best.estimate.stepTimeS - 1);
     if (slower < 0.05)
-      reasons.push_back("the runner-up (" + next.config.str() +
-                        ") is as fast");
+      reasons.push_back("the runner-up (" + next.config.str() + ") is as fast");
     else
       reasons.push_back("the runner-up (" + next.config.str() + ") is " +
                         formatNumber(std::round(slower * 10) / 10) +
@@ -194,7 +190,9 @@ std::string explain(const SearchResult &r, const ModelProfile &profile,
     return "plain data parallelism fits and needs no model parallelism.";
   std::string sentence;
   for (size_t i = 0; i < reasons.size(); ++i)
-    sentence += (i == 0 ? "" : i + 1 == reasons.size() ? "; and " : "; ") +
+    sentence += (i == 0                    ? ""
+                 : i + 1 == reasons.size() ? "; and "
+                                           : "; ") +
                 reasons[i];
   return sentence + ".";
 }
@@ -214,9 +212,9 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     return makeError("the model has no tfm.block layers to plan");
   const LayerProfile &layer = profile.layers.front();
   // A cap lowers the memory a device may use; it cannot add any.
-  const double cap = std::min(
-      options.memoryCapBytes.value_or(topo.device.memoryBytes),
-      topo.device.memoryBytes);
+  const double cap =
+      std::min(options.memoryCapBytes.value_or(topo.device.memoryBytes),
+               topo.device.memoryBytes);
   if (!(cap >= 1 << 20))
     return makeError("the memory cap must be at least 1 MiB per device");
 
@@ -231,10 +229,10 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   int64_t pinnedDevices =
       pins.dp.value_or(1) * pins.tp.value_or(1) * pins.pp.value_or(1);
   if (pinnedDevices > N)
-    return makeError("--strategy: the pinned dp * tp * pp = " +
-                     llvm::Twine(pinnedDevices) + " exceeds the " +
-                     llvm::Twine(N) + " devices of topology '" + topo.name +
-                     "'");
+    return makeError(
+        "--strategy: the pinned dp * tp * pp = " + llvm::Twine(pinnedDevices) +
+        " exceeds the " + llvm::Twine(N) + " devices of topology '" +
+        topo.name + "'");
   if (pins.tp && !options.allowTpAcrossNodes &&
       topo.devicesPerNode % *pins.tp != 0)
     return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
@@ -264,172 +262,187 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
            b.stepTimeS / b.config.globalBatch();
   };
 
+  auto breaksConstraint = [&](const ParallelConfig &c) {
+    for (const StrategyConstraint &constraint : options.constraints) {
+      std::optional<std::string> why = constraint.check(c);
+      if (!why)
+        continue;
+      auto &[count, first] = result.rejectedByConstraint[constraint.name];
+      if (count++ == 0)
+        first = *why;
+      return true;
+    }
+    return false;
+  };
+
   FlopWeights plainWeights = flopWeights(profile, false);
   FlopWeights recomputeWeights = flopWeights(profile, true);
   int64_t tpMax = options.allowTpAcrossNodes ? N : topo.devicesPerNode;
   // Configurations on `devices` of the topology's devices.
   auto searchOn = [&](int64_t devices) {
-  for (int64_t tp : pinnedOr(pins.tp, divisors(devices, tpMax))) {
-    // A tensor-parallel group must fill whole nodes or share one.
-    if (!options.allowTpAcrossNodes && topo.devicesPerNode % tp != 0) {
-      ++result.rejectedIndivisible;
-      continue;
-    }
-    if (layer.heads % tp != 0 ||
-        (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0)) {
-      ++result.rejectedIndivisible;
-      continue;
-    }
-    if (devices % tp != 0) {
-      ++result.rejectedIndivisible;
-      continue;
-    }
-    for (int64_t pp : pinnedOr(pins.pp, divisors(devices / tp, L))) {
-      int64_t dp = pins.dp.value_or(devices / (tp * pp));
-      if (dp * tp * pp != devices) {
+    for (int64_t tp : pinnedOr(pins.tp, divisors(devices, tpMax))) {
+      // A tensor-parallel group must fill whole nodes or share one.
+      if (!options.allowTpAcrossNodes && topo.devicesPerNode % tp != 0) {
         ++result.rejectedIndivisible;
         continue;
       }
-      if (B % dp != 0 && !options.freeGlobalBatch) {
+      if (layer.heads % tp != 0 ||
+          (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0)) {
         ++result.rejectedIndivisible;
         continue;
       }
-      std::vector<int64_t> mbsChoices = divisors(B / dp, 16);
-      if (options.freeGlobalBatch) {
-        mbsChoices.clear();
-        for (int64_t mbs = 1; mbs <= 16; ++mbs)
-          mbsChoices.push_back(mbs);
+      if (devices % tp != 0) {
+        ++result.rejectedIndivisible;
+        continue;
       }
-      for (int64_t mbs : pinnedOr(pins.microBatchSize, mbsChoices)) {
-        // The global batch is fixed, or moves to the nearest multiple of
-        // dp * mbs (at least one micro-batch).
-        if (!options.freeGlobalBatch && (B / dp) % mbs != 0) {
+      for (int64_t pp : pinnedOr(pins.pp, divisors(devices / tp, L))) {
+        int64_t dp = pins.dp.value_or(devices / (tp * pp));
+        if (dp * tp * pp != devices) {
           ++result.rejectedIndivisible;
           continue;
         }
-        int64_t m = std::max<int64_t>(
-            1, (B + dp * mbs / 2) / (dp * mbs));
-        std::vector<int64_t> vpps{1};
-        if (pp > 1 && L % pp == 0)
-          for (int64_t v : divisors(L / pp, 8))
-            if (v > 1 && m % pp == 0)
-              vpps.push_back(v);
-        for (int64_t vpp : pinnedOr(pins.vpp, vpps)) {
-          if (vpp > 1 && pp == 1) {
+        if (B % dp != 0 && !options.freeGlobalBatch) {
+          ++result.rejectedIndivisible;
+          continue;
+        }
+        std::vector<int64_t> mbsChoices = divisors(B / dp, 16);
+        if (options.freeGlobalBatch) {
+          mbsChoices.clear();
+          for (int64_t mbs = 1; mbs <= 16; ++mbs)
+            mbsChoices.push_back(mbs);
+        }
+        for (int64_t mbs : pinnedOr(pins.microBatchSize, mbsChoices)) {
+          // The global batch is fixed, or moves to the nearest multiple of
+          // dp * mbs (at least one micro-batch).
+          if (!options.freeGlobalBatch && (B / dp) % mbs != 0) {
             ++result.rejectedIndivisible;
             continue;
           }
-          std::vector<Schedule> schedules;
-          if (vpp > 1)
-            schedules = {Schedule::Interleaved};
-          else if (pp > 1)
-            schedules = {Schedule::OneFOneB, Schedule::GPipe};
-          else
-            schedules = {Schedule::OneFOneB};
-          for (Schedule schedule : pinnedOr(pins.schedule, schedules)) {
-            if ((vpp > 1) != (schedule == Schedule::Interleaved) ||
-                (vpp > 1 && (m % pp != 0 || L % (pp * vpp) != 0))) {
+          int64_t m = std::max<int64_t>(1, (B + dp * mbs / 2) / (dp * mbs));
+          std::vector<int64_t> vpps{1};
+          if (pp > 1 && L % pp == 0)
+            for (int64_t v : divisors(L / pp, 8))
+              if (v > 1 && m % pp == 0)
+                vpps.push_back(v);
+          for (int64_t vpp : pinnedOr(pins.vpp, vpps)) {
+            if (vpp > 1 && pp == 1) {
               ++result.rejectedIndivisible;
               continue;
             }
-            for (Recompute recompute :
-                 pinnedOr(pins.recompute, {Recompute::None,
-                                           Recompute::Selective,
-                                           Recompute::Full})) {
-              // The cut that balances compute; and the even cut, which loads
-              // the first stage (holding the most micro-batches) less.
-              std::vector<std::vector<int64_t>> cuts{{}};
-              if (pp > 1 && vpp == 1) {
-                const FlopWeights &w = recompute == Recompute::Full
-                                           ? recomputeWeights
-                                           : plainWeights;
-                cuts = {balancedStageCut(w.layers, 0, w.head, pp)};
-                if (L % pp == 0 &&
-                    cuts[0] != std::vector<int64_t>(pp, L / pp))
-                  cuts.push_back(std::vector<int64_t>(pp, L / pp));
+            std::vector<Schedule> schedules;
+            if (vpp > 1)
+              schedules = {Schedule::Interleaved};
+            else if (pp > 1)
+              schedules = {Schedule::OneFOneB, Schedule::GPipe};
+            else
+              schedules = {Schedule::OneFOneB};
+            for (Schedule schedule : pinnedOr(pins.schedule, schedules)) {
+              if ((vpp > 1) != (schedule == Schedule::Interleaved) ||
+                  (vpp > 1 && (m % pp != 0 || L % (pp * vpp) != 0))) {
+                ++result.rejectedIndivisible;
+                continue;
               }
-              for (const std::vector<int64_t> &stageLayers : cuts)
-              for (bool sp : pinnedOr(pins.sequenceParallel,
-                                      tp > 1 ? std::vector<bool>{false, true}
-                                             : std::vector<bool>{false})) {
-                if (sp && tp == 1) {
-                  ++result.rejectedIndivisible;
-                  continue;
+              for (Recompute recompute : pinnedOr(
+                       pins.recompute, {Recompute::None, Recompute::Selective,
+                                        Recompute::Full})) {
+                // The cut that balances compute; and the even cut, which loads
+                // the first stage (holding the most micro-batches) less.
+                std::vector<std::vector<int64_t>> cuts{{}};
+                if (pp > 1 && vpp == 1) {
+                  const FlopWeights &w = recompute == Recompute::Full
+                                             ? recomputeWeights
+                                             : plainWeights;
+                  cuts = {balancedStageCut(w.layers, 0, w.head, pp)};
+                  if (L % pp == 0 &&
+                      cuts[0] != std::vector<int64_t>(pp, L / pp))
+                    cuts.push_back(std::vector<int64_t>(pp, L / pp));
                 }
-                for (int64_t zero :
-                     pinnedOr(pins.zero, dp > 1
-                                             ? std::vector<int64_t>{0, 1, 2, 3}
-                                             : std::vector<int64_t>{0})) {
-                  ParallelConfig c;
-                  c.dp = dp;
-                  c.tp = tp;
-                  c.pp = pp;
-                  c.vpp = vpp;
-                  c.zero = zero;
-                  c.microBatchSize = mbs;
-                  c.numMicroBatches = m;
-                  c.recompute = recompute;
-                  c.sequenceParallel = sp;
-                  c.schedule = schedule;
-                  c.stageLayers = stageLayers;
-                  // Model states alone (2 + 2 + 12 bytes per parameter,
-                  // divided as ZeRO divides them) bound the memory from
-                  // below: no need to cost what they already overflow.
-                  double params = double(profile.numParameters) / (tp * pp);
-                  double states =
-                      params * (double(profile.elementBytes) /
-                                    (zero >= 3 ? dp : 1) +
-                                options.costParams.gradientBytes /
-                                    (zero >= 2 ? dp : 1) +
-                                12.0 / (zero >= 1 ? dp : 1));
-                  if (states > cap) {
-                    atPp.try_emplace(pp, Depth::OutOfMemory);
-                    ++result.rejectedOutOfMemory;
-                    prunedOnStates.push_back(c);
-                    continue;
-                  }
-                  llvm::Expected<CostEstimate> e =
-                      estimateCost(profile, graph, c, options.costParams);
-                  if (!e) {
-                    llvm::consumeError(e.takeError());
-                    ++result.rejectedIndivisible;
-                    continue;
-                  }
-                  ++result.costed;
-                  double memory = e->memory.total();
-                  if (memory < smallestMemory) {
-                    smallestMemory = memory;
-                    smallestConfig = c;
-                  }
-                  if (memory > cap) {
-                    atPp.try_emplace(pp, Depth::OutOfMemory);
-                    ++result.rejectedOutOfMemory;
-                    continue;
-                  }
-                  atPp[pp] = Depth::Fits;
-                  Candidate candidate{c, std::move(*e)};
-                  auto pos = std::find_if(
-                      ranked.begin(), ranked.end(), [&](const Candidate &o) {
-                        return better(candidate.estimate, o.estimate);
-                      });
-                  if (pos - ranked.begin() <= options.topK) {
-                    ranked.insert(pos, std::move(candidate));
-                    if (static_cast<int64_t>(ranked.size()) >
-                        options.topK + 1) {
-                      ranked.pop_back();
-                      ++result.rejectedSlower;
+                for (const std::vector<int64_t> &stageLayers : cuts)
+                  for (bool sp :
+                       pinnedOr(pins.sequenceParallel,
+                                tp > 1 ? std::vector<bool>{false, true}
+                                       : std::vector<bool>{false})) {
+                    if (sp && tp == 1) {
+                      ++result.rejectedIndivisible;
+                      continue;
                     }
-                  } else {
-                    ++result.rejectedSlower;
+                    for (int64_t zero :
+                         pinnedOr(pins.zero,
+                                  dp > 1 ? std::vector<int64_t>{0, 1, 2, 3}
+                                         : std::vector<int64_t>{0})) {
+                      ParallelConfig c;
+                      c.dp = dp;
+                      c.tp = tp;
+                      c.pp = pp;
+                      c.vpp = vpp;
+                      c.zero = zero;
+                      c.microBatchSize = mbs;
+                      c.numMicroBatches = m;
+                      c.recompute = recompute;
+                      c.sequenceParallel = sp;
+                      c.schedule = schedule;
+                      c.stageLayers = stageLayers;
+                      if (breaksConstraint(c))
+                        continue;
+                      // Model states alone (2 + 2 + 12 bytes per parameter,
+                      // divided as ZeRO divides them) bound the memory from
+                      // below: no need to cost what they already overflow.
+                      double params = double(profile.numParameters) / (tp * pp);
+                      double states =
+                          params *
+                          (double(profile.elementBytes) / (zero >= 3 ? dp : 1) +
+                           options.costParams.gradientBytes /
+                               (zero >= 2 ? dp : 1) +
+                           12.0 / (zero >= 1 ? dp : 1));
+                      if (states > cap) {
+                        atPp.try_emplace(pp, Depth::OutOfMemory);
+                        ++result.rejectedOutOfMemory;
+                        prunedOnStates.push_back(c);
+                        continue;
+                      }
+                      llvm::Expected<CostEstimate> e =
+                          estimateCost(profile, graph, c, options.costParams);
+                      if (!e) {
+                        llvm::consumeError(e.takeError());
+                        ++result.rejectedIndivisible;
+                        continue;
+                      }
+                      ++result.costed;
+                      double memory = e->memory.total();
+                      if (memory < smallestMemory) {
+                        smallestMemory = memory;
+                        smallestConfig = c;
+                      }
+                      if (memory > cap) {
+                        atPp.try_emplace(pp, Depth::OutOfMemory);
+                        ++result.rejectedOutOfMemory;
+                        continue;
+                      }
+                      atPp[pp] = Depth::Fits;
+                      Candidate candidate{c, std::move(*e)};
+                      auto pos = std::find_if(
+                          ranked.begin(), ranked.end(),
+                          [&](const Candidate &o) {
+                            return better(candidate.estimate, o.estimate);
+                          });
+                      if (pos - ranked.begin() <= options.topK) {
+                        ranked.insert(pos, std::move(candidate));
+                        if (static_cast<int64_t>(ranked.size()) >
+                            options.topK + 1) {
+                          ranked.pop_back();
+                          ++result.rejectedSlower;
+                        }
+                      } else {
+                        ++result.rejectedSlower;
+                      }
+                    }
                   }
-                }
               }
             }
           }
         }
       }
     }
-  }
   };
   // Every device if possible; otherwise the most that divide the model and
   // the batch (a global batch smaller than the cluster, say).
@@ -442,9 +455,9 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     if (!ranked.empty())
       break;
   }
-  result.searchTimeS = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
+  result.searchTimeS =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 
   if (ranked.empty()) {
     // Only now does the exact least memory matter: cost what was pruned.
@@ -462,6 +475,17 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     }
   }
   if (ranked.empty()) {
+    if (result.costed == 0 && smallestMemory == INFINITY &&
+        !result.rejectedByConstraint.empty()) {
+      std::string rules;
+      for (const auto &[name, rejected] : result.rejectedByConstraint)
+        rules += (rules.empty() ? "" : "; ") + name + " rejected " +
+                 std::to_string(rejected.first) +
+                 " (first: " + rejected.second + ")";
+      return makeError("no parallel configuration of " + profile.name + " on " +
+                       llvm::Twine(N) +
+                       " devices meets the constraints: " + rules);
+    }
     if (result.costed == 0 && smallestMemory == INFINITY)
       return makeError("no parallel configuration of " + profile.name +
                        " divides evenly on " + llvm::Twine(N) +
@@ -475,16 +499,15 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
     // ZeRO needs data parallelism to shard over.
     bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;
-    std::string hint =
-        zeroWouldHelp ? "add nodes, or allow zero=3 with recompute=full"
-                      : "add nodes";
-    return makeError(
-        "no parallel configuration of " + profile.name + " fits: the " +
-        "smallest needs " + gib(smallestMemory) + " per device (" +
-        smallestConfig.str() + ") and a device has " + gib(cap) +
-        "; needs at least " + llvm::Twine(nodes * topo.devicesPerNode) +
-        " devices of " + gib(cap) + " (" +
-        llvm::Twine(nodes) + " nodes); " + hint);
+    std::string hint = zeroWouldHelp
+                           ? "add nodes, or allow zero=3 with recompute=full"
+                           : "add nodes";
+    return makeError("no parallel configuration of " + profile.name +
+                     " fits: the " + "smallest needs " + gib(smallestMemory) +
+                     " per device (" + smallestConfig.str() +
+                     ") and a device has " + gib(cap) + "; needs at least " +
+                     llvm::Twine(nodes * topo.devicesPerNode) + " devices of " +
+                     gib(cap) + " (" + llvm::Twine(nodes) + " nodes); " + hint);
   }
   result.best = std::move(ranked.front());
   result.runnersUp.assign(std::make_move_iterator(ranked.begin() + 1),

@@ -12,6 +12,8 @@
 
 #include "compiler/CostModel/CostModel.h"
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,14 @@
 namespace partita {
 
 enum class SearchObjective { Throughput, Memory };
+
+/// A rule the chosen configuration must follow beyond what the model and
+/// the topology impose, e.g. a site's limit on pipeline depth.
+struct StrategyConstraint {
+  std::string name;
+  /// Why `config` breaks the rule, or nothing when it follows it.
+  std::function<std::optional<std::string>(const ParallelConfig &config)> check;
+};
 
 struct SearchOptions {
   /// Dimensions the user fixed; the search fills in the rest.
@@ -34,6 +44,7 @@ struct SearchOptions {
   /// Runners-up kept in the report.
   int64_t topK = 5;
   CostParams costParams;
+  std::vector<StrategyConstraint> constraints;
 };
 
 struct Candidate {
@@ -49,6 +60,9 @@ struct SearchResult {
   int64_t rejectedOutOfMemory = 0;
   int64_t rejectedIndivisible = 0;
   int64_t rejectedSlower = 0;
+  /// Per constraint: how many configurations it rejected and the reason it
+  /// gave for the first.
+  std::map<std::string, std::pair<int64_t, std::string>> rejectedByConstraint;
   double searchTimeS = 0;
   double memoryCapBytes = 0;
   /// One sentence on why the winner wins.

@@ -117,6 +117,31 @@ TEST(CostModel, PipelineBubble) {
                    1.0 / 8);
 }
 
+TEST(CostModel, GemmEfficiencyOverrideReplacesTheClosedForm) {
+  Fixture f(readModelSpecFile(kExamples + "/models/llama3-8b.json", {}));
+  TopologyGraph graph(*presetTopology("dgx-h100", 1));
+  ParallelConfig config =
+      *completeParallelConfig(*parseParallelConfig("dp=8"), 8,
+                              f.profile.globalBatch, f.profile.layers.size());
+  CostParams params;
+  CostEstimate closedForm = *estimateCost(f.profile, graph, config, params);
+  // Half the closed form's efficiency at every shape: GEMMs that are bound
+  // by math take twice as long; the attention core is no GEMM.
+  params.gemmEfficiencyFn = [&](double m, double n, double k) {
+    double d0 = params.gemmHalfDim;
+    return 0.5 * params.gemmEfficiency * m / (m + d0) * n / (n + d0) * k /
+           (k + d0);
+  };
+  params.overrides = {"half"};
+  CostEstimate halved = *estimateCost(f.profile, graph, config, params);
+  EXPECT_NEAR(halved.layerOps.at("attn.q").forwardTimeS /
+                  closedForm.layerOps.at("attn.q").forwardTimeS,
+              2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(halved.layerOps.at("attention").forwardTimeS,
+                   closedForm.layerOps.at("attention").forwardTimeS);
+  EXPECT_EQ(halved.costOverrides, std::vector<std::string>{"half"});
+}
+
 TEST(CostModel, StrategyErrorsNameTheConstraint) {
   auto check = [](llvm::StringRef text, int64_t devices, llvm::StringRef want) {
     std::string message;

@@ -189,4 +189,38 @@ TEST(Search, NothingFitsSaysWhatWould) {
       << message;
 }
 
+TEST(Search, ConstraintsRejectAndSayWhy) {
+  Fixture f(kSmall);
+  TopologyGraph graph(*presetTopology("dgx-h100", 1));
+  SearchOptions options;
+  options.constraints.push_back(
+      {"no-pipelines",
+       [](const ParallelConfig &c) -> std::optional<std::string> {
+         if (c.pp == 1)
+           return std::nullopt;
+         return "pp=" + std::to_string(c.pp);
+       }});
+  auto result = searchStrategy(f.profile, graph, options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_EQ(result->best.config.pp, 1);
+  for (const Candidate &c : result->runnersUp)
+    EXPECT_EQ(c.config.pp, 1);
+  ASSERT_EQ(result->rejectedByConstraint.count("no-pipelines"), 1u);
+  auto [count, first] = result->rejectedByConstraint.at("no-pipelines");
+  EXPECT_GT(count, 0);
+  EXPECT_EQ(first.rfind("pp=", 0), 0u) << first;
+
+  // A rule that rejects everything is named in the error.
+  options.constraints = {
+      {"nothing", [](const ParallelConfig &) -> std::optional<std::string> {
+         return "never";
+       }}};
+  std::string message =
+      llvm::toString(searchStrategy(f.profile, graph, options).takeError());
+  EXPECT_NE(message.find("meets the constraints: nothing rejected"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(first: never)"), std::string::npos) << message;
+}
+
 } // namespace
