@@ -19,6 +19,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/Plugins/DialectPlugin.h"
+#include "mlir/Tools/Plugins/PassPlugin.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -38,11 +40,9 @@ llvm::cl::OptionCategory importCategory(
 llvm::cl::opt<int64_t>
     seqLen("seq-len", llvm::cl::desc("Sequence length of a training step"),
            llvm::cl::value_desc("tokens"), llvm::cl::cat(importCategory));
-llvm::cl::opt<int64_t>
-    globalBatch("global-batch",
-                llvm::cl::desc("Global batch of a training step"),
-                llvm::cl::value_desc("sequences"),
-                llvm::cl::cat(importCategory));
+llvm::cl::opt<int64_t> globalBatch(
+    "global-batch", llvm::cl::desc("Global batch of a training step"),
+    llvm::cl::value_desc("sequences"), llvm::cl::cat(importCategory));
 llvm::cl::opt<std::string>
     dtype("dtype", llvm::cl::desc("Training element type: bf16, f16 or f32"),
           llvm::cl::value_desc("type"), llvm::cl::cat(importCategory));
@@ -96,10 +96,10 @@ llvm::cl::opt<bool> noSearchFlag(
     llvm::cl::desc("Do not search: cost --strategy with the documented "
                    "defaults for what it leaves out"),
     llvm::cl::cat(planCategory));
-llvm::cl::opt<std::string> costReportFlag(
-    "cost-report",
-    llvm::cl::desc("Write the cost report as JSON to this file"),
-    llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
+llvm::cl::opt<std::string>
+    costReportFlag("cost-report",
+                   llvm::cl::desc("Write the cost report as JSON to this file"),
+                   llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
 
 bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
 
@@ -112,8 +112,8 @@ bool namesPasses(int argc, char **argv) {
       continue;
     arg.consume_front("-");
     llvm::StringRef name = arg.split('=').first;
-    if (name == "pass-pipeline" || name == "p" ||
-        PassInfo::lookup(name) || PassPipelineInfo::lookup(name))
+    if (name == "pass-pipeline" || name == "p" || PassInfo::lookup(name) ||
+        PassPipelineInfo::lookup(name))
       return true;
   }
   return false;
@@ -122,8 +122,8 @@ bool namesPasses(int argc, char **argv) {
 /// Imports a model spec and prints it, with its locations, as the text that
 /// MlirOptMain then parses: the passes see exactly what an .mlir input with
 /// the same content would give them.
-std::unique_ptr<llvm::MemoryBuffer>
-importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
+std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
+                                                   DialectRegistry &registry) {
   partita::TrainingOverrides overrides;
   if (seqLen.getNumOccurrences())
     overrides.seqLen = seqLen;
@@ -146,6 +146,35 @@ importToBuffer(llvm::StringRef path, DialectRegistry &registry) {
   return llvm::MemoryBuffer::getMemBufferCopy(text, path);
 }
 
+/// MlirOptMain ignores a plugin it cannot load and runs on without it;
+/// here that is an error before anything runs. Loading twice is harmless:
+/// the library stays loaded once, and its registrations run only when
+/// MlirOptMain loads it.
+bool pluginsLoad(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (!arg.consume_front("-"))
+      continue;
+    arg.consume_front("-");
+    auto [name, value] = arg.split('=');
+    bool pass = name == "load-pass-plugin";
+    if (!pass && name != "load-dialect-plugin")
+      continue;
+    std::string path = arg.contains('=') ? value.str()
+                       : i + 1 < argc    ? std::string(argv[++i])
+                                         : std::string();
+    llvm::Error error = pass ? PassPlugin::load(path).takeError()
+                             : DialectPlugin::load(path).takeError();
+    if (error) {
+      llvm::WithColor::error(llvm::errs(), "plan-opt")
+          << "--" << name << "=" << path << ": "
+          << llvm::toString(std::move(error)) << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -154,9 +183,14 @@ int main(int argc, char **argv) {
   registry.insert<partita::tfm::TfmDialect, partita::dist::DistDialect,
                   partita::exec::ExecDialect>();
   partita::registerPartitaPassesAndPipelines();
+  if (!pluginsLoad(argc, argv))
+    return EXIT_FAILURE;
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
-      argc, argv, "Partita plan compiler: a model spec or .mlir in; the IR out, or, for a\nmodel spec with -o FILE.json, the executable plan (docs/plan-format.md)\n",
+      argc, argv,
+      "Partita plan compiler: a model spec or .mlir in; the IR out, or, for "
+      "a\nmodel spec with -o FILE.json, the executable plan "
+      "(docs/plan-format.md)\n",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
@@ -178,7 +212,8 @@ int main(int argc, char **argv) {
   // passes; --topology applies to any pipeline.
   bool runCompilePipeline = isModelSpec(inputFile) && !namesPasses(argc, argv);
   // `-o plan.json` compiles on to the executable plan and writes it there.
-  bool writesPlan = runCompilePipeline && llvm::StringRef(outputFile).ends_with(".json");
+  bool writesPlan =
+      runCompilePipeline && llvm::StringRef(outputFile).ends_with(".json");
   if (runCompilePipeline || topologyFlag.getNumOccurrences()) {
     MlirOptMainConfig userConfig = config;
     config.setPassPipelineSetupFn([=](PassManager &pm) -> LogicalResult {
@@ -206,8 +241,8 @@ int main(int argc, char **argv) {
   }
 
   if (writesPlan) // the export pass writes the file; the IR goes nowhere
-    return failed(MlirOptMain(llvm::nulls(), std::move(input), registry,
-                              config))
+    return failed(
+               MlirOptMain(llvm::nulls(), std::move(input), registry, config))
                ? EXIT_FAILURE
                : EXIT_SUCCESS;
   std::string error;
