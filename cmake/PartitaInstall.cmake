@@ -7,10 +7,6 @@ include(CMakePackageConfigHelpers)
 set(PARTITA_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/partita")
 set(PARTITA_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Partita")
 
-set(PARTITA_COMPILER_LIBS
-  PartitaTfmDialect PartitaDistDialect PartitaExecDialect
-  PartitaParallelConfig PartitaImport PartitaAnalysis PartitaTopology
-  PartitaCostModel PartitaSearch PartitaExport PartitaPasses)
 install(TARGETS ${PARTITA_COMPILER_LIBS} EXPORT PartitaTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${PARTITA_INSTALL_INCLUDEDIR})

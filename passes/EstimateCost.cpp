@@ -1,6 +1,7 @@
 //===- EstimateCost.cpp - dist-estimate-cost ------------------------------===//
 
 #include "compiler/CostModel/CostReport.h"
+#include "compiler/Export/PlanExport.h"
 #include "compiler/Topology/Topology.h"
 #include "passes/Passes.h"
 #include "passes/SearchExtensions.h"
@@ -15,30 +16,9 @@ namespace partita {
 
 namespace {
 
-/// A JSON object of numbers (and objects of numbers) as a dictionary
-/// attribute.
-mlir::DictionaryAttr toAttr(const llvm::json::Object &object,
-                            mlir::MLIRContext *context) {
-  mlir::Builder b(context);
-  llvm::SmallVector<mlir::NamedAttribute> fields;
-  for (const auto &[key, value] : object) {
-    mlir::Attribute attr;
-    if (auto *nested = value.getAsObject())
-      attr = toAttr(*nested, context);
-    else if (auto i = value.getAsInteger())
-      attr = b.getI64IntegerAttr(*i);
-    else if (auto d = value.getAsNumber())
-      attr = b.getF64FloatAttr(*d);
-    else
-      continue;
-    fields.push_back(b.getNamedAttr(key.str(), attr));
-  }
-  return b.getDictionaryAttr(fields);
-}
-
 /// The prediction travels with the module to plan.json.
 void recordPrediction(mlir::ModuleOp module, const llvm::json::Object &p) {
-  module->setAttr("dist.predicted", toAttr(p, module.getContext()));
+  module->setAttr("dist.predicted", numbersToAttr(p, module.getContext()));
 }
 
 struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {

@@ -307,6 +307,32 @@ def ExecSchedulePipeline : Pass<"exec-schedule-pipeline", "mlir::ModuleOp"> {
   }];
 }
 
+def ExecSimulatePlan : Pass<"exec-simulate-plan", "mlir::ModuleOp"> {
+  let summary = "Predict a step of the scheduled exec programs by simulation";
+  let description = [{
+    A discrete-event simulation of one training step (docs/simulator.md):
+    each pipeline rank's program runs its schedule on a representative
+    rank, kernels on the compute stream timed by the cost model's roofline,
+    collectives on the comm stream timed by its collective model over the
+    module's topology, pipeline messages matched in order between
+    neighbouring ranks. Prints the predicted step time next to the
+    closed-form estimate (`dist.predicted`), the busy time of each stream,
+    the communication the compute stream waited for by group, and the
+    bubble; records them as `exec.simulated` (exported to plan.json);
+    optionally writes a Chrome trace.
+  }];
+  let options = [
+    Option<"trace", "trace", "std::string", "\"\"",
+           "Write a Chrome trace (Perfetto) of the simulated step here">,
+    Option<"report", "report", "std::string", "\"\"",
+           "Write the simulation report as JSON here">,
+    Option<"quiet", "quiet", "bool", "false",
+           "Print nothing; only record exec.simulated">,
+    Option<"costParams", "cost-params", "std::string", "\"\"",
+           "Cost-model parameter overrides, as plan-opt --cost-params">,
+  ];
+}
+
 def ExecExportPlan : Pass<"exec-export-plan", "mlir::ModuleOp"> {
   let summary = "Write the exec programs as plan.json";
   let description = [{

@@ -41,6 +41,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   pm.addPass(createDistLowerToExec());
   pm.addPass(createExecBuildBackward());
   pm.addPass(createExecSchedulePipeline());
+  pm.addPass(createExecSimulatePlan(
+      {options.trace, /*report=*/"", /*quiet=*/false, options.costParams}));
   pm.addPass(createExecExportPlan({options.plan}));
 }
 

@@ -31,9 +31,9 @@ struct CompilePipelineOptions
       *this, "strategy",
       llvm::cl::desc("Pin these dimensions of the strategy and report the "
                      "cost of the result (dist-estimate-cost)")};
-  Option<std::string> objective{
-      *this, "objective",
-      llvm::cl::desc("throughput or memory"), llvm::cl::init("throughput")};
+  Option<std::string> objective{*this, "objective",
+                                llvm::cl::desc("throughput or memory"),
+                                llvm::cl::init("throughput")};
   Option<double> memoryCapGib{
       *this, "memory-cap-gib",
       llvm::cl::desc("Memory a device may use in GiB (0: all of it)"),
@@ -61,11 +61,16 @@ struct CompilePipelineOptions
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Also write the cost report as JSON to this file")};
+  Option<std::string> trace{
+      *this, "trace",
+      llvm::cl::desc("With plan: write a Chrome trace of the simulated step "
+                     "to this file")};
 };
 
-/// The compile pipeline. Today: attach the topology, summarise the model,
-/// search the strategy, and report its cost; partitioning and plan export
-/// join it as they land.
+/// The compile pipeline: attach the topology, summarise the model, search
+/// the strategy and report its cost; with `plan`, on through partitioning,
+/// stages, exec lowering, backward and schedule to a simulated step and
+/// plan.json.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options);
 

@@ -253,33 +253,38 @@ double CollectiveGroup::time(CollectiveKind kind, double bytes,
 // Compute
 //===----------------------------------------------------------------------===//
 
-namespace {
+double DeviceRoofline::gemmEfficiency(double m, double n, double k) const {
+  if (params.gemmEfficiencyFn)
+    return params.gemmEfficiencyFn(m, n, k);
+  double d0 = params.gemmHalfDim;
+  return params.gemmEfficiency * (m / (m + d0)) * (n / (n + d0)) *
+         (k / (k + d0));
+}
 
-struct Device {
-  double peakFlops, hbmBytesPerS;
-  const CostParams &params;
+double DeviceRoofline::gemmTime(double m, double n, double k,
+                                double elementBytes) const {
+  double math = 2 * m * n * k / (peakFlops * gemmEfficiency(m, n, k));
+  double memory = elementBytes * (m * k + k * n + m * n) /
+                  (hbmBytesPerS * params.hbmEfficiency);
+  return std::max(math, memory);
+}
 
-  double gemmEfficiency(double m, double n, double k) const {
-    if (params.gemmEfficiencyFn)
-      return params.gemmEfficiencyFn(m, n, k);
-    double d0 = params.gemmHalfDim;
-    return params.gemmEfficiency * (m / (m + d0)) * (n / (n + d0)) *
-           (k / (k + d0));
-  }
-  /// Roofline: the slower of the math and the operand traffic.
-  double gemmTime(double m, double n, double k, double elementBytes) const {
-    double flops = 2 * m * n * k;
-    double math = flops / (peakFlops * gemmEfficiency(m, n, k));
-    double memory = elementBytes * (m * k + k * n + m * n) /
-                    (hbmBytesPerS * params.hbmEfficiency);
-    return std::max(math, memory);
-  }
-  double memoryTime(double bytes) const {
-    return bytes / (hbmBytesPerS * params.hbmEfficiency);
-  }
-};
+double DeviceRoofline::memoryTime(double bytes) const {
+  return bytes / (hbmBytesPerS * params.hbmEfficiency);
+}
 
-} // namespace
+double DeviceRoofline::attentionTime(double batchHeads, double s,
+                                     double context, double headDim,
+                                     double elementBytes) const {
+  double scores = batchHeads * s * context;
+  if (params.flashAttention)
+    return 4 * scores * headDim / (peakFlops * params.attentionEfficiency);
+  // Two batched GEMMs (QK^T, PV), and the score matrix written, read and
+  // rewritten by the softmax, and read by PV: four passes through HBM.
+  return batchHeads * (gemmTime(s, context, headDim, elementBytes) +
+                       gemmTime(s, headDim, context, elementBytes)) +
+         memoryTime(4 * elementBytes * scores);
+}
 
 namespace {
 
@@ -297,7 +302,7 @@ struct LayerCost {
 
 /// Everything a configuration fixes for costing layers.
 struct LayerCoster {
-  const Device &dev;
+  const DeviceRoofline &dev;
   const CostParams &params;
   const ParallelConfig &c;
   double eb, s, b, tokens, h, sp;
@@ -334,18 +339,8 @@ struct LayerCoster {
     double localHeads = layer.heads / t;
     double scores = b * localHeads * s * context;
     lc.attentionFlops = 4 * scores * layer.headDim;
-    if (params.flashAttention) {
-      lc.attentionForwardS =
-          lc.attentionFlops / (dev.peakFlops * params.attentionEfficiency);
-    } else {
-      // Two batched GEMMs (QK^T, PV), and the score matrix written, read and
-      // rewritten by the softmax, and read by PV: four passes through HBM.
-      double bh = b * localHeads;
-      lc.attentionForwardS =
-          bh * (dev.gemmTime(s, context, layer.headDim, eb) +
-                dev.gemmTime(s, layer.headDim, context, eb)) +
-          dev.memoryTime(4 * eb * scores);
-    }
+    lc.attentionForwardS =
+        dev.attentionTime(b * localHeads, s, context, layer.headDim, eb);
     record("attention", lc.attentionFlops, lc.attentionForwardS);
     double elementwise = dev.memoryTime(
         eb * tokens * (layer.boundaryTraffic / sp + layer.shardedTraffic / t));
@@ -464,7 +459,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   DType dtype = !elem || elem.isBF16() ? DType::BF16
                 : elem.isF16()         ? DType::F16
                                        : DType::F32;
-  Device dev{topo.device.peakFlops(dtype), topo.device.hbmBytesPerS, params};
+  DeviceRoofline dev{topo.device.peakFlops(dtype), topo.device.hbmBytesPerS,
+                     params};
   const double eb = profile.elementBytes;
   // Gradients are never narrower than the parameters (f32 training keeps
   // f32 gradients).

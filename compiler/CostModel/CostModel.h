@@ -59,6 +59,24 @@ struct CostParams {
 /// errors name the key.
 llvm::Expected<CostParams> parseCostParams(llvm::StringRef text);
 
+/// One device's speed: roofline times of GEMMs, attention and memory-bound
+/// kernels under the calibrated efficiencies. The cost model and the plan
+/// simulator both time work with it.
+struct DeviceRoofline {
+  double peakFlops, hbmBytesPerS;
+  const CostParams &params;
+
+  /// Fraction of peak an m x n x k GEMM reaches.
+  double gemmEfficiency(double m, double n, double k) const;
+  /// The slower of the math and the operand traffic.
+  double gemmTime(double m, double n, double k, double elementBytes) const;
+  double memoryTime(double bytes) const;
+  /// Forward attention core of `batchHeads` heads over s queries and
+  /// `context` keys each (the full square, as Megatron-LM counts it).
+  double attentionTime(double batchHeads, double s, double context,
+                       double headDim, double elementBytes) const;
+};
+
 enum class CollectiveKind {
   AllReduce,
   AllGather,

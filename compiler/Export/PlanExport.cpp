@@ -182,45 +182,80 @@ Object programJson(exec::ProgramOp program) {
                 {"schedule", std::move(schedule)}};
 }
 
-/// Every group of `name`'s kind as lists of ranks.
+/// Every group of `name`'s kind as lists of ranks, each listed once (by
+/// its first member).
 Array groupsJson(StringRef name, const ParallelConfig &c, int64_t kvParts) {
   Array groups;
-  auto add = [&](auto &&members) {
-    Array g;
-    for (int64_t r : members)
-      g.push_back(r);
-    groups.push_back(std::move(g));
-  };
   for (int64_t p = 0; p < c.pp; ++p)
     for (int64_t d = 0; d < c.dp; ++d)
       for (int64_t t = 0; t < c.tp; ++t) {
-        int64_t rank = meshRank(p, d, t, c.dp, c.tp);
-        std::vector<int64_t> members;
-        if (name == "tp" && t == 0) {
-          for (int64_t u = 0; u < c.tp; ++u)
-            members.push_back(meshRank(p, d, u, c.dp, c.tp));
-        } else if (name == "tp_kv" && t % (c.tp / kvParts) == 0) {
-          for (int64_t u = t; u < t + c.tp / kvParts; ++u)
-            members.push_back(meshRank(p, d, u, c.dp, c.tp));
-        } else if (name == "dp" && d == 0) {
-          for (int64_t e = 0; e < c.dp; ++e)
-            members.push_back(meshRank(p, e, t, c.dp, c.tp));
-        } else if (name == "pp" && p == 0) {
-          for (int64_t q = 0; q < c.pp; ++q)
-            members.push_back(meshRank(q, d, t, c.dp, c.tp));
-        } else if (name == "tied" && p == 0 && c.pp > 1) {
-          members = {rank, meshRank(c.pp - 1, d, t, c.dp, c.tp)};
-        } else if (name == "world" && rank == 0) {
-          for (int64_t r = 0; r < c.numDevices(); ++r)
-            members.push_back(r);
-        }
-        if (!members.empty())
-          add(members);
+        std::vector<int64_t> members = groupMembers(name, c, kvParts, p, d, t);
+        if (members.empty() || members.front() != meshRank(p, d, t, c.dp, c.tp))
+          continue;
+        Array g;
+        for (int64_t r : members)
+          g.push_back(r);
+        groups.push_back(std::move(g));
       }
   return groups;
 }
 
 } // namespace
+
+DictionaryAttr numbersToAttr(const Object &object, MLIRContext *context) {
+  Builder b(context);
+  SmallVector<NamedAttribute> fields;
+  for (const auto &[key, value] : object) {
+    Attribute attr;
+    if (auto *nested = value.getAsObject())
+      attr = numbersToAttr(*nested, context);
+    else if (auto i = value.getAsInteger())
+      attr = b.getI64IntegerAttr(*i);
+    else if (auto d = value.getAsNumber())
+      attr = b.getF64FloatAttr(*d);
+    else
+      continue;
+    fields.push_back(b.getNamedAttr(key.str(), attr));
+  }
+  return b.getDictionaryAttr(fields);
+}
+
+int64_t keyValueParts(ModuleOp module, const ParallelConfig &c) {
+  int64_t parts = c.tp;
+  module.walk([&](exec::BufferOp buf) {
+    if (auto p = buf.getShardingParts(); p && *p < c.tp)
+      parts = std::min<int64_t>(parts, *p);
+  });
+  return parts;
+}
+
+std::vector<int64_t> groupMembers(llvm::StringRef name, const ParallelConfig &c,
+                                  int64_t kvParts, int64_t p, int64_t d,
+                                  int64_t t) {
+  std::vector<int64_t> members;
+  if (name == "tp") {
+    for (int64_t u = 0; u < c.tp; ++u)
+      members.push_back(meshRank(p, d, u, c.dp, c.tp));
+  } else if (name == "tp_kv") {
+    int64_t size = c.tp / kvParts, first = t - t % size;
+    for (int64_t u = first; u < first + size; ++u)
+      members.push_back(meshRank(p, d, u, c.dp, c.tp));
+  } else if (name == "dp") {
+    for (int64_t e = 0; e < c.dp; ++e)
+      members.push_back(meshRank(p, e, t, c.dp, c.tp));
+  } else if (name == "pp") {
+    for (int64_t q = 0; q < c.pp; ++q)
+      members.push_back(meshRank(q, d, t, c.dp, c.tp));
+  } else if (name == "tied") {
+    if (c.pp > 1 && (p == 0 || p == c.pp - 1))
+      members = {meshRank(0, d, t, c.dp, c.tp),
+                 meshRank(c.pp - 1, d, t, c.dp, c.tp)};
+  } else if (name == "world") {
+    for (int64_t r = 0; r < c.numDevices(); ++r)
+      members.push_back(r);
+  }
+  return members;
+}
 
 llvm::Expected<Object> exportPlan(ModuleOp module) {
   auto strategy =
@@ -248,7 +283,7 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
   for (int64_t n : config.stageLayers)
     numLayers += n;
   Array programs;
-  int64_t kvParts = config.tp;
+  int64_t kvParts = keyValueParts(module, config);
   llvm::StringMap<Object> parameters;
   std::vector<std::string> parameterOrder;
   std::optional<std::string> dtype;
@@ -259,8 +294,6 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
           program.getSymName().str().c_str());
     programs.push_back(programJson(program));
     for (auto buf : program.getBody().front().getOps<exec::BufferOp>()) {
-      if (auto parts = buf.getShardingParts(); parts && *parts < config.tp)
-        kvParts = std::min<int64_t>(kvParts, *parts);
       if (buf.getKind() != exec::BufferKind::param &&
           buf.getKind() != exec::BufferKind::param_shard)
         continue;
@@ -375,6 +408,8 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
               {"programs", std::move(programs)}};
   if (auto predicted = module->getAttrOfType<DictionaryAttr>("dist.predicted"))
     plan["predicted"] = toJson(predicted);
+  if (auto simulated = module->getAttrOfType<DictionaryAttr>("exec.simulated"))
+    plan["simulated"] = toJson(simulated);
   return plan;
 }
 

@@ -7,6 +7,7 @@
 #ifndef PARTITA_COMPILER_EXPORT_PLANEXPORT_H
 #define PARTITA_COMPILER_EXPORT_PLANEXPORT_H
 
+#include "compiler/CostModel/ParallelConfig.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -26,6 +27,24 @@ inline int64_t meshRank(int64_t ppRank, int64_t dpRank, int64_t tpRank,
                         int64_t dp, int64_t tp) {
   return (ppRank * dp + dpRank) * tp + tpRank;
 }
+
+/// A JSON object of numbers (and objects of numbers) as a dictionary
+/// attribute, the form predictions travel in to plan.json; other values are
+/// left out.
+mlir::DictionaryAttr numbersToAttr(const llvm::json::Object &object,
+                                   mlir::MLIRContext *context);
+
+/// Over how many tp ranks the key/value heads are split: tp, or fewer when
+/// tp exceeds the kv heads (each rank then holds one, replicated).
+int64_t keyValueParts(mlir::ModuleOp module, const ParallelConfig &c);
+
+/// The ranks of the `name` group (tp, tp_kv, dp, pp, tied, world) that
+/// the rank at (pp, dp, tp) coordinates (p, d, t) belongs to; empty when it
+/// belongs to none. `kvParts` is the number of key/value head groups over
+/// tp.
+std::vector<int64_t> groupMembers(llvm::StringRef name, const ParallelConfig &c,
+                                  int64_t kvParts, int64_t p, int64_t d,
+                                  int64_t t);
 
 } // namespace partita
 

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
 using namespace partita::exec;
@@ -29,6 +30,77 @@ BufferOp ProgramOp::lookupBuffer(StringAttr name) {
   return dyn_cast_or_null<BufferOp>(
       mlir::SymbolTable::lookupSymbolIn(getOperation(), name));
 }
+
+namespace {
+
+/// The buffers a launch reads and writes.
+void accesses(Operation *op, SmallVectorImpl<StringRef> &reads,
+              SmallVectorImpl<StringRef> &writes) {
+  auto names = [](ArrayAttr refs, SmallVectorImpl<StringRef> &into) {
+    for (Attribute ref : refs)
+      into.push_back(cast<FlatSymbolRefAttr>(ref).getValue());
+  };
+  if (auto kernel = dyn_cast<KernelOp>(op)) {
+    names(kernel.getIns(), reads);
+    names(kernel.getOuts(), writes);
+    if (kernel.getAccumulate())
+      names(kernel.getOuts(), reads);
+  } else if (auto c = dyn_cast<CollectiveOp>(op)) {
+    reads.push_back(c.getInput());
+    writes.push_back(c.getOutput());
+    if (c.getAccumulate())
+      reads.push_back(c.getOutput());
+  } else if (auto send = dyn_cast<SendOp>(op)) {
+    reads.push_back(send.getBuffer());
+  } else if (auto recv = dyn_cast<RecvOp>(op)) {
+    writes.push_back(recv.getBuffer());
+  }
+}
+
+/// An async collective is waited for later in its phase, and nothing in
+/// between writes its input or touches its output.
+LogicalResult verifyAsyncCollectives(PhaseOp phase) {
+  llvm::MapVector<StringRef, CollectiveOp> inFlight; // by output
+  for (Operation &op : phase.getBody().front()) {
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      if (!inFlight.erase(wait.getBuffer()))
+        return wait.emitOpError("waits for @")
+               << wait.getBuffer()
+               << ", which no asynchronous collective before it in this "
+                  "phase writes";
+      continue;
+    }
+    SmallVector<StringRef> reads, writes;
+    accesses(&op, reads, writes);
+    for (auto &[output, c] : inFlight) {
+      auto clash = [&](StringRef buffer, StringRef how) {
+        InFlightDiagnostic d =
+            op.emitOpError()
+            << how << " @" << buffer << " while the asynchronous "
+            << stringifyCollectiveKind(c.getKind()) << " into @" << output
+            << " is in flight; wait for it first";
+        d.attachNote(c.getLoc()) << "the collective starts here";
+        return d;
+      };
+      for (StringRef w : writes)
+        if (w == output || w == c.getInput())
+          return clash(w, "writes");
+      for (StringRef r : reads)
+        if (r == output)
+          return clash(r, "reads");
+    }
+    if (auto c = dyn_cast<CollectiveOp>(op); c && c.getAsync())
+      inFlight[c.getOutput()] = c;
+  }
+  if (!inFlight.empty()) {
+    CollectiveOp c = inFlight.front().second;
+    return c.emitOpError("is asynchronous but no exec.wait @")
+           << c.getOutput() << " follows it in its phase";
+  }
+  return success();
+}
+
+} // namespace
 
 /// Every buffer a launch names must be one of the program's: checked here,
 /// with one table for the whole program, rather than by each launch.
@@ -73,11 +145,15 @@ LogicalResult ProgramOp::verifyRegions() {
         refs = {send.getBufferAttr()};
       } else if (auto recv = dyn_cast<RecvOp>(op)) {
         refs = {recv.getBufferAttr()};
+      } else if (auto wait = dyn_cast<WaitOp>(op)) {
+        refs = {wait.getBufferAttr()};
       }
       for (Attribute ref : refs)
         if (failed(check(&op, ref)))
           return failure();
     }
+    if (failed(verifyAsyncCollectives(phase)))
+      return failure();
   }
   return success();
 }

@@ -199,14 +199,21 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
     `group` names a mesh group: `tp`, `dp`, `world`, `tied` (the first and
     last pipeline ranks) or `tp_kv` (tensor-parallel ranks that hold the same
     key/value heads). With `accumulate`, the result is added to `output`.
+
+    A collective runs on the comm stream. Without `async` the compute
+    stream waits for it at once; with `async` the launches after it run
+    while it is in flight, until the `exec.wait` on its `output` later in
+    the same phase. No launch in between may write its `input` or touch its
+    `output` (the verifier checks).
   }];
   let arguments = (ins Exec_CollectiveKind:$kind, StrAttr:$group,
                        FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
                        DefaultValuedAttr<Exec_Reduction, "Reduction::sum">:$reduction,
-                       OptionalAttr<I64Attr>:$dim, UnitAttr:$accumulate);
+                       OptionalAttr<I64Attr>:$dim, UnitAttr:$accumulate,
+                       UnitAttr:$async);
   let assemblyFormat = [{
     $kind $group $input `->` $output (`reduce` $reduction^)?
-    (`dim` $dim^)? (`accumulate` $accumulate^)? attr-dict
+    (`dim` $dim^)? (`accumulate` $accumulate^)? (`async` $async^)? attr-dict
   }];
   let builders = [
     OpBuilder<(ins "CollectiveKind":$kind, "llvm::StringRef":$group,
@@ -219,10 +226,21 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
             $_builder.getStringAttr(group), input, output,
             ReductionAttr::get($_builder.getContext(), reduction),
             dim ? $_builder.getI64IntegerAttr(*dim) : mlir::IntegerAttr(),
-            accumulate ? $_builder.getUnitAttr() : mlir::UnitAttr());
+            accumulate ? $_builder.getUnitAttr() : mlir::UnitAttr(),
+            mlir::UnitAttr());
     }]>
   ];
   let hasVerifier = 1;
+}
+
+def Exec_WaitOp : Exec_Op<"wait", [HasParent<"PhaseOp">]> {
+  let summary = "waits for the asynchronous collective into a buffer";
+  let description = [{
+    The compute stream waits until the `async` collective whose output is
+    `buffer`, launched earlier in the same phase, has completed.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer);
+  let assemblyFormat = "$buffer attr-dict";
 }
 
 def Exec_SendOp : Exec_Op<"send", [HasParent<"PhaseOp">]> {

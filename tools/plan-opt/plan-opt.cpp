@@ -101,6 +101,12 @@ llvm::cl::opt<std::string>
                    llvm::cl::desc("Write the cost report as JSON to this file"),
                    llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
 
+llvm::cl::opt<std::string> traceFlag(
+    "trace",
+    llvm::cl::desc("With -o plan.json: write a Chrome trace (Perfetto) of "
+                   "the simulated step to this file"),
+    llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
+
 bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
 
 /// True when the command line names a pass or pipeline (`--some-pass`,
@@ -235,6 +241,7 @@ int main(int argc, char **argv) {
       options.freeGlobalBatch = freeBatchFlag;
       if (writesPlan)
         options.plan = outputFile;
+      options.trace = traceFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });

@@ -163,3 +163,52 @@ exec.program @p pp_rank 0 {
 
 // expected-error @+1 {{'exec.buffer' op expects parent op 'exec.program'}}
 exec.buffer @x : tensor<4xf32> activation
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @g : tensor<4xf32> param_grad
+  exec.phase step {
+    // expected-error @+1 {{waits for @g, which no asynchronous collective before it in this phase writes}}
+    exec.wait @g
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @g : tensor<4xf32> param_grad
+  exec.phase step {
+    // expected-error @+1 {{is asynchronous but no exec.wait @g follows it in its phase}}
+    exec.collective all_reduce "dp" @g -> @g async
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @g : tensor<4xf32> param_grad
+  exec.buffer @s : tensor<f32> scalar
+  exec.phase step {
+    // expected-note @+1 {{the collective starts here}}
+    exec.collective all_reduce "dp" @g -> @g async
+    // expected-error @+1 {{reads @g while the asynchronous all_reduce into @g is in flight; wait for it first}}
+    exec.kernel "grad_sumsq" ins [@g] outs [@s] params {weights = [1.0]}
+    exec.wait @g
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @w.shard : tensor<4xf32> param_shard
+  exec.buffer @u : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-note @+1 {{the collective starts here}}
+    exec.collective all_gather "dp" @w.shard -> @w async
+    // expected-error @+1 {{writes @w.shard while the asynchronous all_gather into @w is in flight; wait for it first}}
+    exec.kernel "copy" ins [@u] outs [@w.shard]
+    exec.wait @w
+  }
+}

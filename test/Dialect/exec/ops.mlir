@@ -16,7 +16,9 @@
 // CHECK-NEXT: exec.send @y.shard to next
 // CHECK: exec.phase backward chunk 0 {
 // CHECK-NEXT: exec.kernel "linear_bwd" ins [@dy, @x, @w] outs [@dx, @dw] accumulate [false, true] params {note = "dw adds up"}
-// CHECK-NEXT: exec.collective reduce_scatter "dp" @dw -> @dw.shard accumulate
+// CHECK-NEXT: exec.collective reduce_scatter "dp" @dw -> @dw.shard accumulate async
+// CHECK-NEXT: exec.kernel "copy" ins [@dx] outs [@dy]
+// CHECK-NEXT: exec.wait @dw.shard
 // CHECK: exec.phase step {
 // CHECK: exec.schedule {
 // CHECK-NEXT: exec.run forward mb 0 chunk 0
@@ -44,7 +46,9 @@ exec.program @rank0 pp_rank 0 {
   }
   exec.phase backward chunk 0 {
     exec.kernel "linear_bwd" ins [@dy, @x, @w] outs [@dx, @dw] accumulate [false, true] params {note = "dw adds up"}
-    exec.collective reduce_scatter "dp" @dw -> @dw.shard accumulate
+    exec.collective reduce_scatter "dp" @dw -> @dw.shard accumulate async
+    exec.kernel "copy" ins [@dx] outs [@dy]
+    exec.wait @dw.shard
   }
   exec.phase step {
     exec.kernel "grad_sumsq" ins [@dw.shard] outs [@sumsq] params {weights = [1.0]}
