@@ -282,6 +282,43 @@ def ExecBuildBackward : Pass<"exec-build-backward", "mlir::ModuleOp"> {
   let dependentDialects = ["::partita::exec::ExecDialect"];
 }
 
+def ExecOverlapCommunication
+    : Pass<"exec-overlap-communication", "mlir::ModuleOp"> {
+  let summary = "Launch collectives asynchronously, as early as they may "
+                "start, and wait for them as late as they may end";
+  let description = [{
+    In every phase, each collective over `tp`, `tp_kv` or `dp` becomes
+    `async`: its start moves up past launches that neither write its input
+    nor touch its output, but not above the previous collective or its
+    wait, nor above a pipeline send or receive (collectives keep their
+    order on the comm stream, and at most one is prefetched ahead of the
+    one being waited for); an `exec.wait` on its output goes right before
+    the first later launch that touches its output or writes its input, or
+    at the end of the phase. What this overlaps, in the plans the compiler
+    builds:
+    - ZeRO-3 parameter all-gathers with the previous block's compute, in
+      forward and backward (a prefetch of one block);
+    - ZeRO-2/3 gradient reduce-scatters with the rest of the backward pass;
+    - ZeRO-1/2 parameter all-gathers after AdamW with the later parameters'
+      AdamW.
+    A collective whose input the launch before it writes and whose output
+    the launch after it reads stays synchronous: tensor-parallel
+    all-reduces, all-gathers and reduce-scatters of the forward and
+    backward passes (each sits between the GEMM that produces its input
+    and the one that consumes its output), and the data-parallel gradient
+    reductions of ZeRO-0/1, which the global gradient norm reads at once.
+    `tied` and `world` collectives involve ranks that run other programs
+    and stay synchronous, so that every rank meets them in the same order.
+
+    Prints, per group, how many collectives became asynchronous and why
+    the others did not; the simulator (exec-simulate-plan) reports the
+    communication time that stays exposed.
+  }];
+  let options = [
+    Option<"quiet", "quiet", "bool", "false", "Print nothing">,
+  ];
+}
+
 def ExecSchedulePipeline : Pass<"exec-schedule-pipeline", "mlir::ModuleOp"> {
   let summary = "Order forward and backward phases over the micro-batches";
   let description = [{

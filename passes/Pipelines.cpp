@@ -40,6 +40,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   pm.addPass(createDistSplitStages());
   pm.addPass(createDistLowerToExec());
   pm.addPass(createExecBuildBackward());
+  if (options.overlap)
+    pm.addPass(createExecOverlapCommunication());
   pm.addPass(createExecSchedulePipeline());
   pm.addPass(createExecSimulatePlan(
       {options.trace, /*report=*/"", /*quiet=*/false, options.costParams}));

@@ -61,6 +61,11 @@ struct CompilePipelineOptions
   Option<std::string> costReport{
       *this, "cost-report",
       llvm::cl::desc("Also write the cost report as JSON to this file")};
+  Option<bool> overlap{
+      *this, "overlap",
+      llvm::cl::desc("With plan: launch collectives asynchronously where "
+                     "they can overlap compute (exec-overlap-communication)"),
+      llvm::cl::init(true)};
   Option<std::string> trace{
       *this, "trace",
       llvm::cl::desc("With plan: write a Chrome trace of the simulated step "

@@ -121,8 +121,13 @@ Object launchJson(Operation *op) {
       out["dim"] = static_cast<int64_t>(*dim);
     if (c.getAccumulate())
       out["accumulate"] = true;
+    if (c.getAsync())
+      out["async"] = true;
     return out;
   }
+  if (auto w = dyn_cast<exec::WaitOp>(op))
+    return Object{
+        {"op", "wait"}, {"stream", "compute"}, {"buffer", w.getBuffer()}};
   if (auto s = dyn_cast<exec::SendOp>(op))
     return Object{{"op", "send"},
                   {"stream", "comm"},

@@ -377,10 +377,11 @@ simulatePlan(mlir::ModuleOp module, const SimulationOptions &options) {
   ParallelConfig config = fromStrategyAttr(strategy);
   Topology topology = fromAttr(topologyAttr);
   TopologyGraph graph(topology);
-  // The training element type: that of the first parameter buffer.
+  // The training element type: that of the first whole parameter.
   DType dtype = DType::F32;
   module.walk([&](exec::BufferOp buf) {
-    if (buf.getKind() != exec::BufferKind::param)
+    if (buf.getKind() != exec::BufferKind::param &&
+        buf.getKind() != exec::BufferKind::param_gathered)
       return mlir::WalkResult::advance();
     mlir::Type t = buf.getType().getElementType();
     dtype = t.isBF16() ? DType::BF16 : t.isF16() ? DType::F16 : DType::F32;

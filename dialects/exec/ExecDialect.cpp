@@ -31,11 +31,9 @@ BufferOp ProgramOp::lookupBuffer(StringAttr name) {
       mlir::SymbolTable::lookupSymbolIn(getOperation(), name));
 }
 
-namespace {
-
-/// The buffers a launch reads and writes.
-void accesses(Operation *op, SmallVectorImpl<StringRef> &reads,
-              SmallVectorImpl<StringRef> &writes) {
+void partita::exec::getLaunchAccesses(Operation *op,
+                                      SmallVectorImpl<StringRef> &reads,
+                                      SmallVectorImpl<StringRef> &writes) {
   auto names = [](ArrayAttr refs, SmallVectorImpl<StringRef> &into) {
     for (Attribute ref : refs)
       into.push_back(cast<FlatSymbolRefAttr>(ref).getValue());
@@ -57,6 +55,8 @@ void accesses(Operation *op, SmallVectorImpl<StringRef> &reads,
   }
 }
 
+namespace {
+
 /// An async collective is waited for later in its phase, and nothing in
 /// between writes its input or touches its output.
 LogicalResult verifyAsyncCollectives(PhaseOp phase) {
@@ -71,7 +71,7 @@ LogicalResult verifyAsyncCollectives(PhaseOp phase) {
       continue;
     }
     SmallVector<StringRef> reads, writes;
-    accesses(&op, reads, writes);
+    getLaunchAccesses(&op, reads, writes);
     for (auto &[output, c] : inFlight) {
       auto clash = [&](StringRef buffer, StringRef how) {
         InFlightDiagnostic d =

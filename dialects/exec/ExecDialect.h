@@ -17,4 +17,14 @@
 #define GET_OP_CLASSES
 #include "dialects/exec/ExecOps.h.inc"
 
+namespace partita::exec {
+
+/// The buffers a launch (kernel, collective, send, recv) reads and writes;
+/// an output it accumulates into is both. A wait touches none.
+void getLaunchAccesses(mlir::Operation *launch,
+                       llvm::SmallVectorImpl<llvm::StringRef> &reads,
+                       llvm::SmallVectorImpl<llvm::StringRef> &writes);
+
+} // namespace partita::exec
+
 #endif // PARTITA_DIALECTS_EXEC_EXECDIALECT_H

@@ -160,6 +160,10 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
         if (l.contains("dim"))
           launch.dim = l["dim"].get<int64_t>();
         launch.accumulateOutput = l.value("accumulate", false);
+        launch.async = l.value("async", false);
+      } else if (op == "wait") {
+        launch.op = Launch::Op::Wait;
+        launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
       } else if (op == "send" || op == "recv") {
         launch.op = op == "send" ? Launch::Op::Send : Launch::Op::Recv;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");

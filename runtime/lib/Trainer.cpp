@@ -68,6 +68,8 @@ std::string traceName(const Launch &l) {
     return "send";
   case Launch::Op::Recv:
     return "recv";
+  case Launch::Op::Wait:
+    return "wait";
   case Launch::Op::Collective:
     break;
   }
@@ -256,7 +258,8 @@ void Trainer::fillInputs(int64_t step, int64_t microBatch) {
   }
 }
 
-void Trainer::collective(const Launch &l, int64_t microBatch) {
+void Trainer::collective(const Launch &l, int64_t microBatch,
+                         Communicator &comm) {
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
   Span<float> in = storage(l.input, microBatch).f;
@@ -361,9 +364,36 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       device.launch(l.kernel, ins, outs, l.accumulate, l.params, ctx);
       break;
     }
-    case Launch::Op::Collective:
-      collective(l, microBatch);
+    case Launch::Op::Collective: {
+      if (!l.async) {
+        collective(l, microBatch, comm);
+        break;
+      }
+      auto ranUs = std::make_shared<std::pair<double, double>>();
+      std::shared_future<void> done =
+          comm.start([this, &l, microBatch, ranUs](Communicator &c) {
+            ranUs->first = microseconds(std::chrono::steady_clock::now());
+            collective(l, microBatch, c);
+            ranUs->second = microseconds(std::chrono::steady_clock::now());
+          });
+      inFlight[l.output] = {done, ranUs, &l};
       break;
+    }
+    case Launch::Op::Wait: {
+      auto it = inFlight.find(l.input);
+      if (it == inFlight.end())
+        throw std::runtime_error("wait for buffer " +
+                                 program.buffers[l.input].name +
+                                 " with no collective in flight");
+      it->second.done.get();
+      if (trace)
+        trace->push_back({traceName(*it->second.launch), true,
+                          it->second.ranUs->first,
+                          it->second.ranUs->second - it->second.ranUs->first,
+                          currentStep, microBatch, phase.kind});
+      inFlight.erase(it);
+      break;
+    }
     case Launch::Op::Send: {
       Storage &s = storage(l.input, microBatch);
       comm.send(peer(l.toNext), s.f.data(), s.f.size() * 4);
@@ -377,14 +407,16 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     }
     const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
                        : l.op == Launch::Op::Collective ? "collective"
+                       : l.op == Launch::Op::Wait       ? "wait"
                                                         : "p2p";
     auto end = std::chrono::steady_clock::now();
     seconds[what] += std::chrono::duration<double>(end - start).count();
-    if (trace)
-      trace->push_back({traceName(l), l.op != Launch::Op::Kernel,
-                        microseconds(start),
-                        microseconds(end) - microseconds(start), currentStep,
-                        microBatch, phase.kind});
+    // An async collective appears where it ran, when it is waited for.
+    if (trace && !(l.op == Launch::Op::Collective && l.async))
+      trace->push_back(
+          {traceName(l), l.op != Launch::Op::Kernel && l.op != Launch::Op::Wait,
+           microseconds(start), microseconds(end) - microseconds(start),
+           currentStep, microBatch, phase.kind});
   }
 }
 

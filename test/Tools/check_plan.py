@@ -99,6 +99,8 @@ def check_program(plan, program, kernels):
                 require(launch["group"] in groups,
                         f"{name}: group {launch['group']} is not in groups")
                 names = [launch["input"], launch["output"]]
+            elif op == "wait":
+                names = [launch["buffer"]]
             else:
                 names = [launch["buffer"]]
                 if op == "send":

@@ -107,6 +107,13 @@ llvm::cl::opt<std::string> traceFlag(
                    "the simulated step to this file"),
     llvm::cl::value_desc("file"), llvm::cl::cat(planCategory));
 
+llvm::cl::opt<bool> overlapFlag(
+    "overlap",
+    llvm::cl::desc("With -o plan.json: launch collectives asynchronously "
+                   "where they can overlap compute (default on; "
+                   "--overlap=false for a synchronous plan)"),
+    llvm::cl::init(true), llvm::cl::cat(planCategory));
+
 bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
 
 /// True when the command line names a pass or pipeline (`--some-pass`,
@@ -242,6 +249,7 @@ int main(int argc, char **argv) {
       if (writesPlan)
         options.plan = outputFile;
       options.trace = traceFlag;
+      options.overlap = overlapFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });

@@ -56,7 +56,7 @@ struct BufferSpec {
 };
 
 struct Launch {
-  enum class Op { Kernel, Collective, Send, Recv } op;
+  enum class Op { Kernel, Collective, Send, Recv, Wait } op;
   // Kernel.
   std::string kernel;
   std::vector<int> ins, outs;
@@ -69,7 +69,11 @@ struct Launch {
   bool reduceMax = false;
   std::optional<int64_t> dim;
   bool accumulateOutput = false;
-  // Send / recv: `input` is the buffer; `toNext` its peer.
+  /// Runs on the comm thread while the launches after it run, until the
+  /// Wait launch on `output`.
+  bool async = false;
+  // Send / recv: `input` is the buffer; `toNext` its peer. Wait: `input`
+  // is the output of the async collective waited for.
   bool toNext = true;
 };
 

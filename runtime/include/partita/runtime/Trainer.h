@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -105,7 +106,9 @@ private:
   Storage &storage(int index, int64_t microBatch);
   void initialise();
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
-  void collective(const Launch &l, int64_t microBatch);
+  /// Runs the collective with `c`: the communicator itself, or, for an
+  /// async launch, the one its comm thread hands the work.
+  void collective(const Launch &l, int64_t microBatch, Communicator &c);
   void fillInputs(int64_t step, int64_t microBatch);
   int64_t peer(bool next) const;
 
@@ -120,6 +123,14 @@ private:
   int64_t bytes = 0;
   std::map<std::string, double> seconds;
   std::vector<TraceEvent> *trace = nullptr;
+  /// Async collectives started and not yet waited for, by output buffer:
+  /// when each is done, and when it ran on the comm thread (for the trace).
+  struct InFlight {
+    std::shared_future<void> done;
+    std::shared_ptr<std::pair<double, double>> ranUs;
+    const Launch *launch;
+  };
+  std::map<int, InFlight> inFlight;
   int64_t currentStep = 0;
 };
 
