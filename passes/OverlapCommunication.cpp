@@ -32,6 +32,18 @@ struct GroupTally {
   std::map<std::string, int64_t> syncWhy;
 };
 
+/// Whether async collective `c` is waited for after `op`: the comm stream
+/// may run a collective needed at `op` before it.
+bool neededLater(exec::CollectiveOp c, Operation *op) {
+  if (!c.getAsync())
+    return false;
+  for (Operation *next = c->getNextNode(); next; next = next->getNextNode())
+    if (auto wait = dyn_cast<exec::WaitOp>(next);
+        wait && wait.getBuffer() == c.getOutput())
+      return op->isBeforeInBlock(wait);
+  return false;
+}
+
 std::optional<int64_t> layerOf(Operation *op) {
   if (auto layer = op->getAttrOfType<IntegerAttr>("layer"))
     return layer.getInt();
@@ -58,10 +70,11 @@ void overlapPhase(exec::PhaseOp phase,
       end = end->getNextNode();
     // Earliest start: a collective used by block L may start during the
     // block before it in the phase's order (L - 1 forward, L + 1 backward),
-    // passing that block's kernels, waits and gradient reductions, but no
-    // earlier: one block of prefetch. One that no block uses starts only
-    // behind kernels. Sends and receives, and the collectives of other
-    // blocks, keep their place.
+    // passing that block's kernels and waits, but no earlier: one block of
+    // prefetch. On the comm stream it may go ahead of collectives needed
+    // after it (gradient reductions waited for at the end of the phase),
+    // not of those needed before. One that no block uses starts only behind
+    // kernels. Sends and receives keep their place.
     std::optional<int64_t> consumer = end ? layerOf(end) : std::nullopt;
     auto inWindow = [&](Operation *op) {
       std::optional<int64_t> layer = layerOf(op);
@@ -74,8 +87,8 @@ void overlapPhase(exec::PhaseOp phase,
       if (isa<exec::SendOp, exec::RecvOp>(prev) || conflicts(prev, c))
         passable = false;
       else if (auto other = dyn_cast<exec::CollectiveOp>(prev))
-        passable = inWindow(other) && other.getGroup() != "tied" &&
-                   other.getGroup() != "world";
+        passable = end && other.getGroup() != "tied" &&
+                   other.getGroup() != "world" && neededLater(other, end);
       else if (isa<exec::WaitOp>(prev))
         passable = consumer.has_value();
       else

@@ -34,8 +34,9 @@ struct RankState {
   size_t next = 0;
   bool done = false;
   double computeFree = 0; // when the compute stream is next free
-  double commFree = 0;    // when the comm stream is next free
-  double linkFree = 0;    // when the outgoing pipeline link is next free
+  /// When each group's comm stream is next free.
+  std::map<std::string, double> commFree;
+  double linkFree = 0; // when the outgoing pipeline link is next free
   /// Async collectives in flight: when each ends and its group, by output.
   std::map<std::string, std::pair<double, std::string>> inFlight;
   std::map<std::string, CollectiveGroup> groups;
@@ -60,8 +61,8 @@ private:
   llvm::Expected<double> kernelTime(RankState &r, exec::KernelOp kernel);
   double bytes(RankState &r, llvm::StringRef buffer) const;
   const CollectiveGroup &group(RankState &r, llvm::StringRef name);
-  void span(RankState &r, bool comm, std::string name, double start,
-            double duration);
+  void span(RankState &r, llvm::StringRef stream, std::string name,
+            double start, double duration);
   llvm::StringRef phaseName(RankState &r) const;
   int64_t microBatch(RankState &r) const;
 
@@ -138,11 +139,11 @@ int64_t Simulator::microBatch(RankState &r) const {
   return r.run == r.runs.size() ? -1 : r.runs[r.run].getMicroBatch();
 }
 
-void Simulator::span(RankState &r, bool comm, std::string name, double start,
-                     double duration) {
+void Simulator::span(RankState &r, llvm::StringRef stream, std::string name,
+                     double start, double duration) {
   if (!record || duration <= 0)
     return;
-  result.spans.push_back({r.pp, r.rank, comm, std::move(name),
+  result.spans.push_back({r.pp, r.rank, stream.str(), std::move(name),
                           phaseName(r).str(), microBatch(r), start, duration});
 }
 
@@ -222,7 +223,9 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     r.inPhase = false;
     if (r.run == r.runs.size()) {
       r.done = true;
-      r.stats.finishS = std::max({r.computeFree, r.commFree, r.linkFree});
+      r.stats.finishS = std::max(r.computeFree, r.linkFree);
+      for (const auto &[group, free] : r.commFree)
+        r.stats.finishS = std::max(r.stats.finishS, free);
       return Step::Finished;
     }
     ++r.run;
@@ -237,7 +240,7 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     llvm::Expected<double> time = kernelTime(r, kernel);
     if (!time)
       return time.takeError();
-    span(r, false, kernel.getName().str(), r.computeFree, *time);
+    span(r, "compute", kernel.getName().str(), r.computeFree, *time);
     r.computeFree += *time;
     r.stats.computeBusyS += *time;
   } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op)) {
@@ -255,20 +258,21 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     const CollectiveGroup &g = group(r, collective.getGroup());
     double time =
         g.size() > 1 ? g.time(kind, size, params.collectiveEfficiency) : 0;
-    double start = std::max(r.computeFree, r.commFree);
-    r.commFree = start + time;
-    span(r, true,
+    std::string groupName = collective.getGroup().str();
+    double &commFree = r.commFree[groupName];
+    double start = std::max(r.computeFree, commFree);
+    commFree = start + time;
+    span(r, "comm " + groupName,
          (exec::stringifyCollectiveKind(collective.getKind()) + " " +
           collective.getGroup())
              .str(),
          start, time);
     r.stats.commBusyS += time;
-    std::string groupName = collective.getGroup().str();
     if (collective.getAsync()) {
-      r.inFlight[collective.getOutput().str()] = {r.commFree, groupName};
+      r.inFlight[collective.getOutput().str()] = {commFree, groupName};
     } else {
-      r.stats.exposedCommS[groupName] += r.commFree - r.computeFree;
-      r.computeFree = r.commFree;
+      r.stats.exposedCommS[groupName] += commFree - r.computeFree;
+      r.computeFree = commFree;
     }
   } else if (auto wait = llvm::dyn_cast<exec::WaitOp>(op)) {
     auto it = r.inFlight.find(wait.getBuffer().str());
@@ -278,7 +282,7 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     auto [end, groupName] = it->second;
     r.inFlight.erase(it);
     double waited = std::max(0.0, end - r.computeFree);
-    span(r, false, "wait " + groupName, r.computeFree, waited);
+    span(r, "compute", "wait " + groupName, r.computeFree, waited);
     r.stats.exposedCommS[groupName] += waited;
     r.computeFree += waited;
   } else if (auto send = llvm::dyn_cast<exec::SendOp>(op)) {
@@ -291,7 +295,7 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
         CollectiveGroup(graph, {r.rank, peerRank})
             .time(CollectiveKind::SendRecv, size, params.collectiveEfficiency);
     double start = std::max(r.computeFree, r.linkFree);
-    span(r, true, "send", start, time);
+    span(r, "p2p", "send", start, time);
     r.linkFree = start + time;
     r.stats.commBusyS += time;
     inFlight[{r.pp, peer}].push_back(start + time);
@@ -303,7 +307,7 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     double arrival = queue.front();
     queue.pop_front();
     double wait = std::max(0.0, arrival - r.computeFree);
-    span(r, true, "recv", r.computeFree, wait);
+    span(r, "p2p", "recv", r.computeFree, wait);
     r.computeFree += wait;
     r.stats.pipelineWaitS += wait;
   }
@@ -424,6 +428,14 @@ Object simulationJson(const SimulationResult &r) {
 }
 
 llvm::json::Value chromeTrace(const SimulationResult &r) {
+  // A thread per stream, compute first, the same numbers on every rank.
+  std::map<std::string, int64_t> tids{{"compute", 0}};
+  for (const SimulatedSpan &s : r.spans)
+    tids.emplace(s.stream, 0);
+  int64_t next = 1;
+  for (auto &[stream, tid] : tids)
+    if (stream != "compute")
+      tid = next++;
   Array events;
   for (const SimulatedRank &s : r.ranks) {
     events.push_back(Object{
@@ -433,19 +445,18 @@ llvm::json::Value chromeTrace(const SimulationResult &r) {
         {"args",
          Object{{"name", "rank " + std::to_string(s.rank) + " (pp " +
                              std::to_string(s.ppRank) + ", predicted)"}}}});
-    for (int tid : {0, 1})
-      events.push_back(
-          Object{{"ph", "M"},
-                 {"name", "thread_name"},
-                 {"pid", s.rank},
-                 {"tid", tid},
-                 {"args", Object{{"name", tid ? "comm" : "compute"}}}});
+    for (const auto &[stream, tid] : tids)
+      events.push_back(Object{{"ph", "M"},
+                              {"name", "thread_name"},
+                              {"pid", s.rank},
+                              {"tid", tid},
+                              {"args", Object{{"name", stream}}}});
   }
   for (const SimulatedSpan &s : r.spans)
     events.push_back(Object{{"ph", "X"},
                             {"name", s.name},
                             {"pid", s.rank},
-                            {"tid", s.comm ? 1 : 0},
+                            {"tid", tids[s.stream]},
                             {"ts", s.startS * 1e6},
                             {"dur", s.durationS * 1e6},
                             {"args", Object{{"step", 0},

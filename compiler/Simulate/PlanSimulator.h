@@ -4,7 +4,8 @@
 // Runs the exec programs of a compiled plan on a model of the cluster: each
 // pipeline rank's representative (dp and tp ranks run the same program in
 // lock step) executes its schedule launch by launch, kernels on the compute
-// stream and collectives on the comm stream, timed by the cost model's
+// stream and collectives on one comm stream per group (each group its own
+// communicator, as on GPUs), timed by the cost model's
 // roofline and collective models; pipeline messages are matched in order
 // between neighbouring ranks and cost the link between them. What comes out
 // is the predicted step, what each stream did, the communication the
@@ -30,8 +31,9 @@ namespace partita {
 /// One launch as the simulation placed it.
 struct SimulatedSpan {
   int64_t ppRank = 0;
-  int64_t rank = 0;  // the representative's global rank
-  bool comm = false; // comm stream (collectives, sends, receives)
+  int64_t rank = 0; // the representative's global rank
+  /// "compute", "comm GROUP" (the collectives of one group) or "p2p".
+  std::string stream;
   std::string name, phase;
   int64_t microBatch = -1; // -1 in the step phase
   double startS = 0, durationS = 0;
@@ -78,7 +80,8 @@ llvm::Expected<SimulationResult> simulatePlan(mlir::ModuleOp module,
 llvm::json::Object simulationJson(const SimulationResult &result);
 
 /// A Chrome trace (Perfetto, chrome://tracing) of the spans: a process per
-/// representative rank, threads "compute" and "comm", like plan-run --trace.
+/// representative rank, a thread per stream ("compute" first), like
+/// plan-run --trace.
 llvm::json::Value chromeTrace(const SimulationResult &result);
 
 } // namespace partita

@@ -1,0 +1,54 @@
+// Where exec-overlap-communication starts and waits for each kind of
+// collective, on the tiny Llama (2 layers), and what it leaves synchronous.
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=3,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z3
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z2
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z1
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>&1 >/dev/null | FileCheck %s --check-prefix=TP-REPORT
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=TP
+
+// ZeRO-3, forward: the gathers of block 1 start before block 0's first
+// kernel and are waited for at block 1's first use of each parameter; the
+// embedding's gather, used by the first launch, stays synchronous.
+// Z3-LABEL: exec.phase forward chunk 0 {
+// Z3-NEXT: exec.collective all_gather "dp" @embed.tokens.weight.shard -> @embed.tokens.weight{{$}}
+// Z3-NEXT: exec.kernel "embedding"
+// Z3: exec.collective all_gather "dp" @layers.1.attn_norm.weight.shard -> @layers.1.attn_norm.weight async
+// Z3: exec.wait @layers.0.attn_norm.weight
+// Z3-NEXT: exec.kernel "rms_norm" ins [@embedding.0, @layers.0.attn_norm.weight]
+// Z3: exec.wait @layers.1.attn_norm.weight
+// Z3-NEXT: exec.kernel "rms_norm" ins [@layers.0.add.15, @layers.1.attn_norm.weight]
+// ZeRO-3, backward: block 0's gathers start when block 1's backward
+// starts, after block 1's own and ahead of the reduce-scatters that are
+// needed only at the end of the phase.
+// Z3-LABEL: exec.phase backward chunk 0 {
+// Z3: exec.collective all_gather "dp" @layers.1.attn_norm.weight.shard -> @layers.1.attn_norm.weight async {layer = 1 : i64}
+// Z3-NEXT: exec.collective all_gather "dp" @layers.0.mlp.down.weight.shard -> @layers.0.mlp.down.weight async {layer = 0 : i64}
+// Z3: exec.collective reduce_scatter "dp" @grad.final_norm.weight -> @grad_shard.final_norm.weight accumulate async
+// Z3-NEXT: exec.kernel "copy" ins [@d.layers.1.add.30] outs [@d.layers.1.add.24] {layer = 1 : i64}
+// Z3: exec.wait @layers.0.mlp.down.weight
+// Z3-NEXT: exec.kernel "linear_bwd" ins [@d.layers.0.linear.14, @layers.0.swiglu.13, @layers.0.mlp.down.weight]
+
+// ZeRO-2: each gradient's reduce-scatter starts as soon as the gradient is
+// final and is waited for at the end of the backward phase.
+// Z2-LABEL: exec.phase backward chunk 0 {
+// Z2: exec.collective reduce_scatter "dp" @grad.layers.1.mlp.down.weight -> @grad_shard.layers.1.mlp.down.weight accumulate async {layer = 1 : i64}
+// Z2-NEXT: exec.kernel
+// Z2: exec.wait @grad_shard.embed.tokens.weight
+// Z2-NEXT: }
+
+// ZeRO-1: the parameter all-gather after each AdamW runs while the next
+// parameters are updated; all are waited for at the end of the step.
+// Z1-LABEL: exec.phase step {
+// Z1: exec.kernel "adamw" ins [@embed.tokens.weight,
+// Z1-NEXT: exec.collective all_gather "dp" @embed.tokens.weight -> @embed.tokens.weight async
+// Z1-NEXT: exec.kernel "adamw" ins [@layers.0.attn_norm.weight,
+// Z1: exec.wait @embed.tokens.weight
+// Z1: exec.wait @lm_head.weight
+// Z1-NEXT: exec.wait @loss
+// Z1-NEXT: }
+
+// Tensor parallelism: every collective sits between the launch that
+// produces its input and the one that reads its output.
+// TP-REPORT: overlap: tp 0 of 12 async (12 not: the launch after it needs its result at once); world 0 of 1 async (1 not: its group spans ranks of other programs);
+// TP-NOT: async
+// TP-NOT: exec.wait
