@@ -50,11 +50,75 @@ std::optional<int64_t> layerOf(Operation *op) {
   return std::nullopt;
 }
 
+/// Bytes a collective moves: the full buffer (the input of a reduction, the
+/// output of a gather).
+double collectiveBytes(exec::CollectiveOp c) {
+  auto program = c->getParentOfType<exec::ProgramOp>();
+  exec::BufferOp buffer =
+      program.lookupBuffer(c.getKind() == exec::CollectiveKind::all_gather
+                               ? c.getOutputAttr().getAttr()
+                               : c.getInputAttr().getAttr());
+  RankedTensorType type = buffer.getTensorType();
+  return double(type.getNumElements()) *
+         (type.getElementType().getIntOrFloatBitWidth() / 8.0);
+}
+
+/// Groups data-parallel collectives of one kind that follow each other in a
+/// phase into buckets of at most `limit` bytes: the members move down to
+/// the last one, so that a bucket starts when all its inputs are ready, and
+/// carry a common `bucket` number. A launch that reads a member's output or
+/// writes its input in between closes the bucket, as does any other
+/// collective, send or receive.
+void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
+  SmallVector<exec::CollectiveOp> bucket;
+  double bytes = 0;
+  auto close = [&] {
+    if (bucket.size() > 1) {
+      Operation *last = bucket.back();
+      for (exec::CollectiveOp member : ArrayRef(bucket).drop_back())
+        member->moveBefore(last);
+      for (exec::CollectiveOp member : bucket)
+        member->setAttr(
+            "bucket", IntegerAttr::get(IntegerType::get(phase.getContext(), 64),
+                                       nextBucket));
+      ++nextBucket;
+    }
+    bucket.clear();
+    bytes = 0;
+  };
+  for (Operation &op : llvm::make_early_inc_range(phase.getBody().front())) {
+    auto c = dyn_cast<exec::CollectiveOp>(op);
+    if (c && c.getGroup() == "dp") {
+      if (!bucket.empty() && (c.getKind() != bucket.front().getKind() ||
+                              bytes + collectiveBytes(c) > limit))
+        close();
+      bucket.push_back(c);
+      bytes += collectiveBytes(c);
+      continue;
+    }
+    if (isa<exec::CollectiveOp, exec::SendOp, exec::RecvOp>(op) ||
+        llvm::any_of(bucket,
+                     [&](exec::CollectiveOp m) { return conflicts(&op, m); }))
+      close();
+  }
+  close();
+}
+
 void overlapPhase(exec::PhaseOp phase,
                   std::map<std::string, GroupTally> &tally) {
   SmallVector<exec::CollectiveOp> collectives;
   for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>())
     collectives.push_back(c);
+  // A bucket starts when the inputs of all its members are ready.
+  std::map<int64_t, SmallVector<exec::CollectiveOp>> buckets;
+  for (exec::CollectiveOp c : collectives)
+    if (auto id = c->getAttrOfType<IntegerAttr>("bucket"))
+      buckets[id.getInt()].push_back(c);
+  auto bucketOf = [&](exec::CollectiveOp c) -> SmallVector<exec::CollectiveOp> {
+    if (auto id = c->getAttrOfType<IntegerAttr>("bucket"))
+      return buckets[id.getInt()];
+    return {c};
+  };
   OpBuilder b(phase.getContext());
   // Forward walks the blocks up, backward down.
   int64_t direction = phase.getKind() == exec::PhaseKind::backward ? 1 : -1;
@@ -84,11 +148,16 @@ void overlapPhase(exec::PhaseOp phase,
     Operation *start = c;
     for (Operation *prev = c->getPrevNode(); prev; prev = prev->getPrevNode()) {
       bool passable;
-      if (isa<exec::SendOp, exec::RecvOp>(prev) || conflicts(prev, c))
+      if (isa<exec::SendOp, exec::RecvOp>(prev) ||
+          llvm::any_of(bucketOf(c), [&](exec::CollectiveOp m) {
+            return conflicts(prev, m);
+          }))
         passable = false;
       else if (auto other = dyn_cast<exec::CollectiveOp>(prev))
         passable = end && other.getGroup() != "tied" &&
-                   other.getGroup() != "world" && neededLater(other, end);
+                   other.getGroup() != "world" && neededLater(other, end) &&
+                   !(c->hasAttr("bucket") &&
+                     other->getAttr("bucket") == c->getAttr("bucket"));
       else if (isa<exec::WaitOp>(prev))
         passable = consumer.has_value();
       else
@@ -119,9 +188,18 @@ struct ExecOverlapCommunicationPass
   using Base::Base;
 
   void runOnOperation() override {
+    if (bucketMb <= 0) {
+      getOperation().emitError("exec-overlap-communication: bucket-mb must be "
+                               "positive, got ")
+          << bucketMb;
+      return signalPassFailure();
+    }
     std::map<std::string, GroupTally> tally;
-    getOperation().walk(
-        [&](exec::PhaseOp phase) { overlapPhase(phase, tally); });
+    int64_t nextBucket = 0;
+    getOperation().walk([&](exec::PhaseOp phase) {
+      formBuckets(phase, bucketMb * 1048576.0, nextBucket);
+      overlapPhase(phase, tally);
+    });
     if (quiet || tally.empty())
       return;
     llvm::errs() << "overlap:";

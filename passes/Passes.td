@@ -287,7 +287,13 @@ def ExecOverlapCommunication
   let summary = "Launch collectives asynchronously, as early as they may "
                 "start, and wait for them as late as they may end";
   let description = [{
-    In every phase, each collective over `tp`, `tp_kv` or `dp` becomes
+    First, data-parallel collectives of one kind that follow each other
+    (gradient reductions as gradients become final, ZeRO-3 parameter
+    gathers of a block) form buckets of at most `bucket-mb` MiB (default 25,
+    PyTorch DDP's): the members move down to the last one and carry a
+    common `bucket` number, and a runtime launches a bucket as one group
+    (the simulator charges a bucket's latency once). Then, in every phase,
+    each collective over `tp`, `tp_kv` or `dp` becomes
     `async`: its start moves up past launches that neither write its input
     nor touch its output, but not above the previous collective or its
     wait, nor above a pipeline send or receive (collectives keep their
@@ -316,6 +322,8 @@ def ExecOverlapCommunication
   }];
   let options = [
     Option<"quiet", "quiet", "bool", "false", "Print nothing">,
+    Option<"bucketMb", "bucket-mb", "double", "25",
+           "Largest bucket of data-parallel collectives, in MiB">,
   ];
 }
 

@@ -252,22 +252,41 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
         : collective.getKind() == exec::CollectiveKind::reduce_scatter
             ? CollectiveKind::ReduceScatter
             : CollectiveKind::AllReduce;
-    double size =
-        bytes(r, kind == CollectiveKind::AllGather ? collective.getOutput()
-                                                   : collective.getInput());
-    const CollectiveGroup &g = group(r, collective.getGroup());
-    double time =
-        g.size() > 1 ? g.time(kind, size, params.collectiveEfficiency) : 0;
+    auto moved = [&](exec::CollectiveOp c) {
+      return bytes(r, kind == CollectiveKind::AllGather ? c.getOutput()
+                                                        : c.getInput());
+    };
+    // A bucket (adjacent collectives with one `bucket` number) runs as one
+    // collective of all its bytes, timed at its first member.
+    auto bucketOf = [](mlir::Operation *o) {
+      auto b = o ? o->getAttrOfType<mlir::IntegerAttr>("bucket")
+                 : mlir::IntegerAttr();
+      return b ? b.getInt() : -1;
+    };
+    int64_t bucket = bucketOf(op);
+    bool continues =
+        bucket >= 0 && r.next > 0 && bucketOf(r.launches[r.next - 1]) == bucket;
     std::string groupName = collective.getGroup().str();
     double &commFree = r.commFree[groupName];
-    double start = std::max(r.computeFree, commFree);
-    commFree = start + time;
-    span(r, "comm " + groupName,
-         (exec::stringifyCollectiveKind(collective.getKind()) + " " +
-          collective.getGroup())
-             .str(),
-         start, time);
-    r.stats.commBusyS += time;
+    if (!continues) {
+      double size = moved(collective), members = 1;
+      for (size_t i = r.next + 1; bucket >= 0 && i < r.launches.size() &&
+                                  bucketOf(r.launches[i]) == bucket;
+           ++i, ++members)
+        size += moved(llvm::cast<exec::CollectiveOp>(r.launches[i]));
+      const CollectiveGroup &g = group(r, collective.getGroup());
+      double time =
+          g.size() > 1 ? g.time(kind, size, params.collectiveEfficiency) : 0;
+      double start = std::max(r.computeFree, commFree);
+      commFree = start + time;
+      std::string name = (exec::stringifyCollectiveKind(collective.getKind()) +
+                          " " + collective.getGroup())
+                             .str();
+      if (members > 1)
+        name += " (bucket of " + std::to_string(int64_t(members)) + ")";
+      span(r, "comm " + groupName, name, start, time);
+      r.stats.commBusyS += time;
+    }
     if (collective.getAsync()) {
       r.inFlight[collective.getOutput().str()] = {commFree, groupName};
     } else {

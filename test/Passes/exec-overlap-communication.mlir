@@ -1,8 +1,10 @@
 // Where exec-overlap-communication starts and waits for each kind of
 // collective, on the tiny Llama (2 layers), and what it leaves synchronous.
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=3,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z3
-// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z2
-// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z1
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=BUCKET
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z2
+// RUN: not plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0})' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z1
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>&1 >/dev/null | FileCheck %s --check-prefix=TP-REPORT
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=TP
 
@@ -21,23 +23,35 @@
 // starts, after block 1's own and ahead of the reduce-scatters that are
 // needed only at the end of the phase.
 // Z3-LABEL: exec.phase backward chunk 0 {
-// Z3: exec.collective all_gather "dp" @layers.1.attn_norm.weight.shard -> @layers.1.attn_norm.weight async {layer = 1 : i64}
-// Z3-NEXT: exec.collective all_gather "dp" @layers.0.mlp.down.weight.shard -> @layers.0.mlp.down.weight async {layer = 0 : i64}
-// Z3: exec.collective reduce_scatter "dp" @grad.final_norm.weight -> @grad_shard.final_norm.weight accumulate async
-// Z3-NEXT: exec.kernel "copy" ins [@d.layers.1.add.30] outs [@d.layers.1.add.24] {layer = 1 : i64}
+// Z3: exec.collective all_gather "dp" @layers.1.mlp.down.weight.shard -> @layers.1.mlp.down.weight async {bucket = [[B1:[0-9]+]] : i64, layer = 1 : i64}
+// Z3-NEXT: exec.collective all_gather "dp" @layers.0.attn_norm.weight.shard -> @layers.0.attn_norm.weight async {bucket = [[B0:[0-9]+]] : i64, layer = 0 : i64}
+// Z3: exec.collective all_gather "dp" @layers.0.mlp.down.weight.shard -> @layers.0.mlp.down.weight async {bucket = [[B0]] : i64, layer = 0 : i64}
+// Z3-NEXT: exec.collective reduce_scatter "dp" @grad.final_norm.weight -> @grad_shard.final_norm.weight accumulate async
+// Z3: exec.wait @layers.1.mlp.down.weight
 // Z3: exec.wait @layers.0.mlp.down.weight
 // Z3-NEXT: exec.kernel "linear_bwd" ins [@d.layers.0.linear.14, @layers.0.swiglu.13, @layers.0.mlp.down.weight]
 
-// ZeRO-2: each gradient's reduce-scatter starts as soon as the gradient is
-// final and is waited for at the end of the backward phase.
+// ZeRO-2 with one bucket per gradient: each reduce-scatter starts as soon
+// as its gradient is final and is waited for at the end of the backward
+// phase.
 // Z2-LABEL: exec.phase backward chunk 0 {
 // Z2: exec.collective reduce_scatter "dp" @grad.layers.1.mlp.down.weight -> @grad_shard.layers.1.mlp.down.weight accumulate async {layer = 1 : i64}
 // Z2-NEXT: exec.kernel
 // Z2: exec.wait @grad_shard.embed.tokens.weight
 // Z2-NEXT: }
 
-// ZeRO-1: the parameter all-gather after each AdamW runs while the next
-// parameters are updated; all are waited for at the end of the step.
+// ZeRO-2 with the default 25 MiB buckets: the tiny model's gradients fit in
+// one, which starts when the last of them (the embedding's) is final.
+// BUCKET-LABEL: exec.phase backward chunk 0 {
+// BUCKET: exec.kernel "embedding_bwd"
+// BUCKET-NEXT: exec.collective reduce_scatter "dp" @grad.lm_head.weight -> @grad_shard.lm_head.weight accumulate async {bucket = [[B:[0-9]+]] : i64}
+// BUCKET-COUNT-20: exec.collective reduce_scatter "dp" {{.*}} async {bucket = [[B]] : i64
+// BUCKET-NEXT: exec.wait @grad_shard.lm_head.weight
+
+// BAD: error: exec-overlap-communication: bucket-mb must be positive, got 0
+
+// ZeRO-1, one bucket per parameter: the parameter all-gather after each
+// AdamW runs while the next parameters are updated; all are waited for at the end of the step.
 // Z1-LABEL: exec.phase step {
 // Z1: exec.kernel "adamw" ins [@embed.tokens.weight,
 // Z1-NEXT: exec.collective all_gather "dp" @embed.tokens.weight -> @embed.tokens.weight async
