@@ -128,9 +128,20 @@ void overlapPhase(exec::PhaseOp phase,
       ++t.syncWhy["its group spans ranks of other programs"];
       continue;
     }
-    // Latest end: the first launch that needs it done.
+    // Latest end: the first launch that needs it done, but no later than
+    // the block after next: a collective holds its input until its wait
+    // (a gradient, say, that could be freed once reduced), and the memory
+    // plan keeps it live until then.
+    std::optional<int64_t> block = layerOf(c);
+    for (Operation *prev = c->getPrevNode(); prev && !block;
+         prev = prev->getPrevNode())
+      block = layerOf(prev);
+    auto beyondNextBlock = [&](Operation *op) {
+      std::optional<int64_t> layer = layerOf(op);
+      return block && layer && (*layer - *block) * -direction >= 2;
+    };
     Operation *end = c->getNextNode();
-    while (end && !conflicts(end, c))
+    while (end && !conflicts(end, c) && !beyondNextBlock(end))
       end = end->getNextNode();
     // Earliest start: a collective used by block L may start during the
     // block before it in the phase's order (L - 1 forward, L + 1 backward),

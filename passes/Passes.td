@@ -352,6 +352,33 @@ def ExecSchedulePipeline : Pass<"exec-schedule-pipeline", "mlir::ModuleOp"> {
   }];
 }
 
+def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Give every buffer an offset in one arena per rank";
+  let description = [{
+    A static memory plan (docs/simulator.md, "Memory plan"). Each program's
+    buffers fall in three classes:
+    - *persistent*: parameters, their shards and gradients, optimizer
+      states, scalars: live for the whole step;
+    - *kept per micro-batch*: tokens, labels, and activations (or their
+      gradients) that carry a value from one run of a phase to another
+      (forward to backward): one copy per micro-batch in flight under the
+      schedule (`max_in_flight`);
+    - *run-local*: activations, activation gradients and gathered ZeRO-3
+      parameters that every phase using them writes before reading: live
+      from that write to their last use in the run (to the wait of an
+      asynchronous collective that reads them). They share one region,
+      packed by size (largest first) at the lowest offset that does not
+      overlap a buffer live at the same time in any phase.
+    Sets `offset` (bytes, of the first copy, 64-byte aligned) and `copies`
+    on every buffer and `arena_bytes` on every program, records the peak
+    over programs as `exec.memory`, and prints each rank's arena next to
+    the cost model's memory estimate (`dist.predicted`).
+  }];
+  let options = [
+    Option<"quiet", "quiet", "bool", "false", "Print nothing">,
+  ];
+}
+
 def ExecSimulatePlan : Pass<"exec-simulate-plan", "mlir::ModuleOp"> {
   let summary = "Predict a step of the scheduled exec programs by simulation";
   let description = [{

@@ -43,6 +43,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   if (options.overlap)
     pm.addPass(createExecOverlapCommunication());
   pm.addPass(createExecSchedulePipeline());
+  pm.addPass(createExecPlanMemory());
   pm.addPass(createExecSimulatePlan(
       {options.trace, /*report=*/"", /*quiet=*/false, options.costParams}));
   pm.addPass(createExecExportPlan({options.plan}));

@@ -88,6 +88,10 @@ Object bufferJson(exec::BufferOp buf) {
     out["param"] = *param;
   if (buf.getDpShard())
     out["dp_shard"] = true;
+  if (auto offset = buf->getAttrOfType<IntegerAttr>("offset")) {
+    out["offset"] = offset.getInt();
+    out["copies"] = buf->getAttrOfType<IntegerAttr>("copies").getInt();
+  }
   return out;
 }
 
@@ -140,22 +144,6 @@ Object launchJson(Operation *op) {
                 {"peer", exec::stringifyPeer(r.getPeer())}};
 }
 
-/// The most micro-batches whose activations a rank holds at once.
-int64_t maxInFlight(exec::ScheduleOp schedule) {
-  llvm::DenseMap<int64_t, int64_t> open; // micro-batch -> chunks forwarded
-  int64_t inFlight = 0, peak = 0;
-  for (auto run : schedule.getBody().front().getOps<exec::RunOp>()) {
-    int64_t mb = run.getMicroBatch();
-    if (run.getPhase() == exec::PhaseKind::forward) {
-      if (open[mb]++ == 0)
-        peak = std::max(peak, ++inFlight);
-    } else if (--open[mb] == 0) {
-      --inFlight;
-    }
-  }
-  return peak;
-}
-
 Object programJson(exec::ProgramOp program) {
   Array buffers, phases, schedule;
   int64_t inFlight = 1;
@@ -180,11 +168,14 @@ Object programJson(exec::ProgramOp program) {
       inFlight = maxInFlight(sched);
     }
   }
-  return Object{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
-                {"max_in_flight", inFlight},
-                {"buffers", std::move(buffers)},
-                {"phases", std::move(phases)},
-                {"schedule", std::move(schedule)}};
+  Object out{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
+             {"max_in_flight", inFlight},
+             {"buffers", std::move(buffers)},
+             {"phases", std::move(phases)},
+             {"schedule", std::move(schedule)}};
+  if (auto arena = program->getAttrOfType<IntegerAttr>("arena_bytes"))
+    out["arena_bytes"] = arena.getInt();
+  return out;
 }
 
 /// Every group of `name`'s kind as lists of ranks, each listed once (by
@@ -206,6 +197,23 @@ Array groupsJson(StringRef name, const ParallelConfig &c, int64_t kvParts) {
 }
 
 } // namespace
+
+int64_t maxInFlight(exec::ScheduleOp schedule, std::optional<int64_t> chunk) {
+  llvm::DenseMap<int64_t, int64_t> open; // micro-batch -> chunks forwarded
+  int64_t inFlight = 0, peak = 0;
+  for (auto run : schedule.getBody().front().getOps<exec::RunOp>()) {
+    if (chunk && run.getChunk() != *chunk)
+      continue;
+    int64_t mb = run.getMicroBatch();
+    if (run.getPhase() == exec::PhaseKind::forward) {
+      if (open[mb]++ == 0)
+        peak = std::max(peak, ++inFlight);
+    } else if (--open[mb] == 0) {
+      --inFlight;
+    }
+  }
+  return peak;
+}
 
 DictionaryAttr numbersToAttr(const Object &object, MLIRContext *context) {
   Builder b(context);
@@ -415,6 +423,8 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
     plan["predicted"] = toJson(predicted);
   if (auto simulated = module->getAttrOfType<DictionaryAttr>("exec.simulated"))
     plan["simulated"] = toJson(simulated);
+  if (auto memory = module->getAttrOfType<DictionaryAttr>("exec.memory"))
+    plan["memory"] = toJson(memory);
   return plan;
 }
 

@@ -8,6 +8,7 @@
 #define PARTITA_COMPILER_EXPORT_PLANEXPORT_H
 
 #include "compiler/CostModel/ParallelConfig.h"
+#include "dialects/exec/ExecDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -27,6 +28,11 @@ inline int64_t meshRank(int64_t ppRank, int64_t dpRank, int64_t tpRank,
                         int64_t dp, int64_t tp) {
   return (ppRank * dp + dpRank) * tp + tpRank;
 }
+
+/// The most micro-batches whose activations a rank holds at once under
+/// `schedule`: of any of its model chunks, or of `chunk` alone.
+int64_t maxInFlight(exec::ScheduleOp schedule,
+                    std::optional<int64_t> chunk = std::nullopt);
 
 /// A JSON object of numbers (and objects of numbers) as a dictionary
 /// attribute, the form predictions travel in to plan.json; other values are

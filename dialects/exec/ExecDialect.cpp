@@ -41,8 +41,10 @@ void partita::exec::getLaunchAccesses(Operation *op,
   if (auto kernel = dyn_cast<KernelOp>(op)) {
     names(kernel.getIns(), reads);
     names(kernel.getOuts(), writes);
-    if (kernel.getAccumulate())
-      names(kernel.getOuts(), reads);
+    if (auto accumulate = kernel.getAccumulate())
+      for (auto [out, adds] : llvm::zip(kernel.getOuts(), *accumulate))
+        if (adds)
+          reads.push_back(cast<FlatSymbolRefAttr>(out).getValue());
   } else if (auto c = dyn_cast<CollectiveOp>(op)) {
     reads.push_back(c.getInput());
     writes.push_back(c.getOutput());

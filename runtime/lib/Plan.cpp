@@ -88,6 +88,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
   Program program;
   program.ppRank = r.integer(p, path, "pp_rank");
   program.maxInFlight = r.integer(p, path, "max_in_flight");
+  program.arenaBytes = p.value("arena_bytes", int64_t(0));
   const json &buffers = r.at(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string at = path + "/buffers/" + std::to_string(i);
@@ -103,6 +104,12 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
     b.elements = 1;
     for (int64_t d : b.shape)
       b.elements *= d;
+    if (buffers[i].contains("offset")) {
+      b.offset = r.integer(buffers[i], at, "offset");
+      b.copies = r.integer(buffers[i], at, "copies");
+      if (b.offset < 0 || b.copies < 1)
+        r.fail(at + "/offset", "a negative offset or no copies");
+    }
     if (!program.bufferIndex.emplace(b.name, i).second)
       r.fail(at + "/name", "buffer \"" + b.name + "\" appears twice");
     program.buffers.push_back(std::move(b));

@@ -153,21 +153,32 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
       if (l.op == Launch::Op::Kernel && !device.hasKernel(l.kernel))
         throw std::runtime_error("the plan launches kernel \"" + l.kernel +
                                  "\", which the device does not have");
-  // One arena: every buffer (per-micro-batch ones once per micro-batch in
-  // flight) at its offset, 4 bytes an element.
-  std::vector<int64_t> offsets;
+  // One arena, 4 bytes an element: the plan's memory plan (buffers that
+  // are never live at once share bytes), or, for a plan without one, every
+  // buffer after the other, per-micro-batch ones once per micro-batch in
+  // flight.
+  bool planned = program.arenaBytes > 0;
+  std::vector<int64_t> offsets, copies;
   for (const BufferSpec &b : program.buffers) {
-    int64_t copies = b.perMicroBatch() ? program.maxInFlight : 1;
-    offsets.push_back(bytes / 4);
-    bytes += copies * b.elements * 4;
+    if (planned && b.offset < 0)
+      throw std::runtime_error("buffer " + b.name +
+                               " has no offset in the memory plan");
+    copies.push_back(planned             ? b.copies
+                     : b.perMicroBatch() ? program.maxInFlight
+                                         : 1);
+    offsets.push_back(planned ? b.offset : bytes);
+    int64_t end = offsets.back() + copies.back() * b.elements * 4;
+    if (planned && end > program.arenaBytes)
+      throw std::runtime_error("buffer " + b.name +
+                               " ends beyond the memory plan's arena");
+    bytes = planned ? program.arenaBytes : end;
   }
   char *arena = static_cast<char *>(device.allocateArena(bytes));
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
-    int64_t copies = b.perMicroBatch() ? program.maxInFlight : 1;
-    std::vector<Storage> s(copies);
-    for (int64_t c = 0; c < copies; ++c) {
-      char *at = arena + (offsets[k] + c * b.elements) * 4;
+    std::vector<Storage> s(copies[k]);
+    for (int64_t c = 0; c < copies[k]; ++c) {
+      char *at = arena + offsets[k] + c * b.elements * 4;
       if (b.isInt)
         s[c].i = {reinterpret_cast<int32_t *>(at), b.elements};
       else

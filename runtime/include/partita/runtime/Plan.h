@@ -42,6 +42,10 @@ struct BufferSpec {
   bool isInt = false; // tokens and labels
   std::vector<int64_t> shape;
   int64_t elements = 0;
+  /// Where the plan's memory plan puts the first copy (bytes into the
+  /// program's arena; -1 without a memory plan), and how many copies it
+  /// keeps (micro-batch k uses copy k % copies).
+  int64_t offset = -1, copies = 1;
   /// One copy per micro-batch in flight (tokens, labels, activations and
   /// their gradients); the rest exist once.
   bool perMicroBatch() const {
@@ -91,6 +95,8 @@ struct Run {
 struct Program {
   int64_t ppRank = 0;
   int64_t maxInFlight = 1;
+  /// The memory plan's arena, when the plan has one (0 otherwise).
+  int64_t arenaBytes = 0;
   std::vector<BufferSpec> buffers;
   std::map<std::string, int> bufferIndex;
   std::vector<Phase> phases;

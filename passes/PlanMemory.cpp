@@ -1,0 +1,236 @@
+//===- PlanMemory.cpp - exec-plan-memory ----------------------------------===//
+
+#include "compiler/Export/PlanExport.h"
+#include "dialects/exec/ExecDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Format.h"
+
+#include <map>
+
+namespace partita {
+#define GEN_PASS_DEF_EXECPLANMEMORY
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t aligned(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t bufferBytes(exec::BufferOp buf) {
+  RankedTensorType type = buf.getTensorType();
+  return type.getNumElements() *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+bool persistent(exec::BufferKind kind) {
+  using K = exec::BufferKind;
+  return kind == K::param || kind == K::param_shard || kind == K::param_grad ||
+         kind == K::grad_shard || kind == K::optimizer_state ||
+         kind == K::scalar;
+}
+
+/// Where a buffer is used in one phase: launch positions [first, last],
+/// and whether the first use writes it afresh.
+struct Use {
+  int64_t first = -1, last = -1;
+  bool writtenFirst = false;
+};
+
+struct MemoryPlan {
+  int64_t persistentBytes = 0, keptBytes = 0, localBytes = 0;
+  int64_t copies = 1;
+  int64_t arena() const { return persistentBytes + keptBytes + localBytes; }
+};
+
+MemoryPlan planProgram(exec::ProgramOp program) {
+  Block &body = program.getBody().front();
+  SmallVector<exec::BufferOp> buffers(body.getOps<exec::BufferOp>());
+  llvm::StringMap<size_t> index;
+  for (auto [i, buf] : llvm::enumerate(buffers))
+    index[buf.getSymName()] = i;
+  SmallVector<exec::PhaseOp> phases(body.getOps<exec::PhaseOp>());
+  // uses[phase][buffer]
+  std::vector<std::map<size_t, Use>> uses(phases.size());
+  for (auto [p, phase] : llvm::enumerate(phases)) {
+    SmallVector<Operation *> launches;
+    for (Operation &op : phase.getBody().front())
+      launches.push_back(&op);
+    // The input of an async collective is read until its wait.
+    llvm::StringMap<int64_t> waitAt;
+    for (auto [i, op] : llvm::enumerate(launches))
+      if (auto wait = dyn_cast<exec::WaitOp>(op))
+        waitAt[wait.getBuffer()] = i;
+    for (auto [i, op] : llvm::enumerate(launches)) {
+      SmallVector<StringRef> reads, writes;
+      exec::getLaunchAccesses(op, reads, writes);
+      int64_t until = i;
+      if (auto c = dyn_cast<exec::CollectiveOp>(op); c && c.getAsync())
+        until = waitAt.lookup(c.getOutput());
+      auto touch = [&](StringRef name, bool write, int64_t end) {
+        Use &u = uses[p][index.lookup(name)];
+        if (u.first < 0) {
+          u.first = i;
+          u.writtenFirst = write;
+        }
+        u.last = std::max(u.last, end);
+      };
+      for (StringRef r : reads)
+        touch(r, false, until);
+      for (StringRef w : writes)
+        touch(w, !llvm::is_contained(reads, w), until);
+    }
+  }
+  // Micro-batches in flight, of the program and of each model chunk: a
+  // buffer kept between the runs of one chunk needs one copy per
+  // micro-batch that chunk holds at once.
+  int64_t inFlight = 1;
+  std::map<int64_t, int64_t> chunkInFlight;
+  for (auto schedule : body.getOps<exec::ScheduleOp>()) {
+    inFlight = std::max<int64_t>(1, maxInFlight(schedule));
+    for (exec::PhaseOp phase : phases)
+      if (auto chunk = phase.getChunk())
+        chunkInFlight[*chunk] =
+            std::max<int64_t>(1, maxInFlight(schedule, int64_t(*chunk)));
+  }
+
+  MemoryPlan plan;
+  plan.copies = inFlight;
+  Builder b(program.getContext());
+  auto place = [&](exec::BufferOp buf, int64_t offset, int64_t copies) {
+    buf->setAttr("offset", b.getI64IntegerAttr(offset));
+    buf->setAttr("copies", b.getI64IntegerAttr(copies));
+  };
+  // Run-local: every phase that uses the buffer writes it first.
+  std::vector<size_t> local;
+  std::vector<size_t> kept;
+  for (auto [i, buf] : llvm::enumerate(buffers)) {
+    // Gradients written afresh in every run that uses them (reduced to
+    // their ZeRO-2/3 shards at once) are run-local too.
+    bool runLocal = buf.getKind() != exec::BufferKind::tokens &&
+                    buf.getKind() != exec::BufferKind::labels &&
+                    (!persistent(buf.getKind()) ||
+                     buf.getKind() == exec::BufferKind::param_grad);
+    bool used = false;
+    for (auto &phaseUses : uses)
+      if (auto it = phaseUses.find(i); it != phaseUses.end()) {
+        runLocal &= it->second.writtenFirst;
+        used = true;
+      }
+    if (runLocal && used) {
+      local.push_back(i);
+    } else if (persistent(buf.getKind())) {
+      place(buf, plan.persistentBytes, 1);
+      plan.persistentBytes += aligned(bufferBytes(buf));
+    } else {
+      kept.push_back(i);
+    }
+  }
+  int64_t keptStart = plan.persistentBytes;
+  for (size_t i : kept) {
+    // The chunk whose phases use it, when only one does.
+    std::optional<int64_t> chunk;
+    bool oneChunk = true;
+    for (auto [p, phase] : llvm::enumerate(phases))
+      if (uses[p].count(i)) {
+        std::optional<int64_t> c = phase.getChunk();
+        oneChunk &= c && (!chunk || *chunk == *c);
+        chunk = c;
+      }
+    int64_t copies = oneChunk && chunk ? chunkInFlight[*chunk] : inFlight;
+    place(buffers[i], keptStart + plan.keptBytes, copies);
+    plan.keptBytes += copies * aligned(bufferBytes(buffers[i]));
+  }
+  // Run-local buffers, largest first, each at the lowest offset free of
+  // the buffers placed so far that are live with it in some phase.
+  llvm::sort(local, [&](size_t x, size_t y) {
+    return bufferBytes(buffers[x]) > bufferBytes(buffers[y]);
+  });
+  struct Placed {
+    size_t buffer;
+    int64_t offset, size;
+  };
+  std::vector<Placed> placed;
+  auto liveTogether = [&](size_t x, size_t y) {
+    for (auto &phaseUses : uses) {
+      auto a = phaseUses.find(x), c = phaseUses.find(y);
+      if (a != phaseUses.end() && c != phaseUses.end() &&
+          a->second.first <= c->second.last &&
+          c->second.first <= a->second.last)
+        return true;
+    }
+    return false;
+  };
+  for (size_t i : local) {
+    int64_t size = aligned(bufferBytes(buffers[i]));
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (const Placed &p : placed)
+      if (liveTogether(i, p.buffer))
+        taken.push_back({p.offset, p.offset + p.size});
+    llvm::sort(taken);
+    int64_t offset = 0;
+    for (auto [begin, end] : taken) {
+      if (offset + size <= begin)
+        break;
+      offset = std::max(offset, end);
+    }
+    placed.push_back({i, offset, size});
+    plan.localBytes = std::max(plan.localBytes, offset + size);
+  }
+  int64_t localStart = keptStart + plan.keptBytes;
+  for (const Placed &p : placed)
+    place(buffers[p.buffer], localStart + p.offset, 1);
+  program->setAttr("arena_bytes", b.getI64IntegerAttr(plan.arena()));
+  return plan;
+}
+
+struct ExecPlanMemoryPass : impl::ExecPlanMemoryBase<ExecPlanMemoryPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t peak = 0;
+    std::string lines;
+    llvm::raw_string_ostream os(lines);
+    constexpr double kGiB = 1073741824.0;
+    for (auto program : module.getOps<exec::ProgramOp>()) {
+      MemoryPlan plan = planProgram(program);
+      peak = std::max(peak, plan.arena());
+      os << llvm::format(
+          "  pp rank %lld: %.3f GiB = persistent %.3f + kept "
+          "activations %.3f (%lld micro-batches) + run-local "
+          "%.3f\n",
+          static_cast<long long>(program.getPpRank()), plan.arena() / kGiB,
+          plan.persistentBytes / kGiB, plan.keptBytes / kGiB,
+          static_cast<long long>(plan.copies), plan.localBytes / kGiB);
+    }
+    Builder b(module.getContext());
+    module->setAttr("exec.memory",
+                    b.getDictionaryAttr({b.getNamedAttr(
+                        "peak_bytes_per_rank", b.getI64IntegerAttr(peak))}));
+    if (quiet)
+      return;
+    llvm::errs() << llvm::format("memory plan: peak %.3f GiB per rank",
+                                 peak / kGiB);
+    if (auto predicted =
+            module->getAttrOfType<DictionaryAttr>("dist.predicted"))
+      if (Attribute bytes = predicted.get("peak_memory_bytes_per_gpu")) {
+        auto number = dyn_cast<FloatAttr>(bytes);
+        double estimate = number ? number.getValueAsDouble()
+                                 : double(cast<IntegerAttr>(bytes).getInt());
+        llvm::errs() << llvm::format(" (cost model %.3f GiB, %+.1f%%)",
+                                     estimate / kGiB,
+                                     100 * (peak - estimate) / estimate);
+      }
+    llvm::errs() << "\n" << lines;
+  }
+};
+
+} // namespace
+} // namespace partita
