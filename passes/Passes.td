@@ -93,9 +93,35 @@ def DistSearchStrategy : Pass<"dist-search-strategy", "mlir::ModuleOp"> {
     Option<"report", "report", "std::string", /*default=*/"",
            "Write the JSON report to this file">,
     Option<"costParams", "cost-params", "std::string", /*default=*/"",
-           "Override the cost model's physical parameters">
+           "Override the cost model's physical parameters">,
+    Option<"recordRunnersUp", "record-runners-up", "bool", "false",
+           "Record the runners-up as dist.runners_up, for "
+           "dist-confirm-strategy">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
+def DistConfirmStrategy : Pass<"dist-confirm-strategy", "mlir::ModuleOp"> {
+  let summary = "Compile the search's best candidates and keep the one "
+                "the simulator finds fastest that fits";
+  let description = [{
+    The closed-form estimate ranks the candidates; this pass checks the
+    first `candidates` of them (the search's winner and its runners-up,
+    `dist.runners_up`) on the plans they compile to: each is partitioned,
+    staged, lowered, differentiated, overlapped, scheduled, given a memory
+    plan and simulated (docs/simulator.md), and the fastest whose memory
+    plan fits the device (or `memory-cap-gib`) becomes `dist.strategy`.
+    Prints one line per candidate with both estimates and the memory plan's
+    peak. When none fits, the search's winner stays, with a warning.
+  }];
+  let options = [
+    Option<"candidates", "candidates", "int64_t", "3",
+           "How many of the best candidates to compile and simulate">,
+    Option<"memoryCapGib", "memory-cap-gib", "double", "0",
+           "Memory a device may use, in GiB (default: all of it)">,
+    Option<"costParams", "cost-params", "std::string", "\"\"",
+           "Cost-model parameter overrides, as plan-opt --cost-params">,
+  ];
 }
 
 def DistEstimateCost : Pass<"dist-estimate-cost", "mlir::ModuleOp"> {

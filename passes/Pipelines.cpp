@@ -18,11 +18,16 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   // strategy given (completed with the documented defaults).
   std::string costed =
       options.search ? std::string() : options.strategy.getValue();
+  bool confirm = options.search && options.confirm > 0 && !options.plan.empty();
   if (options.search)
     pm.addPass(createDistSearchStrategy(
         {options.strategy, options.objective, options.memoryCapGib,
          options.allowTpAcrossNodes, options.freeGlobalBatch, /*topK=*/5,
-         options.report, options.costParams}));
+         options.report, options.costParams, /*recordRunnersUp=*/confirm}));
+  // A plan is compiled for the candidate that simulation confirms.
+  if (confirm)
+    pm.addPass(createDistConfirmStrategy(
+        {options.confirm, options.memoryCapGib, options.costParams}));
   bool wantsCost = !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
     pm.addPass(

@@ -66,6 +66,13 @@ struct CompilePipelineOptions
       llvm::cl::desc("With plan: launch collectives asynchronously where "
                      "they can overlap compute (exec-overlap-communication)"),
       llvm::cl::init(true)};
+  Option<int64_t> confirm{
+      *this, "confirm",
+      llvm::cl::desc("With plan and search: compile and simulate this many "
+                     "of the best candidates and keep the fastest that "
+                     "fits (dist-confirm-strategy; 0: the closed form's "
+                     "choice)"),
+      llvm::cl::init(3)};
   Option<std::string> trace{
       *this, "trace",
       llvm::cl::desc("With plan: write a Chrome trace of the simulated step "

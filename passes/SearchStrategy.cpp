@@ -98,6 +98,15 @@ struct DistSearchStrategyPass
       module->setAttr(dist::kStrategyAttrName,
                       toStrategyAttr(result->best.config, profile.layers.size(),
                                      module.getContext()));
+      // The runners-up, best first, for dist-confirm-strategy.
+      if (recordRunnersUp) {
+        llvm::SmallVector<mlir::Attribute> runnersUp;
+        for (const Candidate &c : result->runnersUp)
+          runnersUp.push_back(toStrategyAttr(c.config, profile.layers.size(),
+                                             module.getContext()));
+        module->setAttr("dist.runners_up",
+                        mlir::ArrayAttr::get(module.getContext(), runnersUp));
+      }
       return mlir::WalkResult::advance();
     });
     if (walk.wasInterrupted())

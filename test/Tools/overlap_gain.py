@@ -25,7 +25,8 @@ CASES = [
 
 def simulated(model, topology, pins, overlap, out):
     args = [plan_opt, os.path.join(examples, "models", model + ".json"),
-            "--topology=" + topology, "--overlap=" + overlap, "-o", out]
+            "--topology=" + topology, "--overlap=" + overlap, "--confirm=0",
+            "-o", out]
     if pins:
         args.append("--strategy=" + pins)
     run = subprocess.run(args, capture_output=True, text=True)

@@ -114,6 +114,14 @@ llvm::cl::opt<bool> overlapFlag(
                    "--overlap=false for a synchronous plan)"),
     llvm::cl::init(true), llvm::cl::cat(planCategory));
 
+llvm::cl::opt<int64_t> confirmFlag(
+    "confirm",
+    llvm::cl::desc("With -o plan.json and the search: compile and simulate "
+                   "this many of the best candidates and keep the fastest "
+                   "whose memory plan fits (default 3; 0: the closed "
+                   "form's choice)"),
+    llvm::cl::init(3), llvm::cl::cat(planCategory));
+
 bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
 
 /// True when the command line names a pass or pipeline (`--some-pass`,
@@ -250,6 +258,7 @@ int main(int argc, char **argv) {
         options.plan = outputFile;
       options.trace = traceFlag;
       options.overlap = overlapFlag;
+      options.confirm = confirmFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });

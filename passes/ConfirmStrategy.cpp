@@ -1,0 +1,116 @@
+//===- ConfirmStrategy.cpp - dist-confirm-strategy ------------------------===//
+
+#include "compiler/CostModel/ParallelConfig.h"
+#include "compiler/Topology/Topology.h"
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+
+namespace partita {
+#define GEN_PASS_DEF_DISTCONFIRMSTRATEGY
+#include "passes/Passes.h.inc"
+
+using namespace mlir;
+
+namespace {
+
+double number(DictionaryAttr dict, StringRef key) {
+  Attribute value = dict ? dict.get(key) : Attribute();
+  if (auto f = dyn_cast_or_null<FloatAttr>(value))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(value))
+    return double(i.getInt());
+  return NAN;
+}
+
+struct Confirmed {
+  dist::StrategyAttr strategy;
+  double closedFormS = NAN, simulatedS = NAN, peakBytes = NAN;
+};
+
+struct DistConfirmStrategyPass
+    : impl::DistConfirmStrategyBase<DistConfirmStrategyPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto best =
+        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
+    if (!best) {
+      requireStrategy(module, "dist-confirm-strategy");
+      return signalPassFailure();
+    }
+    SmallVector<dist::StrategyAttr> ranked{best};
+    if (auto runnersUp = module->getAttrOfType<ArrayAttr>("dist.runners_up"))
+      for (Attribute a : runnersUp)
+        if (auto s = dyn_cast<dist::StrategyAttr>(a))
+          ranked.push_back(s);
+    ranked.resize(
+        std::min<size_t>(ranked.size(), std::max<int64_t>(1, candidates)));
+    std::string note;
+    Topology topology = moduleTopology(module, note);
+    double cap = memoryCapGib > 0 ? memoryCapGib * 1073741824.0
+                                  : topology.device.memoryBytes;
+
+    std::vector<Confirmed> results;
+    for (dist::StrategyAttr strategy : ranked) {
+      OwningOpRef<ModuleOp> plan = module.clone();
+      (*plan)->setAttr(dist::kStrategyAttrName, strategy);
+      (*plan)->removeAttr("dist.predicted");
+      PassManager pm(module.getContext());
+      pm.enableVerifier(false);
+      pm.addPass(createDistEstimateCost({"", "none", "-", costParams}));
+      pm.addPass(createDistPartitionTensors());
+      pm.addPass(createDistSplitStages());
+      pm.addPass(createDistLowerToExec());
+      pm.addPass(createExecBuildBackward());
+      pm.addPass(createExecOverlapCommunication({/*quiet=*/true}));
+      pm.addPass(createExecSchedulePipeline());
+      pm.addPass(createExecPlanMemory({/*quiet=*/true}));
+      pm.addPass(createExecSimulatePlan({"", "", /*quiet=*/true, costParams}));
+      Confirmed c{strategy};
+      if (succeeded(pm.run(*plan))) {
+        c.closedFormS =
+            number((*plan)->getAttrOfType<DictionaryAttr>("dist.predicted"),
+                   "step_time_s");
+        c.simulatedS =
+            number((*plan)->getAttrOfType<DictionaryAttr>("exec.simulated"),
+                   "step_time_s");
+        c.peakBytes =
+            number((*plan)->getAttrOfType<DictionaryAttr>("exec.memory"),
+                   "peak_bytes_per_rank");
+      }
+      results.push_back(c);
+    }
+    const Confirmed *chosen = nullptr;
+    for (const Confirmed &c : results)
+      if (c.peakBytes <= cap && (!chosen || c.simulatedS < chosen->simulatedS))
+        chosen = &c;
+    llvm::errs() << "confirmed by simulation (step time: closed form, "
+                    "simulated; memory plan peak, of "
+                 << llvm::format("%.1f", cap / 1073741824.0)
+                 << " GiB per device):\n";
+    for (const Confirmed &c : results) {
+      ParallelConfig config = fromStrategyAttr(c.strategy);
+      llvm::errs() << llvm::format(
+          "  %s %-72s %9.3f s %9.3f s %7.1f GiB%s\n", &c == chosen ? "*" : " ",
+          config.str().c_str(), c.closedFormS, c.simulatedS,
+          c.peakBytes / 1073741824.0,
+          std::isnan(c.simulatedS) ? "  (does not compile)"
+          : c.peakBytes > cap      ? "  (does not fit)"
+                                   : "");
+    }
+    if (!chosen) {
+      module.emitWarning("dist-confirm-strategy: no candidate's memory plan "
+                         "fits; keeping the search's choice");
+      module->removeAttr("dist.runners_up");
+      return;
+    }
+    module->setAttr(dist::kStrategyAttrName, chosen->strategy);
+    module->removeAttr("dist.runners_up");
+  }
+};
+
+} // namespace
+} // namespace partita
