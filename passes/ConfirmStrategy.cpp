@@ -46,15 +46,17 @@ struct DistConfirmStrategyPass
       for (Attribute a : runnersUp)
         if (auto s = dyn_cast<dist::StrategyAttr>(a))
           ranked.push_back(s);
-    ranked.resize(
-        std::min<size_t>(ranked.size(), std::max<int64_t>(1, candidates)));
     std::string note;
     Topology topology = moduleTopology(module, note);
     double cap = memoryCapGib > 0 ? memoryCapGib * 1073741824.0
                                   : topology.device.memoryBytes;
 
     std::vector<Confirmed> results;
-    for (dist::StrategyAttr strategy : ranked) {
+    // The first `candidates`, and further runners-up while none fits.
+    bool fits = false;
+    for (auto [rank, strategy] : llvm::enumerate(ranked)) {
+      if (int64_t(rank) >= std::max<int64_t>(1, candidates) && fits)
+        break;
       OwningOpRef<ModuleOp> plan = module.clone();
       (*plan)->setAttr(dist::kStrategyAttrName, strategy);
       (*plan)->removeAttr("dist.predicted");
@@ -81,6 +83,7 @@ struct DistConfirmStrategyPass
             number((*plan)->getAttrOfType<DictionaryAttr>("exec.memory"),
                    "peak_bytes_per_rank");
       }
+      fits |= c.peakBytes <= cap;
       results.push_back(c);
     }
     const Confirmed *chosen = nullptr;
@@ -102,8 +105,9 @@ struct DistConfirmStrategyPass
                                    : "");
     }
     if (!chosen) {
-      module.emitWarning("dist-confirm-strategy: no candidate's memory plan "
-                         "fits; keeping the search's choice");
+      mlir::emitWarning(module.getLoc(),
+                        "dist-confirm-strategy: no candidate's memory plan "
+                        "fits; keeping the search's choice");
       module->removeAttr("dist.runners_up");
       return;
     }

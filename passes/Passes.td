@@ -107,12 +107,14 @@ def DistConfirmStrategy : Pass<"dist-confirm-strategy", "mlir::ModuleOp"> {
   let description = [{
     The closed-form estimate ranks the candidates; this pass checks the
     first `candidates` of them (the search's winner and its runners-up,
-    `dist.runners_up`) on the plans they compile to: each is partitioned,
+    `dist.runners_up`), and further runners-up while none fits, on the
+    plans they compile to: each is partitioned,
     staged, lowered, differentiated, overlapped, scheduled, given a memory
     plan and simulated (docs/simulator.md), and the fastest whose memory
     plan fits the device (or `memory-cap-gib`) becomes `dist.strategy`.
     Prints one line per candidate with both estimates and the memory plan's
-    peak. When none fits, the search's winner stays, with a warning.
+    peak. When none of the search's candidates fits, its winner stays, with
+    a warning.
   }];
   let options = [
     Option<"candidates", "candidates", "int64_t", "3",
