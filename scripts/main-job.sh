@@ -38,14 +38,17 @@ echo "== the executable plans (docs/plan-format.md), checked:"
   -o "$build/main-job-plan.json" 2>/dev/null
 "$build/bin/plan-opt" "$root/examples/models/tiny-llama.json" \
   --topology=cpu:4 --strategy=dp=1,tp=2,pp=2 \
+  --trace="$build/tiny-llama-cpu4-predicted-trace.json" \
   -o "$build/tiny-llama-cpu4-plan.json" 2>/dev/null
 python3 "$root/test/Tools/check_plan.py" --docs "$root/docs" \
   "$build/main-job-plan.json" "$build/tiny-llama-cpu4-plan.json"
 python3 - "$build/tiny-llama-cpu4-plan.json" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
-print(f"{sys.argv[1]}: {plan['mesh']['world_size']} ranks, "
-      f"predicted step {plan['predicted']['step_time_s'] * 1e3:.1f} ms")
+print(f"{sys.argv[1]}: {plan['mesh']['world_size']} ranks, predicted step "
+      f"{plan['predicted']['step_time_s'] * 1e3:.1f} ms (closed form), "
+      f"{plan['simulated']['step_time_s'] * 1e3:.1f} ms (simulated); "
+      f"arena {plan['memory']['peak_bytes_per_rank'] / 2**20:.1f} MiB per rank")
 for program in plan["programs"]:
     launches = sum(len(p["launches"]) for p in program["phases"])
     order = " ".join(f"{r['phase'][0].upper()}{r['micro_batch']}"
@@ -57,5 +60,9 @@ PY
 echo
 echo "== plan-run: the tiny Llama trains on 4 CPU ranks (MPI), 20 steps:"
 "$build/bin/plan-run" "$build/tiny-llama-cpu4-plan.json" --steps 20 \
-  --log-json "$build/tiny-llama-cpu4-log.json"
+  --log-json "$build/tiny-llama-cpu4-log.json" \
+  --trace "$build/tiny-llama-cpu4-measured-trace.json"
 echo "(per-step JSON log: $build/tiny-llama-cpu4-log.json)"
+echo "Chrome traces (open in https://ui.perfetto.dev or chrome://tracing):"
+echo "  predicted (simulated step): $build/tiny-llama-cpu4-predicted-trace.json"
+echo "  measured (plan-run):        $build/tiny-llama-cpu4-measured-trace.json"

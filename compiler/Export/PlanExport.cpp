@@ -127,6 +127,8 @@ Object launchJson(Operation *op) {
       out["accumulate"] = true;
     if (c.getAsync())
       out["async"] = true;
+    if (auto bucket = op->getAttrOfType<IntegerAttr>("bucket"))
+      out["bucket"] = bucket.getInt();
     return out;
   }
   if (auto w = dyn_cast<exec::WaitOp>(op))
