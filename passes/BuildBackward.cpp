@@ -369,7 +369,7 @@ void BackwardBuilder::gatherParams(ArrayRef<Operation *> launches) {
 
 void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
                                        std::optional<int64_t> layer) {
-  if (zero < 2)
+  if (config.dp == 1)
     return;
   llvm::SetVector<StringAttr> pending;
   for (StringAttr param : touched) {
@@ -377,10 +377,21 @@ void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
       pending.insert(param); // another launch still adds to it
       continue;
     }
-    collective(CollectiveKind::reduce_scatter, "dp", grads[param],
-               b.getStringAttr("grad_shard." + param.getValue()), std::nullopt,
-               /*accumulate=*/true);
+    // ZeRO-2/3 reduce every micro-batch's gradient into the shard; ZeRO-0/1
+    // reduce the sum over micro-batches, in the last micro-batch's run.
+    StringAttr shard = b.getStringAttr("grad_shard." + param.getValue());
+    if (zero >= 2)
+      collective(CollectiveKind::reduce_scatter, "dp", grads[param], shard,
+                 std::nullopt, /*accumulate=*/true);
+    else if (zero == 1)
+      collective(CollectiveKind::reduce_scatter, "dp", grads[param], shard,
+                 std::nullopt);
+    else
+      collective(CollectiveKind::all_reduce, "dp", grads[param], grads[param],
+                 std::nullopt);
     Operation *scatter = &*std::prev(b.getInsertionPoint());
+    if (zero < 2)
+      cast<exec::CollectiveOp>(scatter).setLastMicroBatch(true);
     if (layer)
       scatter->setAttr("layer", b.getI64IntegerAttr(*layer));
     ownLayer.insert(scatter);
@@ -517,11 +528,11 @@ void BackwardBuilder::buildStep() {
     StringAttr grad = grads.lookup(param);
     if (!grad)
       continue; // never differentiated: frozen by construction
-    // The gradient as held now: whole, or (ZeRO-2/3) already this rank's
-    // shard. ZeRO-1 sums over the model-parallel groups on the whole one,
-    // then reduce-scatters.
+    // The gradient as held now, reduced over dp in backward: whole (ZeRO-0)
+    // or this rank's shard (ZeRO >= 1); the model-parallel sums, which
+    // commute with the dp reduction, follow on it.
     StringAttr form =
-        zero >= 2 ? b.getStringAttr("grad_shard." + param.getValue()) : grad;
+        zero >= 1 ? b.getStringAttr("grad_shard." + param.getValue()) : grad;
     auto modelParallelSums = [&](StringAttr g) {
       if (buf.getTied() && config.pp > 1)
         collective(CollectiveKind::all_reduce, "tied", g, g, std::nullopt);
@@ -531,13 +542,6 @@ void BackwardBuilder::buildStep() {
         collective(CollectiveKind::all_reduce, "tp_kv", g, g, std::nullopt);
     };
     modelParallelSums(form);
-    if (zero == 0 && config.dp > 1)
-      collective(CollectiveKind::all_reduce, "dp", grad, grad, std::nullopt);
-    if (zero == 1) {
-      form = b.getStringAttr("grad_shard." + param.getValue());
-      collective(CollectiveKind::reduce_scatter, "dp", grad, form,
-                 std::nullopt);
-    }
     gradForms.push_back(form);
     // Every copy of a gradient counts once in the global norm.
     double weight = 1.0;

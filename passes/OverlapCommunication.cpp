@@ -89,8 +89,10 @@ void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   for (Operation &op : llvm::make_early_inc_range(phase.getBody().front())) {
     auto c = dyn_cast<exec::CollectiveOp>(op);
     if (c && c.getGroup() == "dp") {
-      if (!bucket.empty() && (c.getKind() != bucket.front().getKind() ||
-                              bytes + collectiveBytes(c) > limit))
+      if (!bucket.empty() &&
+          (c.getKind() != bucket.front().getKind() ||
+           c.getLastMicroBatch() != bucket.front().getLastMicroBatch() ||
+           bytes + collectiveBytes(c) > limit))
         close();
       bucket.push_back(c);
       bytes += collectiveBytes(c);
@@ -104,8 +106,8 @@ void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   close();
 }
 
-void overlapPhase(exec::PhaseOp phase,
-                  std::map<std::string, GroupTally> &tally) {
+void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
+                  SmallVectorImpl<exec::CollectiveOp> &waitInStep) {
   SmallVector<exec::CollectiveOp> collectives;
   for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>())
     collectives.push_back(c);
@@ -128,6 +130,8 @@ void overlapPhase(exec::PhaseOp phase,
       ++t.syncWhy["its group spans ranks of other programs"];
       continue;
     }
+    // A last-micro-batch reduction is needed in the step phase only.
+    bool lastMicroBatch = c.getLastMicroBatch();
     // Latest end: the first launch that needs it done, but no later than
     // the block after next: a collective holds its input until its wait
     // (a gradient, say, that could be freed once reduced), and the memory
@@ -141,7 +145,8 @@ void overlapPhase(exec::PhaseOp phase,
       return block && layer && (*layer - *block) * -direction >= 2;
     };
     Operation *end = c->getNextNode();
-    while (end && !conflicts(end, c) && !beyondNextBlock(end))
+    while (!lastMicroBatch && end && !conflicts(end, c) &&
+           !beyondNextBlock(end))
       end = end->getNextNode();
     // Earliest start: a collective used by block L may start during the
     // block before it in the phase's order (L - 1 forward, L + 1 backward),
@@ -177,6 +182,14 @@ void overlapPhase(exec::PhaseOp phase,
         break;
       start = prev;
     }
+    if (lastMicroBatch) {
+      ++t.async;
+      if (start != c.getOperation())
+        c->moveBefore(start);
+      c.setAsync(true);
+      waitInStep.push_back(c);
+      continue;
+    }
     if (start == c.getOperation() && end == c->getNextNode()) {
       ++t.syncWhy[end ? "the launch after it needs its result at once"
                       : "nothing follows it in its phase"];
@@ -207,10 +220,38 @@ struct ExecOverlapCommunicationPass
     }
     std::map<std::string, GroupTally> tally;
     int64_t nextBucket = 0;
-    getOperation().walk([&](exec::PhaseOp phase) {
-      formBuckets(phase, bucketMb * 1048576.0, nextBucket);
-      overlapPhase(phase, tally);
-    });
+    for (auto program : getOperation().getOps<exec::ProgramOp>()) {
+      // The step phase last: it waits for the gradient reductions that the
+      // last micro-batch's backward starts.
+      SmallVector<exec::PhaseOp> phases, steps;
+      for (auto phase : program.getBody().front().getOps<exec::PhaseOp>())
+        (phase.getKind() == exec::PhaseKind::step ? steps : phases)
+            .push_back(phase);
+      SmallVector<exec::CollectiveOp> waitInStep;
+      for (exec::PhaseOp phase : phases) {
+        formBuckets(phase, bucketMb * 1048576.0, nextBucket);
+        overlapPhase(phase, tally, waitInStep);
+      }
+      for (exec::PhaseOp step : steps) {
+        OpBuilder b(step.getContext());
+        Block &body = step.getBody().front();
+        for (exec::CollectiveOp c : waitInStep) {
+          Operation *use = nullptr;
+          for (Operation &op : body)
+            if (!isa<exec::WaitOp>(op) && conflicts(&op, c)) {
+              use = &op;
+              break;
+            }
+          if (use)
+            b.setInsertionPoint(use);
+          else
+            b.setInsertionPointToEnd(&body);
+          exec::WaitOp::create(b, c.getLoc(), c.getOutputAttr());
+        }
+        formBuckets(step, bucketMb * 1048576.0, nextBucket);
+        overlapPhase(step, tally, waitInStep);
+      }
+    }
     if (quiet || tally.empty())
       return;
     llvm::errs() << "overlap:";

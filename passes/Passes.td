@@ -335,12 +335,15 @@ def ExecOverlapCommunication
     - ZeRO-2/3 gradient reduce-scatters with the rest of the backward pass;
     - ZeRO-1/2 parameter all-gathers after AdamW with the later parameters'
       AdamW.
+    - ZeRO-0/1 gradient reductions, which run in the last micro-batch's
+      backward (`last_micro_batch`), with the rest of that backward pass;
+      their waits go to the step phase, before the first launch that needs
+      the reduced gradient.
     A collective whose input the launch before it writes and whose output
     the launch after it reads stays synchronous: tensor-parallel
     all-reduces, all-gathers and reduce-scatters of the forward and
     backward passes (each sits between the GEMM that produces its input
-    and the one that consumes its output), and the data-parallel gradient
-    reductions of ZeRO-0/1, which the global gradient norm reads at once.
+    and the one that consumes its output).
     `tied` and `world` collectives involve ranks that run other programs
     and stay synchronous, so that every rank meets them in the same order.
 

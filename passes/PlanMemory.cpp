@@ -71,8 +71,10 @@ MemoryPlan planProgram(exec::ProgramOp program) {
       SmallVector<StringRef> reads, writes;
       exec::getLaunchAccesses(op, reads, writes);
       int64_t until = i;
+      // (waited for in the step phase: to the end of this one).
       if (auto c = dyn_cast<exec::CollectiveOp>(op); c && c.getAsync())
-        until = waitAt.lookup(c.getOutput());
+        until = waitAt.count(c.getOutput()) ? waitAt.lookup(c.getOutput())
+                                            : int64_t(launches.size()) - 1;
       auto touch = [&](StringRef name, bool write, int64_t end) {
         Use &u = uses[p][index.lookup(name)];
         if (u.first < 0) {

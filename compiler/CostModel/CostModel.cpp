@@ -710,8 +710,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // A tied embedding's two copies (first and last stage) sum their
   // gradients once per step.
   if (profile.headParams == 0 && p > 1) {
-    // ZeRO-2/3 sum the copies' gradient shards.
-    double bytes = gradientBytes * tiedParams / (c.zero >= 2 ? dp : 1);
+    // ZeRO-1/2/3 sum the copies' gradient shards (reduced over dp first).
+    double bytes = gradientBytes * tiedParams / (c.zero >= 1 ? dp : 1);
     CollectiveGroup ends(graph, {0, (p - 1) * dp * t});
     std::string algo;
     double tied = ends.time(CollectiveKind::AllReduce, bytes, eff, &algo);

@@ -127,6 +127,8 @@ Object launchJson(Operation *op) {
       out["accumulate"] = true;
     if (c.getAsync())
       out["async"] = true;
+    if (c.getLastMicroBatch())
+      out["last_micro_batch"] = true;
     if (auto bucket = op->getAttrOfType<IntegerAttr>("bucket"))
       out["bucket"] = bucket.getInt();
     return out;

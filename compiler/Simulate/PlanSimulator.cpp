@@ -243,6 +243,10 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     span(r, "compute", kernel.getName().str(), r.computeFree, *time);
     r.computeFree += *time;
     r.stats.computeBusyS += *time;
+  } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op);
+             collective && collective.getLastMicroBatch() &&
+             microBatch(r) != config.numMicroBatches - 1) {
+    // Runs in the last micro-batch only.
   } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op)) {
     // The comm stream runs collectives in launch order; the compute stream
     // waits for a synchronous one at once, for an async one at its wait.

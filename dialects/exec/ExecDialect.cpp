@@ -61,8 +61,13 @@ namespace {
 
 /// An async collective is waited for later in its phase, and nothing in
 /// between writes its input or touches its output.
-LogicalResult verifyAsyncCollectives(PhaseOp phase) {
+LogicalResult verifyAsyncCollectives(
+    PhaseOp phase,
+    llvm::MapVector<StringRef, CollectiveOp> &fromLastMicroBatch) {
   llvm::MapVector<StringRef, CollectiveOp> inFlight; // by output
+  // The step phase waits for the last micro-batch's reductions.
+  if (phase.getKind() == PhaseKind::step)
+    std::swap(inFlight, fromLastMicroBatch);
   for (Operation &op : phase.getBody().front()) {
     if (auto wait = dyn_cast<WaitOp>(op)) {
       if (!inFlight.erase(wait.getBuffer()))
@@ -91,8 +96,15 @@ LogicalResult verifyAsyncCollectives(PhaseOp phase) {
         if (r == output)
           return clash(r, "reads");
     }
-    if (auto c = dyn_cast<CollectiveOp>(op); c && c.getAsync())
-      inFlight[c.getOutput()] = c;
+    if (auto c = dyn_cast<CollectiveOp>(op)) {
+      if (c.getLastMicroBatch() && phase.getKind() != PhaseKind::backward)
+        return c.emitOpError("runs in the last micro-batch only, which a ")
+               << stringifyPhaseKind(phase.getKind()) << " phase does not have";
+      if (c.getAsync() && c.getLastMicroBatch())
+        fromLastMicroBatch[c.getOutput()] = c;
+      else if (c.getAsync())
+        inFlight[c.getOutput()] = c;
+    }
   }
   if (!inFlight.empty()) {
     CollectiveOp c = inFlight.front().second;
@@ -126,7 +138,17 @@ LogicalResult ProgramOp::verifyRegions() {
              << symbol << ", which is not a buffer of its exec.program";
     return success();
   };
-  for (auto phase : getBody().front().getOps<PhaseOp>()) {
+  // Async last-micro-batch collectives are waited for in the step phase,
+  // which comes after every other.
+  llvm::MapVector<StringRef, CollectiveOp> fromLastMicroBatch;
+  SmallVector<PhaseOp> ordered;
+  for (auto phase : getBody().front().getOps<PhaseOp>())
+    if (phase.getKind() != PhaseKind::step)
+      ordered.push_back(phase);
+  for (auto phase : getBody().front().getOps<PhaseOp>())
+    if (phase.getKind() == PhaseKind::step)
+      ordered.push_back(phase);
+  for (PhaseOp phase : ordered) {
     for (Operation &op : phase.getBody().front()) {
       SmallVector<Attribute> refs;
       if (auto kernel = dyn_cast<KernelOp>(op)) {
@@ -154,8 +176,13 @@ LogicalResult ProgramOp::verifyRegions() {
         if (failed(check(&op, ref)))
           return failure();
     }
-    if (failed(verifyAsyncCollectives(phase)))
+    if (failed(verifyAsyncCollectives(phase, fromLastMicroBatch)))
       return failure();
+  }
+  if (!fromLastMicroBatch.empty()) {
+    CollectiveOp c = fromLastMicroBatch.front().second;
+    return c.emitOpError("is asynchronous but no exec.wait @")
+           << c.getOutput() << " follows it in the step phase";
   }
   return success();
 }

@@ -205,15 +205,20 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
     while it is in flight, until the `exec.wait` on its `output` later in
     the same phase. No launch in between may write its `input` or touch its
     `output` (the verifier checks).
+
+    With `last_micro_batch` (in a `backward` phase) it runs only in the
+    run of the last micro-batch, when the gradients it reduces are final;
+    an `async` one is then waited for in the `step` phase.
   }];
   let arguments = (ins Exec_CollectiveKind:$kind, StrAttr:$group,
                        FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
                        DefaultValuedAttr<Exec_Reduction, "Reduction::sum">:$reduction,
                        OptionalAttr<I64Attr>:$dim, UnitAttr:$accumulate,
-                       UnitAttr:$async);
+                       UnitAttr:$async, UnitAttr:$last_micro_batch);
   let assemblyFormat = [{
     $kind $group $input `->` $output (`reduce` $reduction^)?
-    (`dim` $dim^)? (`accumulate` $accumulate^)? (`async` $async^)? attr-dict
+    (`dim` $dim^)? (`accumulate` $accumulate^)? (`async` $async^)?
+    (`last_micro_batch` $last_micro_batch^)? attr-dict
   }];
   let builders = [
     OpBuilder<(ins "CollectiveKind":$kind, "llvm::StringRef":$group,
@@ -227,7 +232,7 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
             ReductionAttr::get($_builder.getContext(), reduction),
             dim ? $_builder.getI64IntegerAttr(*dim) : mlir::IntegerAttr(),
             accumulate ? $_builder.getUnitAttr() : mlir::UnitAttr(),
-            mlir::UnitAttr());
+            mlir::UnitAttr(), mlir::UnitAttr());
     }]>
   ];
   let hasVerifier = 1;

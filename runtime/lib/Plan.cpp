@@ -168,6 +168,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
           launch.dim = l["dim"].get<int64_t>();
         launch.accumulateOutput = l.value("accumulate", false);
         launch.async = l.value("async", false);
+        launch.lastMicroBatch = l.value("last_micro_batch", false);
       } else if (op == "wait") {
         launch.op = Launch::Op::Wait;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");

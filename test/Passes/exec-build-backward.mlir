@@ -47,23 +47,26 @@
 // SP-NEXT: exec.collective all_reduce "tp" @grad.layers.0.attn_norm.weight -> @grad.layers.0.attn_norm.weight
 // SP-NEXT: exec.collective all_reduce "tp" @grad.layers.0.mlp_norm.weight -> @grad.layers.0.mlp_norm.weight
 
-// ZeRO-0: one all-reduce over dp per parameter gradient, in the step; the
-// loss summed over dp for the report.
+// ZeRO-0: one all-reduce over dp per parameter gradient, in the backward
+// phase as soon as the gradient is final, run by the last micro-batch only
+// (the sum over micro-batches); the loss summed over dp for the report.
 // Z0-LABEL: exec.phase backward chunk 0
-// Z0-NOT: "dp"
+// Z0: exec.kernel "linear_bwd" ins [@d.lm_head.32, @rms_norm.31, @lm_head.weight] outs [@d.rms_norm.31, @grad.lm_head.weight]
+// Z0-NEXT: exec.collective all_reduce "dp" @grad.lm_head.weight -> @grad.lm_head.weight last_micro_batch
+// Z0-COUNT-20: exec.collective all_reduce "dp" @grad.{{.*}} last_micro_batch
 // Z0-LABEL: exec.phase step
-// Z0-COUNT-21: exec.collective all_reduce "dp" @grad.
 // Z0-NOT: exec.collective {{.*}} "dp" @grad
 // Z0: exec.kernel "grad_sumsq" {{.*}} params {weights = [5.000000e-01,
 // Z0: exec.collective all_reduce "dp" @loss -> @loss
 
-// ZeRO-1: per parameter one reduce-scatter of its gradient and, after the
-// sharded AdamW, one all-gather of the updated parameter.
+// ZeRO-1: per parameter one reduce-scatter of its gradient, in the last
+// micro-batch's backward, and, after the sharded AdamW, one all-gather of
+// the updated parameter.
 // Z1: exec.buffer @adam_m.embed.tokens.weight : tensor<16384xf32> optimizer_state {dp_shard, param = "embed.tokens.weight"}
 // Z1-LABEL: exec.phase backward chunk 0
-// Z1-NOT: "dp"
+// Z1-COUNT-21: exec.collective reduce_scatter "dp" @grad.{{.*}} -> @grad_shard.{{.*}} last_micro_batch
 // Z1-LABEL: exec.phase step
-// Z1-COUNT-21: exec.collective reduce_scatter "dp" @grad.
+// Z1-NOT: reduce_scatter
 // Z1: exec.kernel "grad_sumsq" ins [@grad_shard.embed.tokens.weight,
 // Z1: exec.kernel "adamw" ins [@embed.tokens.weight, @grad_shard.embed.tokens.weight, {{.*}} params {dp_shard = true, weight_decay = true}
 // Z1-NEXT: exec.collective all_gather "dp" @embed.tokens.weight -> @embed.tokens.weight

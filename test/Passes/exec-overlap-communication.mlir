@@ -5,6 +5,7 @@
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z2
 // RUN: not plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0})' 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z1
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=0,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z0
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>&1 >/dev/null | FileCheck %s --check-prefix=TP-REPORT
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=TP
 
@@ -60,6 +61,17 @@
 // Z1: exec.wait @lm_head.weight
 // Z1-NEXT: exec.wait @loss
 // Z1-NEXT: }
+
+// ZeRO-0: the gradient all-reduces of the last micro-batch's backward start
+// as gradients become final and are waited for in the step phase, before
+// the gradient norm reads them.
+// Z0-LABEL: exec.phase backward chunk 0 {
+// Z0: exec.kernel "linear_bwd" ins [@d.lm_head.32, @rms_norm.31, @lm_head.weight]
+// Z0-NEXT: exec.collective all_reduce "dp" @grad.lm_head.weight -> @grad.lm_head.weight async last_micro_batch
+// Z0-NOT: exec.wait
+// Z0-LABEL: exec.phase step {
+// Z0-COUNT-21: exec.wait @grad.
+// Z0-NEXT: exec.kernel "grad_sumsq"
 
 // Tensor parallelism: every collective sits between the launch that
 // produces its input and the one that reads its output.

@@ -515,6 +515,9 @@ def execute(plan, rank, kernels):
             for r in rank.program["schedule"]] + [("step", None, 0)]
     for kind, chunk, mb in runs:
         for launch in phases[(kind, chunk)]["launches"]:
+            if launch.get("last_micro_batch") and \
+                    mb != plan["training"]["num_micro_batches"] - 1:
+                continue
             op = launch["op"]
             if op == "kernel":
                 ins = [rank.get(n, mb) for n in launch["ins"]]

@@ -46,7 +46,8 @@ Volume planVolume(mlir::ModuleOp module, int64_t microBatches) {
           bool gather = c.getKind() == exec::CollectiveKind::all_gather;
           std::string group =
               c.getGroup() == "tp_kv" ? "tp" : c.getGroup().str();
-          volume[group] += runs * bytes[gather ? c.getOutput() : c.getInput()];
+          volume[group] += (c.getLastMicroBatch() ? 1 : runs) *
+                           bytes[gather ? c.getOutput() : c.getInput()];
         } else if (auto s = llvm::dyn_cast<exec::SendOp>(op)) {
           sent += runs * bytes[s.getBuffer()];
         } else if (auto r = llvm::dyn_cast<exec::RecvOp>(op)) {

@@ -212,3 +212,23 @@ exec.program @p pp_rank 0 {
     exec.wait @w
   }
 }
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @g : tensor<4xf32> param_grad
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{runs in the last micro-batch only, which a forward phase does not have}}
+    exec.collective all_reduce "dp" @g -> @g last_micro_batch
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @g : tensor<4xf32> param_grad
+  exec.phase backward chunk 0 {
+    // expected-error @+1 {{is asynchronous but no exec.wait @g follows it in the step phase}}
+    exec.collective all_reduce "dp" @g -> @g async last_micro_batch
+  }
+}

@@ -19,7 +19,9 @@
 // CHECK-NEXT: exec.collective reduce_scatter "dp" @dw -> @dw.shard accumulate async
 // CHECK-NEXT: exec.kernel "copy" ins [@dx] outs [@dy]
 // CHECK-NEXT: exec.wait @dw.shard
+// CHECK-NEXT: exec.collective all_reduce "dp" @dw -> @dw async last_micro_batch
 // CHECK: exec.phase step {
+// CHECK-NEXT: exec.wait @dw
 // CHECK: exec.schedule {
 // CHECK-NEXT: exec.run forward mb 0 chunk 0
 // CHECK-NEXT: exec.run backward mb 0 chunk 0
@@ -49,8 +51,10 @@ exec.program @rank0 pp_rank 0 {
     exec.collective reduce_scatter "dp" @dw -> @dw.shard accumulate async
     exec.kernel "copy" ins [@dx] outs [@dy]
     exec.wait @dw.shard
+    exec.collective all_reduce "dp" @dw -> @dw async last_micro_batch
   }
   exec.phase step {
+    exec.wait @dw
     exec.kernel "grad_sumsq" ins [@dw.shard] outs [@sumsq] params {weights = [1.0]}
     exec.collective all_reduce "world" @sumsq -> @sumsq
   }

@@ -76,6 +76,8 @@ struct Launch {
   /// Runs on the comm thread while the launches after it run, until the
   /// Wait launch on `output`.
   bool async = false;
+  /// Runs only in the run of the last micro-batch (gradient reductions).
+  bool lastMicroBatch = false;
   // Send / recv: `input` is the buffer; `toNext` its peer. Wait: `input`
   // is the output of the async collective waited for.
   bool toNext = true;
