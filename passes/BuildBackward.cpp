@@ -26,12 +26,6 @@ using exec::CollectiveKind;
 
 namespace {
 
-std::optional<int64_t> layerOf(Operation *op) {
-  if (auto layer = op->getAttrOfType<IntegerAttr>("layer"))
-    return layer.getInt();
-  return std::nullopt;
-}
-
 SmallVector<StringAttr> refs(ArrayAttr array) {
   SmallVector<StringAttr> out;
   for (Attribute a : array)
@@ -415,7 +409,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
         readers[in].push_back(op);
         if (isParam(in)) {
           ++pendingReads[in];
-          if (layerOf(op))
+          if (exec::launchLayer(op))
             layerParams.insert(in);
         }
       }
@@ -435,11 +429,11 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
     std::optional<int64_t> current;
     gatheredParams.clear();
     for (Operation *op : launches) {
-      if (layerOf(op) != current || !layerOf(op)) {
-        current = layerOf(op);
+      if (exec::launchLayer(op) != current || !exec::launchLayer(op)) {
+        current = exec::launchLayer(op);
         segment.clear();
         for (Operation *other : launches)
-          if (current ? layerOf(other) == current : other == op)
+          if (current ? exec::launchLayer(other) == current : other == op)
             segment.push_back(other);
         b.setInsertionPoint(op);
         gatherParams(segment);
@@ -457,7 +451,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
   bool first = true;
   Block *backwardBody = &backward.getBody().front();
   for (Operation *op : llvm::reverse(launches)) {
-    std::optional<int64_t> layer = layerOf(op);
+    std::optional<int64_t> layer = exec::launchLayer(op);
     Operation *last = backwardBody->empty() ? nullptr : &backwardBody->back();
     // Non-layer launches (embedding, head, loss) are segments of their own.
     if (first || layer != current || !layer) {
@@ -475,7 +469,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
       first = false;
       SmallVector<Operation *> segment;
       for (Operation *other : launches)
-        if (layer ? layerOf(other) == layer : other == op)
+        if (layer ? exec::launchLayer(other) == layer : other == op)
           segment.push_back(other);
       gatherParams(segment);
       if (layer && config.recompute == Recompute::Full)

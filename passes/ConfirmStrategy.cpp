@@ -1,8 +1,10 @@
 //===- ConfirmStrategy.cpp - dist-confirm-strategy ------------------------===//
 
 #include "compiler/CostModel/ParallelConfig.h"
+#include "compiler/Export/PlanExport.h"
 #include "compiler/Topology/Topology.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
@@ -14,15 +16,6 @@ namespace partita {
 using namespace mlir;
 
 namespace {
-
-double number(DictionaryAttr dict, StringRef key) {
-  Attribute value = dict ? dict.get(key) : Attribute();
-  if (auto f = dyn_cast_or_null<FloatAttr>(value))
-    return f.getValueAsDouble();
-  if (auto i = dyn_cast_or_null<IntegerAttr>(value))
-    return double(i.getInt());
-  return NAN;
-}
 
 struct Confirmed {
   dist::StrategyAttr strategy;
@@ -63,25 +56,18 @@ struct DistConfirmStrategyPass
       PassManager pm(module.getContext());
       pm.enableVerifier(false);
       pm.addPass(createDistEstimateCost({"", "none", "-", costParams}));
-      pm.addPass(createDistPartitionTensors());
-      pm.addPass(createDistSplitStages());
-      pm.addPass(createDistLowerToExec());
-      pm.addPass(createExecBuildBackward());
-      pm.addPass(createExecOverlapCommunication({/*quiet=*/true}));
-      pm.addPass(createExecSchedulePipeline());
-      pm.addPass(createExecPlanMemory({/*quiet=*/true}));
-      pm.addPass(createExecSimulatePlan({"", "", /*quiet=*/true, costParams}));
+      addPlanLowering(pm, overlap, /*quiet=*/true, /*trace=*/"", costParams);
       Confirmed c{strategy};
       if (succeeded(pm.run(*plan))) {
         c.closedFormS =
-            number((*plan)->getAttrOfType<DictionaryAttr>("dist.predicted"),
-                   "step_time_s");
+            numberAt((*plan)->getAttrOfType<DictionaryAttr>("dist.predicted"),
+                     "step_time_s");
         c.simulatedS =
-            number((*plan)->getAttrOfType<DictionaryAttr>("exec.simulated"),
-                   "step_time_s");
+            numberAt((*plan)->getAttrOfType<DictionaryAttr>("exec.simulated"),
+                     "step_time_s");
         c.peakBytes =
-            number((*plan)->getAttrOfType<DictionaryAttr>("exec.memory"),
-                   "peak_bytes_per_rank");
+            numberAt((*plan)->getAttrOfType<DictionaryAttr>("exec.memory"),
+                     "peak_bytes_per_rank");
       }
       fits |= c.peakBytes <= cap;
       results.push_back(c);

@@ -1,5 +1,6 @@
 //===- OverlapCommunication.cpp - exec-overlap-communication --------------===//
 
+#include "compiler/Export/PlanExport.h"
 #include "dialects/exec/ExecDialect.h"
 #include "passes/Passes.h"
 
@@ -44,23 +45,16 @@ bool neededLater(exec::CollectiveOp c, Operation *op) {
   return false;
 }
 
-std::optional<int64_t> layerOf(Operation *op) {
-  if (auto layer = op->getAttrOfType<IntegerAttr>("layer"))
-    return layer.getInt();
-  return std::nullopt;
-}
-
 /// Bytes a collective moves: the full buffer (the input of a reduction, the
 /// output of a gather).
 double collectiveBytes(exec::CollectiveOp c) {
   auto program = c->getParentOfType<exec::ProgramOp>();
-  exec::BufferOp buffer =
-      program.lookupBuffer(c.getKind() == exec::CollectiveKind::all_gather
-                               ? c.getOutputAttr().getAttr()
-                               : c.getInputAttr().getAttr());
-  RankedTensorType type = buffer.getTensorType();
-  return double(type.getNumElements()) *
-         (type.getElementType().getIntOrFloatBitWidth() / 8.0);
+  return tensorBytes(
+      program
+          .lookupBuffer(c.getKind() == exec::CollectiveKind::all_gather
+                            ? c.getOutputAttr().getAttr()
+                            : c.getInputAttr().getAttr())
+          .getTensorType());
 }
 
 /// Groups data-parallel collectives of one kind that follow each other in a
@@ -136,12 +130,12 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
     // the block after next: a collective holds its input until its wait
     // (a gradient, say, that could be freed once reduced), and the memory
     // plan keeps it live until then.
-    std::optional<int64_t> block = layerOf(c);
+    std::optional<int64_t> block = exec::launchLayer(c);
     for (Operation *prev = c->getPrevNode(); prev && !block;
          prev = prev->getPrevNode())
-      block = layerOf(prev);
+      block = exec::launchLayer(prev);
     auto beyondNextBlock = [&](Operation *op) {
-      std::optional<int64_t> layer = layerOf(op);
+      std::optional<int64_t> layer = exec::launchLayer(op);
       return block && layer && (*layer - *block) * -direction >= 2;
     };
     Operation *end = c->getNextNode();
@@ -155,9 +149,10 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
     // after it (gradient reductions waited for at the end of the phase),
     // not of those needed before. One that no block uses starts only behind
     // kernels. Sends and receives keep their place.
-    std::optional<int64_t> consumer = end ? layerOf(end) : std::nullopt;
+    std::optional<int64_t> consumer =
+        end ? exec::launchLayer(end) : std::nullopt;
     auto inWindow = [&](Operation *op) {
-      std::optional<int64_t> layer = layerOf(op);
+      std::optional<int64_t> layer = exec::launchLayer(op);
       return consumer && layer &&
              (*layer == *consumer || *layer == *consumer + direction);
     };

@@ -123,6 +123,8 @@ def DistConfirmStrategy : Pass<"dist-confirm-strategy", "mlir::ModuleOp"> {
            "Memory a device may use, in GiB (default: all of it)">,
     Option<"costParams", "cost-params", "std::string", "\"\"",
            "Cost-model parameter overrides, as plan-opt --cost-params">,
+    Option<"overlap", "overlap", "bool", "true",
+           "Compile the candidates with exec-overlap-communication">,
   ];
 }
 

@@ -8,6 +8,20 @@
 
 namespace partita {
 
+void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
+                     llvm::StringRef trace, llvm::StringRef costParams) {
+  pm.addPass(createDistPartitionTensors());
+  pm.addPass(createDistSplitStages());
+  pm.addPass(createDistLowerToExec());
+  pm.addPass(createExecBuildBackward());
+  if (overlap)
+    pm.addPass(createExecOverlapCommunication({quiet}));
+  pm.addPass(createExecSchedulePipeline());
+  pm.addPass(createExecPlanMemory({quiet}));
+  pm.addPass(createExecSimulatePlan(
+      {trace.str(), /*report=*/"", quiet, costParams.str()}));
+}
+
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options) {
   if (!options.topology.empty())
@@ -26,8 +40,9 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
          options.report, options.costParams, /*recordRunnersUp=*/confirm}));
   // A plan is compiled for the candidate that simulation confirms.
   if (confirm)
-    pm.addPass(createDistConfirmStrategy(
-        {options.confirm, options.memoryCapGib, options.costParams}));
+    pm.addPass(
+        createDistConfirmStrategy({options.confirm, options.memoryCapGib,
+                                   options.costParams, options.overlap}));
   bool wantsCost = !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
     pm.addPass(
@@ -41,16 +56,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   if (!wantsCost)
     pm.addPass(
         createDistEstimateCost({costed, "none", "-", options.costParams}));
-  pm.addPass(createDistPartitionTensors());
-  pm.addPass(createDistSplitStages());
-  pm.addPass(createDistLowerToExec());
-  pm.addPass(createExecBuildBackward());
-  if (options.overlap)
-    pm.addPass(createExecOverlapCommunication());
-  pm.addPass(createExecSchedulePipeline());
-  pm.addPass(createExecPlanMemory());
-  pm.addPass(createExecSimulatePlan(
-      {options.trace, /*report=*/"", /*quiet=*/false, options.costParams}));
+  addPlanLowering(pm, options.overlap, /*quiet=*/false, options.trace,
+                  options.costParams);
   pm.addPass(createExecExportPlan({options.plan}));
 }
 

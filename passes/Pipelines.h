@@ -79,6 +79,12 @@ struct CompilePipelineOptions
                      "to this file")};
 };
 
+/// From a module with its dist.strategy to scheduled exec programs with a
+/// memory plan and a simulated step: partition, stages, exec lowering,
+/// backward, (overlap,) schedule, memory plan, simulation.
+void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
+                     llvm::StringRef trace, llvm::StringRef costParams);
+
 /// The compile pipeline: attach the topology, summarise the model, search
 /// the strategy and report its cost; with `plan`, on through partitioning,
 /// stages, exec lowering, backward and schedule to a simulated step and

@@ -24,9 +24,7 @@ int64_t aligned(int64_t bytes) {
 }
 
 int64_t bufferBytes(exec::BufferOp buf) {
-  RankedTensorType type = buf.getTensorType();
-  return type.getNumElements() *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  return tensorBytes(buf.getTensorType());
 }
 
 bool persistent(exec::BufferKind kind) {
@@ -220,16 +218,13 @@ struct ExecPlanMemoryPass : impl::ExecPlanMemoryBase<ExecPlanMemoryPass> {
       return;
     llvm::errs() << llvm::format("memory plan: peak %.3f GiB per rank",
                                  peak / kGiB);
-    if (auto predicted =
-            module->getAttrOfType<DictionaryAttr>("dist.predicted"))
-      if (Attribute bytes = predicted.get("peak_memory_bytes_per_gpu")) {
-        auto number = dyn_cast<FloatAttr>(bytes);
-        double estimate = number ? number.getValueAsDouble()
-                                 : double(cast<IntegerAttr>(bytes).getInt());
-        llvm::errs() << llvm::format(" (cost model %.3f GiB, %+.1f%%)",
-                                     estimate / kGiB,
-                                     100 * (peak - estimate) / estimate);
-      }
+    double estimate =
+        numberAt(module->getAttrOfType<DictionaryAttr>("dist.predicted"),
+                 "peak_memory_bytes_per_gpu");
+    if (!std::isnan(estimate))
+      llvm::errs() << llvm::format(" (cost model %.3f GiB, %+.1f%%)",
+                                   estimate / kGiB,
+                                   100 * (peak - estimate) / estimate);
     llvm::errs() << "\n" << lines;
   }
 };

@@ -20,13 +20,12 @@ void printSimulation(const SimulationResult &r, mlir::ModuleOp module,
                      llvm::raw_ostream &os) {
   using llvm::format;
   os << format("simulated step %.4f s", r.stepTimeS);
-  if (auto predicted =
-          module->getAttrOfType<mlir::DictionaryAttr>("dist.predicted"))
-    if (auto closed = predicted.getAs<mlir::FloatAttr>("step_time_s")) {
-      double c = closed.getValueAsDouble();
-      os << format(" (closed form %.4f s, %+.1f%%)", c,
-                   100 * (r.stepTimeS - c) / c);
-    }
+  double closed =
+      numberAt(module->getAttrOfType<mlir::DictionaryAttr>("dist.predicted"),
+               "step_time_s");
+  if (!std::isnan(closed))
+    os << format(" (closed form %.4f s, %+.1f%%)", closed,
+                 100 * (r.stepTimeS - closed) / closed);
   os << format(", bubble %.1f%%, exposed communication %.4f s",
                100 * r.bubbleFraction, r.exposedCommTotalS);
   for (const auto &[group, time] : r.exposedCommS)

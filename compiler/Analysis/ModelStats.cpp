@@ -39,9 +39,10 @@ ModelStats computeModelStats(tfm::ModelOp model) {
         stats.numKVHeads = attention.getNumKvHeads();
       }
     } else if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
-      stats.tiedEmbeddings = llvm::any_of(
-          head.getWeight().getUsers(),
-          [](Operation *user) { return isa<tfm::EmbeddingOp>(user); });
+      stats.tiedEmbeddings =
+          llvm::any_of(head.getWeight().getUsers(), [](Operation *user) {
+            return isa<tfm::EmbeddingOp>(user);
+          });
     }
   });
   return stats;

@@ -8,8 +8,9 @@ namespace partita {
 
 bool isRowParallel(tfm::LinearOp linear) {
   Operation *producer = linear.getInput().getDefiningOp();
-  return producer && isa<tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
-                         tfm::SiluOp>(producer);
+  return producer &&
+         isa<tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp>(
+             producer);
 }
 
 bool feedsKeyOrValue(Value value) {

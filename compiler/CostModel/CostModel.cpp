@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/CostModel/CostModel.h"
+#include "compiler/Import/GraphBuilder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -456,9 +457,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.deviceMemoryBytes = topo.device.memoryBytes;
 
   mlir::Type elem = profile.elementType;
-  DType dtype = !elem || elem.isBF16() ? DType::BF16
-                : elem.isF16()         ? DType::F16
-                                       : DType::F32;
+  DType dtype = elem ? dtypeOf(elem) : DType::BF16;
   DeviceRoofline dev{topo.device.peakFlops(dtype), topo.device.hbmBytesPerS,
                      params};
   const double eb = profile.elementBytes;

@@ -68,10 +68,10 @@ mlir::Attribute toStrategyAttr(const ParallelConfig &c, int64_t numLayers,
                   : c.schedule == Schedule::Interleaved
                       ? dist::ScheduleKind::interleaved
                       : dist::ScheduleKind::one_f_one_b;
-  return dist::StrategyAttr::get(
-      context, c.dp, c.tp, c.pp, c.vpp, c.zero, c.microBatchSize,
-      c.numMicroBatches, recompute, c.sequenceParallel ? 1 : 0, schedule,
-      mlir::DenseI64ArrayAttr::get(context, chunks));
+  return dist::StrategyAttr::get(context, c.dp, c.tp, c.pp, c.vpp, c.zero,
+                                 c.microBatchSize, c.numMicroBatches, recompute,
+                                 c.sequenceParallel ? 1 : 0, schedule,
+                                 mlir::DenseI64ArrayAttr::get(context, chunks));
 }
 
 ParallelConfig fromStrategyAttr(mlir::Attribute attr) {
@@ -84,8 +84,7 @@ ParallelConfig fromStrategyAttr(mlir::Attribute attr) {
   c.zero = s.getZero();
   c.microBatchSize = s.getMicroBatchSize();
   c.numMicroBatches = s.getNumMicroBatches();
-  c.recompute = s.getRecompute() == dist::RecomputeKind::full
-                    ? Recompute::Full
+  c.recompute = s.getRecompute() == dist::RecomputeKind::full ? Recompute::Full
                 : s.getRecompute() == dist::RecomputeKind::selective
                     ? Recompute::Selective
                     : Recompute::None;
@@ -179,8 +178,8 @@ llvm::Expected<PartialParallelConfig> parseParallelConfig(StringRef text) {
                         .Case("full", Recompute::Full)
                         .Default(std::nullopt);
       if (!c.recompute)
-        err = error("recompute=" + value +
-                    ": expected none, selective or full");
+        err =
+            error("recompute=" + value + ": expected none, selective or full");
     } else if (key == "schedule") {
       c.schedule = llvm::StringSwitch<std::optional<Schedule>>(value)
                        .Case("gpipe", Schedule::GPipe)
@@ -230,12 +229,10 @@ completeParallelConfig(const PartialParallelConfig &p, int64_t numDevices,
   if (c.schedule == Schedule::Interleaved && c.pp == 1)
     return error("schedule=interleaved needs pp > 1");
   if (c.vpp > 1 && c.schedule != Schedule::Interleaved)
-    return error("vpp=" + llvm::Twine(c.vpp) +
-                 " needs schedule=interleaved");
+    return error("vpp=" + llvm::Twine(c.vpp) + " needs schedule=interleaved");
   if (numLayers % (c.pp * c.vpp) != 0)
     return error("pp * vpp = " + llvm::Twine(c.pp * c.vpp) +
-                 " does not divide the " + llvm::Twine(numLayers) +
-                 " layers");
+                 " does not divide the " + llvm::Twine(numLayers) + " layers");
   if (c.sequenceParallel && c.tp == 1)
     return error("sp=1 needs tp > 1");
   int64_t perStep = c.dp * c.microBatchSize;
@@ -245,10 +242,9 @@ completeParallelConfig(const PartialParallelConfig &p, int64_t numDevices,
                  llvm::Twine(globalBatch) + " sequences");
   c.numMicroBatches = globalBatch / perStep;
   if (c.schedule == Schedule::Interleaved && c.numMicroBatches % c.pp != 0)
-    return error("interleaved 1F1B needs the " +
-                 llvm::Twine(c.numMicroBatches) +
-                 " micro-batches to be a multiple of pp = " +
-                 llvm::Twine(c.pp));
+    return error(
+        "interleaved 1F1B needs the " + llvm::Twine(c.numMicroBatches) +
+        " micro-batches to be a multiple of pp = " + llvm::Twine(c.pp));
   return c;
 }
 

@@ -58,8 +58,8 @@ struct ParallelConfig {
 
 /// The module attribute for a configuration of a model with `numLayers`
 /// layers, and back.
-mlir::Attribute toStrategyAttr(const ParallelConfig &config,
-                               int64_t numLayers, mlir::MLIRContext *context);
+mlir::Attribute toStrategyAttr(const ParallelConfig &config, int64_t numLayers,
+                               mlir::MLIRContext *context);
 ParallelConfig fromStrategyAttr(mlir::Attribute strategy);
 
 /// The keys a --strategy string gave; the rest are free.
@@ -83,9 +83,8 @@ llvm::Expected<PartialParallelConfig> parseParallelConfig(llvm::StringRef text);
 /// or interleaved when vpp > 1; dp = devices / (tp * pp)) and checks that
 /// the result is consistent with the batch and the device count.
 llvm::Expected<ParallelConfig>
-completeParallelConfig(const PartialParallelConfig &partial,
-                       int64_t numDevices, int64_t globalBatch,
-                       int64_t numLayers);
+completeParallelConfig(const PartialParallelConfig &partial, int64_t numDevices,
+                       int64_t globalBatch, int64_t numLayers);
 
 } // namespace partita
 

@@ -65,11 +65,6 @@ std::string dtypeName(Type type) {
   return "unknown";
 }
 
-int64_t bytesOf(RankedTensorType type) {
-  return type.getNumElements() *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
-
 Array shapeJson(ArrayRef<int64_t> shape) {
   Array out;
   for (int64_t d : shape)
@@ -83,7 +78,7 @@ Object bufferJson(exec::BufferOp buf) {
              {"kind", exec::stringifyBufferKind(buf.getKind())},
              {"dtype", dtypeName(type.getElementType())},
              {"shape", shapeJson(type.getShape())},
-             {"bytes", bytesOf(type)}};
+             {"bytes", tensorBytes(type)}};
   if (auto param = buf.getParam())
     out["param"] = *param;
   if (buf.getDpShard())
@@ -217,6 +212,20 @@ int64_t maxInFlight(exec::ScheduleOp schedule, std::optional<int64_t> chunk) {
     }
   }
   return peak;
+}
+
+int64_t tensorBytes(RankedTensorType type) {
+  return type.getNumElements() *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+double numberAt(DictionaryAttr dict, StringRef key) {
+  Attribute value = dict ? dict.get(key) : Attribute();
+  if (auto f = dyn_cast_or_null<FloatAttr>(value))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(value))
+    return double(i.getInt());
+  return NAN;
 }
 
 DictionaryAttr numbersToAttr(const Object &object, MLIRContext *context) {

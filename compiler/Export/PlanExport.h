@@ -34,6 +34,13 @@ inline int64_t meshRank(int64_t ppRank, int64_t dpRank, int64_t tpRank,
 int64_t maxInFlight(exec::ScheduleOp schedule,
                     std::optional<int64_t> chunk = std::nullopt);
 
+/// Bytes of a buffer of `type` (at least one per element).
+int64_t tensorBytes(mlir::RankedTensorType type);
+
+/// The number under `key` of a dictionary made by numbersToAttr; NaN when
+/// there is none.
+double numberAt(mlir::DictionaryAttr dict, llvm::StringRef key);
+
 /// A JSON object of numbers (and objects of numbers) as a dictionary
 /// attribute, the form predictions travel in to plan.json; other values are
 /// left out.

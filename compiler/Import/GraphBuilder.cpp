@@ -278,4 +278,10 @@ importModelFile(StringRef path, const TrainingOverrides &overrides,
   return module;
 }
 
+DType dtypeOf(Type elementType) {
+  return elementType.isBF16()  ? DType::BF16
+         : elementType.isF16() ? DType::F16
+                               : DType::F32;
+}
+
 } // namespace partita

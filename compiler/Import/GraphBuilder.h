@@ -22,6 +22,10 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importModelFile(llvm::StringRef path, const TrainingOverrides &overrides,
                 mlir::MLIRContext &context);
 
+/// The training element type an MLIR element type stands for: bf16, f16,
+/// or f32 for anything else.
+DType dtypeOf(mlir::Type elementType);
+
 } // namespace partita
 
 #endif // PARTITA_COMPILER_IMPORT_GRAPHBUILDER_H

@@ -83,8 +83,8 @@ std::optional<json> parseJsonDocument(StringRef text, StringRef fileName,
     return std::nullopt;
   }
   if (size_t nul = text.find('\0'); nul != StringRef::npos) {
-    errors.add(file, "not a text file (NUL byte at offset " +
-                         llvm::Twine(nul) + "); expected a JSON object");
+    errors.add(file, "not a text file (NUL byte at offset " + llvm::Twine(nul) +
+                         "); expected a JSON object");
     return std::nullopt;
   }
   const auto *utf8 = reinterpret_cast<const llvm::UTF8 *>(text.begin());
@@ -155,8 +155,8 @@ const json *ObjectReader::lookup(StringRef key, Need need) {
 
 void ObjectReader::typeError(StringRef key, StringRef expected,
                              const json &value) {
-  errorList->add(where(key), "expected " + expected + ", got " +
-                                describeJsonValue(value));
+  errorList->add(where(key),
+                 "expected " + expected + ", got " + describeJsonValue(value));
 }
 
 std::optional<int64_t> ObjectReader::integer(StringRef key, Need need,
@@ -182,20 +182,18 @@ std::optional<int64_t> ObjectReader::integer(StringRef key, Need need,
     return std::nullopt;
   }
   if (*result < min || *result > max) {
-    std::string range = max == INT64_MAX
-                            ? "at least " + std::to_string(min)
-                            : "between " + std::to_string(min) + " and " +
-                                  std::to_string(max);
-    errorList->add(where(key), "must be " + range + ", got " +
-                                  std::to_string(*result));
+    std::string range = max == INT64_MAX ? "at least " + std::to_string(min)
+                                         : "between " + std::to_string(min) +
+                                               " and " + std::to_string(max);
+    errorList->add(where(key),
+                   "must be " + range + ", got " + std::to_string(*result));
     return std::nullopt;
   }
   return result;
 }
 
-std::optional<double> ObjectReader::number(StringRef key, Need need,
-                                           double min, double max,
-                                           bool minExclusive) {
+std::optional<double> ObjectReader::number(StringRef key, Need need, double min,
+                                           double max, bool minExclusive) {
   const json *value = lookup(key, need);
   if (!value)
     return std::nullopt;
@@ -206,11 +204,10 @@ std::optional<double> ObjectReader::number(StringRef key, Need need,
   double d = value->get<double>();
   bool belowMin = minExclusive ? !(d > min) : !(d >= min);
   if (!std::isfinite(d) || belowMin || d > max) {
-    errorList->add(where(key), "must be " +
-                                  llvm::Twine(minExclusive ? "> " : ">= ") +
-                                  formatNumber(min) + " and <= " +
-                                  formatNumber(max) + ", got " +
-                                  value->dump());
+    errorList->add(where(key),
+                   "must be " + llvm::Twine(minExclusive ? "> " : ">= ") +
+                       formatNumber(min) + " and <= " + formatNumber(max) +
+                       ", got " + value->dump());
     return std::nullopt;
   }
   return d;
@@ -249,8 +246,8 @@ ObjectReader::oneOf(StringRef key, Need need,
   std::string list;
   for (StringRef choice : choices)
     list += (list.empty() ? "\"" : ", \"") + choice.str() + "\"";
-  errorList->add(where(key), "unknown value \"" + *value + "\"; expected one of " +
-                                list);
+  errorList->add(where(key),
+                 "unknown value \"" + *value + "\"; expected one of " + list);
   return std::nullopt;
 }
 
@@ -266,8 +263,7 @@ std::optional<ObjectReader> ObjectReader::object(StringRef key, Need need) {
                       *errorList);
 }
 
-std::optional<std::string> ObjectReader::firstString(StringRef key,
-                                                     Need need) {
+std::optional<std::string> ObjectReader::firstString(StringRef key, Need need) {
   const json *value = lookup(key, need);
   if (!value)
     return std::nullopt;

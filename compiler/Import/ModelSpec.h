@@ -46,8 +46,8 @@ struct ModelConfig {
   int64_t hiddenSize = 0;
   int64_t numLayers = 0;
   int64_t numHeads = 0;
-  int64_t numKVHeads = 0;      // 0: same as numHeads
-  int64_t headDim = 0;         // 0: hiddenSize / numHeads
+  int64_t numKVHeads = 0; // 0: same as numHeads
+  int64_t headDim = 0;    // 0: hiddenSize / numHeads
   int64_t ffnHiddenSize = 0;
   int64_t maxPositionEmbeddings = 0;
   NormKind norm = NormKind::RmsNorm;

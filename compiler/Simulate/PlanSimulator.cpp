@@ -3,6 +3,7 @@
 #include "compiler/Simulate/PlanSimulator.h"
 
 #include "compiler/Export/PlanExport.h"
+#include "compiler/Import/GraphBuilder.h"
 #include "compiler/Topology/Topology.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
@@ -112,10 +113,7 @@ llvm::Error Simulator::load(mlir::ModuleOp module) {
 
 double Simulator::bytes(RankState &r, llvm::StringRef buffer) const {
   auto type = r.buffers.lookup(buffer);
-  if (!type)
-    return 0;
-  return double(type.getNumElements()) *
-         (type.getElementType().getIntOrFloatBitWidth() / 8.0);
+  return type ? double(tensorBytes(type)) : 0;
 }
 
 const CollectiveGroup &Simulator::group(RankState &r, llvm::StringRef name) {
@@ -410,8 +408,7 @@ simulatePlan(mlir::ModuleOp module, const SimulationOptions &options) {
     if (buf.getKind() != exec::BufferKind::param &&
         buf.getKind() != exec::BufferKind::param_gathered)
       return mlir::WalkResult::advance();
-    mlir::Type t = buf.getType().getElementType();
-    dtype = t.isBF16() ? DType::BF16 : t.isF16() ? DType::F16 : DType::F32;
+    dtype = dtypeOf(buf.getType().getElementType());
     return mlir::WalkResult::interrupt();
   });
   DeviceRoofline device{topology.device.peakFlops(dtype),

@@ -35,11 +35,11 @@ Topology dgxA100() {
   Topology t;
   t.name = "dgx-a100";
   t.devicesPerNode = 8;
-  t.device = {"A100-SXM-80GB", 312 * kTera, 312 * kTera, 19.5 * kTera,
-              80 * kGiB, 2039 * kGiga};
+  t.device = {"A100-SXM-80GB", 312 * kTera, 312 * kTera,
+              19.5 * kTera,    80 * kGiB,   2039 * kGiga};
   t.intraNode = {dist::LinkKind::nvswitch, 300 * kGiga, 3 * kMicro};
-  t.interNode = {dist::NetworkKind::fat_tree, 8, 200 * kGiga / 8,
-                 5 * kMicro, 1.0};
+  t.interNode = {dist::NetworkKind::fat_tree, 8, 200 * kGiga / 8, 5 * kMicro,
+                 1.0};
   return t;
 }
 
@@ -47,8 +47,8 @@ Topology dgxH100() {
   Topology t;
   t.name = "dgx-h100";
   t.devicesPerNode = 8;
-  t.device = {"H100-SXM-80GB", 989 * kTera, 989 * kTera, 67 * kTera,
-              80 * kGiB, 3350 * kGiga};
+  t.device = {"H100-SXM-80GB", 989 * kTera, 989 * kTera,
+              67 * kTera,      80 * kGiB,   3350 * kGiga};
   t.intraNode = {dist::LinkKind::nvswitch, 450 * kGiga, 3 * kMicro};
   t.interNode = {dist::NetworkKind::rail_optimized, 8, 400 * kGiga / 8,
                  5 * kMicro, 1.0};
@@ -58,8 +58,8 @@ Topology dgxH100() {
 Topology hgxH200() {
   Topology t = dgxH100();
   t.name = "hgx-h200";
-  t.device = {"H200-SXM-141GB", 989 * kTera, 989 * kTera, 67 * kTera,
-              140 * kGiB, 4800 * kGiga};
+  t.device = {"H200-SXM-141GB", 989 * kTera, 989 * kTera,
+              67 * kTera,       140 * kGiB,  4800 * kGiga};
   return t;
 }
 
@@ -68,17 +68,16 @@ Topology hgxH200() {
 Topology cpuHost() {
   Topology t;
   t.name = "cpu";
-  t.device = {"cpu-core", 0.05 * kTera, 0.05 * kTera, 0.05 * kTera,
-              4 * kGiB, 10 * kGiga};
+  t.device = {"cpu-core",   0.05 * kTera, 0.05 * kTera,
+              0.05 * kTera, 4 * kGiB,     10 * kGiga};
   t.intraNode = {dist::LinkKind::shared_memory, 5 * kGiga, 1 * kMicro};
-  t.interNode = {dist::NetworkKind::fat_tree, 1, 10 * kGiga / 8,
-                 50 * kMicro, 1.0};
+  t.interNode = {dist::NetworkKind::fat_tree, 1, 10 * kGiga / 8, 50 * kMicro,
+                 1.0};
   return t;
 }
 
 llvm::Error makeError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 message.str());
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
 }
 
 } // namespace
@@ -101,8 +100,8 @@ llvm::Expected<Topology> presetTopology(StringRef name, int64_t count) {
   else if (name == "cpu")
     t = cpuHost();
   else
-    return makeError("unknown topology preset '" + name + "'; presets: " +
-                     llvm::join(topologyPresetNames(), ", ") +
+    return makeError("unknown topology preset '" + name +
+                     "'; presets: " + llvm::join(topologyPresetNames(), ", ") +
                      " (or a .json file)");
   if (name == "cpu")
     t.devicesPerNode = count; // N ranks on this host
@@ -122,8 +121,7 @@ llvm::Expected<Topology> parseTopologyOption(StringRef value) {
     return readTopologyFile(value);
   auto [name, countText] = value.split(':');
   int64_t count = 1;
-  if (value.contains(':') &&
-      (countText.getAsInteger(10, count) || count < 1))
+  if (value.contains(':') && (countText.getAsInteger(10, count) || count < 1))
     return makeError("--topology=" + value +
                      ": expected NAME:N with N a positive integer");
   return presetTopology(name, count);
@@ -201,8 +199,7 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
     if (auto nics = n->integer("nics_per_node", need, 1, kMaxNicsPerNode))
       t.interNode.nicsPerNode = *nics;
     // Line rates are quoted in bits: 400 Gb/s is 50 GB/s.
-    readNumber(*n, "gbits_per_s", kGiga / 8, t.interNode.bytesPerSPerNic,
-               need);
+    readNumber(*n, "gbits_per_s", kGiga / 8, t.interNode.bytesPerSPerNic, need);
     readNumber(*n, "latency_us", kMicro, t.interNode.latencyS, need, 0.0,
                false);
     readNumber(*n, "oversubscription", 1.0, t.interNode.oversubscription,
@@ -243,13 +240,13 @@ dist::TopologyAttr toAttr(const Topology &t, mlir::MLIRContext *ctx) {
   auto link = dist::LinkAttr::get(ctx, t.intraNode.kind,
                                   APFloat(t.intraNode.bytesPerS / kGiga),
                                   APFloat(t.intraNode.latencyS / kMicro));
-  auto network = dist::NetworkAttr::get(
-      ctx, t.interNode.kind, t.interNode.nicsPerNode,
-      APFloat(t.interNode.bytesPerSPerNic * 8 / kGiga),
-      APFloat(t.interNode.latencyS / kMicro),
-      APFloat(t.interNode.oversubscription));
-  return dist::TopologyAttr::get(ctx, t.name, t.nodes, t.devicesPerNode,
-                                 device, link, network);
+  auto network =
+      dist::NetworkAttr::get(ctx, t.interNode.kind, t.interNode.nicsPerNode,
+                             APFloat(t.interNode.bytesPerSPerNic * 8 / kGiga),
+                             APFloat(t.interNode.latencyS / kMicro),
+                             APFloat(t.interNode.oversubscription));
+  return dist::TopologyAttr::get(ctx, t.name, t.nodes, t.devicesPerNode, device,
+                                 link, network);
 }
 
 Topology fromAttr(dist::TopologyAttr attr) {
@@ -259,17 +256,19 @@ Topology fromAttr(dist::TopologyAttr attr) {
   t.nodes = attr.getNodes();
   t.devicesPerNode = attr.getDevicesPerNode();
   dist::DeviceAttr dev = attr.getDevice();
-  t.device = {dev.getKind().str(), d(dev.getBf16Tflops()) * kTera,
-              d(dev.getFp16Tflops()) * kTera, d(dev.getFp32Tflops()) * kTera,
-              d(dev.getMemoryGib()) * kGiB, d(dev.getHbmGbytesPerS()) * kGiga};
+  t.device = {dev.getKind().str(),
+              d(dev.getBf16Tflops()) * kTera,
+              d(dev.getFp16Tflops()) * kTera,
+              d(dev.getFp32Tflops()) * kTera,
+              d(dev.getMemoryGib()) * kGiB,
+              d(dev.getHbmGbytesPerS()) * kGiga};
   dist::LinkAttr link = attr.getIntraNode();
   t.intraNode = {link.getKind(), d(link.getGbytesPerS()) * kGiga,
                  d(link.getLatencyUs()) * kMicro};
   dist::NetworkAttr net = attr.getInterNode();
   t.interNode = {net.getKind(), net.getNicsPerNode(),
                  d(net.getGbitsPerS()) * kGiga / 8,
-                 d(net.getLatencyUs()) * kMicro,
-                 d(net.getOversubscription())};
+                 d(net.getLatencyUs()) * kMicro, d(net.getOversubscription())};
   return t;
 }
 

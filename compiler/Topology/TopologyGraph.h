@@ -48,7 +48,8 @@ public:
   RingCost ring(const std::vector<int64_t> &ranks) const;
   /// Rings that run at the same time and share links (e.g. the per-rail
   /// rings of a hierarchical all-reduce).
-  RingCost concurrentRings(const std::vector<std::vector<int64_t>> &rings) const;
+  RingCost
+  concurrentRings(const std::vector<std::vector<int64_t>> &rings) const;
   /// A single transfer from `src` to `dst`.
   RingCost path(int64_t src, int64_t dst) const;
 
@@ -63,9 +64,9 @@ private:
     double bytesPerS = 0;
     double latencyS = 0;
   };
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS,
-                                      boost::directedS, boost::no_property,
-                                      EdgeProps>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS,
+                            boost::no_property, EdgeProps>;
   using Edge = Graph::edge_descriptor;
 
   void addLink(size_t from, size_t to, double bytesPerS, double upLatency);

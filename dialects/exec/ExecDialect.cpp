@@ -31,6 +31,12 @@ BufferOp ProgramOp::lookupBuffer(StringAttr name) {
       mlir::SymbolTable::lookupSymbolIn(getOperation(), name));
 }
 
+std::optional<int64_t> partita::exec::launchLayer(Operation *launch) {
+  if (auto layer = launch->getAttrOfType<IntegerAttr>("layer"))
+    return layer.getInt();
+  return std::nullopt;
+}
+
 void partita::exec::getLaunchAccesses(Operation *op,
                                       SmallVectorImpl<StringRef> &reads,
                                       SmallVectorImpl<StringRef> &writes) {

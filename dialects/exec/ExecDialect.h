@@ -19,6 +19,9 @@
 
 namespace partita::exec {
 
+/// The decoder layer a launch belongs to (its `layer` attribute), if any.
+std::optional<int64_t> launchLayer(mlir::Operation *launch);
+
 /// The buffers a launch (kernel, collective, send, recv) reads and writes;
 /// an output it accumulates into is both. A wait touches none.
 void getLaunchAccesses(mlir::Operation *launch,
