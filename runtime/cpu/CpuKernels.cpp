@@ -12,8 +12,10 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
+#include <list>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -148,40 +150,12 @@ void linearBackwardDirect(const std::vector<TensorRef> &ins,
 
 // -- Rotary ------------------------------------------------------------------
 
-std::vector<double> inverseFrequencies(const json &p) {
-  int64_t rd = p.at("rotary_dim").get<int64_t>();
-  double theta = p.at("theta").get<double>();
-  std::vector<double> inv(rd / 2);
-  for (int64_t i = 0; i < rd / 2; ++i)
-    inv[i] = 1.0 / std::pow(theta, double(2 * i) / rd);
-  std::string kind = p.value("scaling", "");
-  if (kind == "linear") {
-    for (double &f : inv)
-      f /= p.at("scaling_factor").get<double>();
-  } else if (kind == "llama3") {
-    double factor = p.at("scaling_factor").get<double>(),
-           low = p.at("low_freq_factor").get<double>(),
-           high = p.at("high_freq_factor").get<double>(),
-           old = p.at("original_max_positions").get<double>();
-    for (double &f : inv) {
-      double wavelen = 2 * M_PI / f;
-      if (wavelen > old / low) {
-        f /= factor;
-      } else if (wavelen >= old / high) {
-        double smooth = (old / wavelen - low) / (high - low);
-        f = (1 - smooth) * f / factor + smooth * f;
-      }
-    }
-  }
-  return inv;
-}
-
 void rotary(Call &c, float sign) {
   const TensorRef &x = c.ins[0];
   int64_t b = x.dim(0), s = x.dim(1), width = x.dim(2);
   int64_t heads = c.p.at("num_heads").get<int64_t>();
   int64_t rd = c.p.at("rotary_dim").get<int64_t>(), d = width / heads;
-  std::vector<double> inv = inverseFrequencies(c.p);
+  std::vector<double> inv = rotaryInverseFrequencies(c.p);
   Vec &y = c.result(0);
   std::copy(x.f, x.f + x.n, y.begin());
   for (int64_t t = 0; t < s; ++t)
@@ -592,6 +566,34 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
 
 } // namespace
 
+std::vector<double> rotaryInverseFrequencies(const nlohmann::json &p) {
+  int64_t rd = p.at("rotary_dim").get<int64_t>();
+  double theta = p.at("theta").get<double>();
+  std::vector<double> inv(rd / 2);
+  for (int64_t i = 0; i < rd / 2; ++i)
+    inv[i] = 1.0 / std::pow(theta, double(2 * i) / rd);
+  std::string kind = p.value("scaling", "");
+  if (kind == "linear") {
+    for (double &f : inv)
+      f /= p.at("scaling_factor").get<double>();
+  } else if (kind == "llama3") {
+    double factor = p.at("scaling_factor").get<double>(),
+           low = p.at("low_freq_factor").get<double>(),
+           high = p.at("high_freq_factor").get<double>(),
+           old = p.at("original_max_positions").get<double>();
+    for (double &f : inv) {
+      double wavelen = 2 * M_PI / f;
+      if (wavelen > old / low) {
+        f /= factor;
+      } else if (wavelen >= old / high) {
+        double smooth = (old / wavelen - low) / (high - low);
+        f = (1 - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+  return inv;
+}
+
 using DirectFn = void (*)(const std::vector<TensorRef> &,
                           const std::vector<TensorRef> &,
                           const std::vector<bool> &);
@@ -641,8 +643,8 @@ namespace {
 class CpuDevice : public Device {
 public:
   void *allocateArena(int64_t bytes) override {
-    arena.assign((bytes + 3) / 4, 0.0f);
-    return arena.data();
+    arenas.emplace_back((bytes + 3) / 4, 0.0f);
+    return arenas.back().data();
   }
   bool hasKernel(const std::string &name) const override {
     return hasCpuKernel(name);
@@ -654,9 +656,31 @@ public:
     runCpuKernel(name, ins, outs, accumulate, params, ctx);
   }
   void synchronize() override {}
+  void upload(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void download(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void fillZero(void *dst, int64_t bytes, Stream) override {
+    std::memset(dst, 0, bytes);
+  }
+  void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
+                       int64_t inner, bool accumulate, Stream) override {
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j) {
+        const float *from = src + (i * b + j) * inner;
+        float *to = dst + (j * a + i) * inner;
+        if (accumulate)
+          for (int64_t e = 0; e < inner; ++e)
+            to[e] += from[e];
+        else
+          std::memmove(to, from, inner * sizeof(float));
+      }
+  }
 
 private:
-  std::vector<float> arena;
+  std::list<std::vector<float>> arenas;
 };
 } // namespace
 

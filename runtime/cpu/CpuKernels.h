@@ -25,6 +25,10 @@ void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
                   const std::vector<bool> &accumulate,
                   const nlohmann::json &params, const KernelContext &ctx);
 
+/// The rotary kernels' inverse frequencies (rotary_dim / 2 of them) from
+/// their parameters, with linear or llama3 scaling.
+std::vector<double> rotaryInverseFrequencies(const nlohmann::json &params);
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_CPU_CPUKERNELS_H

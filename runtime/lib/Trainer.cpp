@@ -186,6 +186,17 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     }
     buffers.push_back(std::move(s));
   }
+  // Collectives reorder blocks through scratch memory: one area for those
+  // run on the comm stream, one for those run in line.
+  int64_t scratch = 0;
+  for (const Phase &phase : program.phases)
+    for (const Launch &l : phase.launches)
+      if (l.op == Launch::Op::Collective)
+        scratch = std::max(scratch, scratchElements(l));
+  if (scratch > 0) {
+    computeScratch = static_cast<float *>(device.allocateArena(scratch * 4));
+    commScratch = static_cast<float *>(device.allocateArena(scratch * 4));
+  }
   initialise();
 }
 
@@ -228,11 +239,12 @@ void Trainer::fillFromGlobal(const ParameterSpec &p, const std::string &buffer,
   Span<float> dst = storage(it->second, 0).f;
   if (int64_t(dst.size()) < n) { // this rank's flat 1/dp slice (ZeRO)
     int64_t chunk = dst.size(), begin = coords.dp * chunk;
-    for (int64_t i = 0; i < chunk; ++i)
-      dst[i] = begin + i < n ? local[begin + i] : 0.0f;
-  } else {
-    std::copy(local.begin(), local.end(), dst.begin());
+    std::vector<float> slice(chunk, 0.0f);
+    for (int64_t i = 0; i < chunk && begin + i < n; ++i)
+      slice[i] = local[begin + i];
+    local = std::move(slice);
   }
+  device.upload(dst.data(), local.data(), int64_t(local.size()) * 4);
 }
 
 void Trainer::initialise() {
@@ -258,30 +270,34 @@ void Trainer::fillInputs(int64_t step, int64_t microBatch) {
     const BufferSpec &spec = program.buffers[k];
     if (spec.kind != BufferKind::Tokens && spec.kind != BufferKind::Labels)
       continue;
-    Span<int32_t> dst = storage(k, microBatch).i;
+    std::vector<int32_t> tokens(b * s);
     for (int64_t r = 0; r < b; ++r) {
       int64_t j = (coords.dp * plan.numMicroBatches + microBatch) * b + r;
       data.sequence(step * plan.globalBatch + j, seq.data(), s + 1);
       int64_t offset = spec.kind == BufferKind::Tokens ? 0 : 1;
       std::copy(seq.begin() + offset, seq.begin() + offset + s,
-                dst.begin() + r * s);
+                tokens.begin() + r * s);
     }
+    device.upload(storage(k, microBatch).i.data(), tokens.data(),
+                  int64_t(tokens.size()) * 4);
   }
 }
 
-void Trainer::collective(const Launch &l, int64_t microBatch,
-                         Communicator &comm) {
+void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
+                         Stream stream) {
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
-  Span<float> in = storage(l.input, microBatch).f;
-  Span<float> out = storage(l.output, microBatch).f;
-  int64_t g = comm.groupSize(l.group), r = comm.groupRank(l.group);
-  auto store = [&](const std::vector<float> &value) {
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = l.accumulateOutput ? out[i] + value[i] : value[i];
+  float *in = storage(l.input, microBatch).f.data();
+  float *out = storage(l.output, microBatch).f.data();
+  int64_t inSize = inSpec.elements, outSize = outSpec.elements;
+  int64_t g = c.groupSize(l.group), r = c.groupRank(l.group);
+  float *scratch = (stream == Stream::Comm ? commScratch : computeScratch);
+  auto store = [&](const float *value) {
+    device.transposeBlocks(out, value, 1, 1, outSize, l.accumulateOutput,
+                           stream);
   };
   if (l.collective == Launch::Collective::AllReduce) {
-    comm.allReduce(l.group, in.data(), in.size(), l.reduceMax);
+    c.allReduce(l.group, in, inSize, l.reduceMax);
     return;
   }
   // Blocks along `dim`: outer x (g x inner) on the gathered side.
@@ -297,47 +313,50 @@ void Trainer::collective(const Launch &l, int64_t microBatch,
   }
   if (l.collective == Launch::Collective::AllGather) {
     if (l.dim) {
-      std::vector<float> gathered(in.size() * g), value(out.size());
-      comm.allGather(l.group, in.data(), in.size(), gathered.data());
-      for (int64_t q = 0; q < g; ++q)
-        for (int64_t o = 0; o < outer; ++o)
-          std::copy(gathered.begin() + q * in.size() + o * inner,
-                    gathered.begin() + q * in.size() + (o + 1) * inner,
-                    value.begin() + o * g * inner + q * inner);
-      store(value);
-    } else {
-      int64_t chunk = (int64_t(out.size()) + g - 1) / g;
-      std::vector<float> mine(chunk, 0.0f), gathered(chunk * g);
-      if (l.input == l.output) // in place: this rank's slice of the whole
-        for (int64_t i = 0; i < chunk && r * chunk + i < int64_t(in.size());
-             ++i)
-          mine[i] = in[r * chunk + i];
-      else
-        std::copy(in.begin(), in.begin() + std::min<int64_t>(chunk, in.size()),
-                  mine.begin());
-      comm.allGather(l.group, mine.data(), chunk, gathered.data());
-      gathered.resize(out.size());
-      store(gathered);
+      // Gathered as [g][outer][inner]; the tensor is [outer][g][inner].
+      c.allGather(l.group, in, inSize, scratch);
+      device.transposeBlocks(out, scratch, g, outer, inner, l.accumulateOutput,
+                             stream);
+      return;
     }
+    int64_t chunk = (outSize + g - 1) / g;
+    float *mine = scratch, *gathered = scratch + chunk;
+    // In place, this rank's slice of the whole; else the shard, padded.
+    int64_t from = l.input == l.output ? r * chunk : 0;
+    int64_t count = std::max<int64_t>(0, std::min(chunk, inSize - from));
+    device.fillZero(mine, chunk * 4, stream);
+    device.transposeBlocks(mine, in + from, 1, 1, count, false, stream);
+    c.allGather(l.group, mine, chunk, gathered);
+    store(gathered);
     return;
   }
-  // Reduce-scatter.
-  std::vector<float> value(out.size());
+  // Reduce-scatter: this rank's block of the sum lands in `value`.
+  float *value = scratch, *blocks = scratch + outSize;
   if (l.dim) {
-    std::vector<float> blocks(in.size());
-    for (int64_t q = 0; q < g; ++q)
-      for (int64_t o = 0; o < outer; ++o)
-        std::copy(in.begin() + o * g * inner + q * inner,
-                  in.begin() + o * g * inner + (q + 1) * inner,
-                  blocks.begin() + q * outer * inner + o * inner);
-    comm.reduceScatter(l.group, blocks.data(), outer * inner, value.data());
+    // The tensor is [outer][g][inner]; the collective wants [g][outer][inner].
+    device.transposeBlocks(blocks, in, outer, g, inner, false, stream);
+    c.reduceScatter(l.group, blocks, outer * inner, value);
   } else {
-    int64_t chunk = out.size();
-    std::vector<float> padded(chunk * g, 0.0f);
-    std::copy(in.begin(), in.end(), padded.begin());
-    comm.reduceScatter(l.group, padded.data(), chunk, value.data());
+    device.fillZero(blocks, outSize * g * 4, stream);
+    device.transposeBlocks(blocks, in, 1, 1, inSize, false, stream);
+    c.reduceScatter(l.group, blocks, outSize, value);
   }
   store(value);
+}
+
+int64_t Trainer::scratchElements(const Launch &l) const {
+  int64_t in = program.buffers[l.input].elements;
+  int64_t out = program.buffers[l.output].elements;
+  int64_t g = comm.groupSize(l.group);
+  switch (l.collective) {
+  case Launch::Collective::AllReduce:
+    return 0;
+  case Launch::Collective::AllGather:
+    return l.dim ? in * g : (out + g - 1) / g * (g + 1);
+  case Launch::Collective::ReduceScatter:
+    return out + std::max(in, out * g);
+  }
+  return 0;
 }
 
 void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
@@ -379,14 +398,14 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     }
     case Launch::Op::Collective: {
       if (!l.async) {
-        collective(l, microBatch, comm);
+        collective(l, microBatch, comm, Stream::Compute);
         break;
       }
       auto ranUs = std::make_shared<std::pair<double, double>>();
       std::shared_future<void> done =
           comm.start([this, &l, microBatch, ranUs](Communicator &c) {
             ranUs->first = microseconds(std::chrono::steady_clock::now());
-            collective(l, microBatch, c);
+            collective(l, microBatch, c, Stream::Comm);
             ranUs->second = microseconds(std::chrono::steady_clock::now());
           });
       inFlight[l.output] = {done, ranUs, &l};
@@ -451,8 +470,11 @@ std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
     std::vector<float> whole;
     for (int64_t d = 0; d < (sharded ? plan.dp : 1); ++d) {
       int64_t owner = (h.ppRank * plan.dp + d) * plan.tp + t;
-      if (owner == me) {
-        Span<float> mine = storage(program.bufferIndex.at(buffer), 0).f;
+      std::vector<float> mine;
+      if (owner == me) { // sent from host memory
+        Span<float> held = storage(program.bufferIndex.at(buffer), 0).f;
+        mine.resize(held.size());
+        device.download(mine.data(), held.data(), held.size() * 4);
         comm.send(0, mine.data(), mine.size() * 4);
       }
       if (me == 0) {
@@ -515,8 +537,14 @@ void Trainer::forEachState(
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     if (b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard ||
-        b.kind == BufferKind::OptimizerState)
-      visit(b, storage(k, 0).f.data());
+        b.kind == BufferKind::OptimizerState) {
+      // Visited in host memory; what the visitor writes goes back.
+      Span<float> held = storage(k, 0).f;
+      std::vector<float> host(held.size());
+      device.download(host.data(), held.data(), held.size() * 4);
+      visit(b, host.data());
+      device.upload(held.data(), host.data(), held.size() * 4);
+    }
   }
 }
 
@@ -525,7 +553,7 @@ StepResult Trainer::step(int64_t step) {
   for (size_t k = 0; k < program.buffers.size(); ++k)
     if (program.buffers[k].zeroedEachStep())
       for (Storage &s : buffers[k])
-        std::fill(s.f.begin(), s.f.end(), 0.0f);
+        device.fillZero(s.f.data(), s.f.size() * 4, Stream::Compute);
   for (const Run &run : program.schedule) {
     if (program.phases[run.phase].kind == "forward")
       fillInputs(step, run.microBatch);
@@ -534,14 +562,20 @@ StepResult Trainer::step(int64_t step) {
   runPhase(program.phases[program.stepPhase], 0, step);
   comm.finishSends();
   StepResult result;
+  auto scalar = [&](int index) {
+    float value = 0;
+    device.download(&value, storage(index, 0).f.data(), 4);
+    return value;
+  };
   auto loss = program.bufferIndex.find("loss");
   if (loss != program.bufferIndex.end()) {
-    result.loss = storage(loss->second, 0).f[0];
+    result.loss = scalar(loss->second);
     result.hasLoss = true;
   }
   auto sumsq = program.bufferIndex.find("grad_sumsq");
   if (sumsq != program.bufferIndex.end())
-    result.gradNorm = std::sqrt(double(storage(sumsq->second, 0).f[0]));
+    result.gradNorm = std::sqrt(double(scalar(sumsq->second)));
+  device.synchronize(); // the step ends when its last launch has run
   return result;
 }
 

@@ -12,6 +12,9 @@
 #include "partita/runtime/Trainer.h"
 
 #include "../../runtime/mpi/MpiCommunicator.h"
+#ifdef PARTITA_HAVE_CUDA
+#include "partita/runtime/Cuda.h"
+#endif
 
 #include <mpi.h>
 
@@ -47,6 +50,8 @@ struct Options {
   double collectiveTimeout = 300;
   int64_t maxRestarts = 0;
   std::string trace;
+  std::string device = "auto";
+  std::string gemmPrecision = "bf16";
 };
 
 [[noreturn]] void usage(const std::string &error) {
@@ -59,7 +64,8 @@ struct Options {
                "[--resume]]\n"
                "                [--collective-timeout SECONDS] "
                "[--max-restarts R]\n"
-               "                [--trace FILE]\n"
+               "                [--trace FILE] [--device auto|cpu|cuda] "
+               "[--gemm-precision fp32|tf32|bf16]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
@@ -127,7 +133,17 @@ Options parse(int argc, char **argv) {
       o.data = value("--data");
     else if (a.rfind("--hostfile", 0) == 0)
       o.hostfile = value("--hostfile");
-    else if (!a.empty() && a[0] == '-')
+    else if (a.rfind("--device", 0) == 0) {
+      o.device = value("--device");
+      if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+        usage("--device must be auto, cpu or cuda, got \"" + o.device + "\"");
+    } else if (a.rfind("--gemm-precision", 0) == 0) {
+      o.gemmPrecision = value("--gemm-precision");
+      if (o.gemmPrecision != "fp32" && o.gemmPrecision != "tf32" &&
+          o.gemmPrecision != "bf16")
+        usage("--gemm-precision must be fp32, tf32 or bf16, got \"" +
+              o.gemmPrecision + "\"");
+    } else if (!a.empty() && a[0] == '-')
       usage("unknown option " + a);
     else if (o.plan.empty())
       o.plan = a;
@@ -277,6 +293,46 @@ void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
       << "\n";
 }
 
+/// This rank's device: the CPU, or the GPU the plan gives the rank (its
+/// local_device) with --device cuda, or auto where there is one. Sets
+/// `where` to say which.
+std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
+                                     int rank, std::string &where) {
+  if (o.device == "cpu") {
+    where = "cpu";
+    return createCpuDevice();
+  }
+#ifdef PARTITA_HAVE_CUDA
+  std::string why;
+  int count = cudaDeviceCount(&why);
+  if (count == 0 && o.device == "auto") {
+    where = "cpu";
+    return createCpuDevice();
+  }
+  if (count == 0)
+    throw std::runtime_error("--device cuda, but no CUDA device: " + why);
+  int64_t local = plan.devices[rank].localDevice;
+  if (local >= count)
+    throw std::runtime_error("the plan puts rank " + std::to_string(rank) +
+                             " on local device " + std::to_string(local) +
+                             ", but this node has " + std::to_string(count) +
+                             " CUDA device" + (count == 1 ? "" : "s"));
+  GemmPrecision precision = *parseGemmPrecision(o.gemmPrecision);
+  where = "cuda:" + std::to_string(local) + ", " +
+          gemmPrecisionName(precision) + " GEMMs";
+  return createCudaDevice(int(local), precision);
+#else
+  (void)plan;
+  (void)rank;
+  if (o.device == "cuda")
+    throw std::runtime_error("--device cuda, but this plan-run was built "
+                             "without the CUDA backend (CMake found no CUDA "
+                             "toolkit with cuBLASLt and NCCL)");
+  where = "cpu";
+  return createCpuDevice();
+#endif
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -310,7 +366,30 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  auto comm = createMpiCommunicator(plan);
+  // Every rank agrees on whether its device came up before any of them
+  // starts the communicator, which would otherwise wait for the others.
+  std::string where, failure;
+  std::unique_ptr<Device> device;
+  try {
+    device = createDevice(o, plan, rank, where);
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  int failed = !failure.empty(), anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (anyFailed) {
+    if (failed)
+      std::cerr << "plan-run: rank " << rank << ": error: " << failure << "\n";
+    MPI_Finalize();
+    return 1;
+  }
+  std::unique_ptr<Communicator> comm;
+#ifdef PARTITA_HAVE_CUDA
+  if (where.rfind("cuda", 0) == 0)
+    comm = createNcclCommunicator(plan, *device);
+#endif
+  if (!comm)
+    comm = createMpiCommunicator(plan);
   comm->setWatchdog(o.collectiveTimeout);
   {
     char host[64] = "?";
@@ -346,11 +425,10 @@ int main(int argc, char **argv) {
       comm->abort("cannot write " + o.logJson);
   }
   try {
-    auto device = createCpuDevice();
     Trainer trainer(plan, *device, *comm, *data);
     if (reporter)
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
-                << ") on " << size << " ranks; "
+                << ") on " << size << " ranks (" << where << "); "
                 << trainer.allocatedBytes() / 1e6
                 << " MB of buffers on the reporting rank (cost model: "
                 << plan.predictedPeakBytes / 1e6 << " MB per device)\n";

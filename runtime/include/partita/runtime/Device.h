@@ -32,14 +32,19 @@ struct KernelContext {
   int64_t groupRank = 0, groupSize = 1;
 };
 
-/// A backend's device half (the other is the Communicator): one arena per
+/// The two streams of a rank: kernels run on Compute, collectives and the
+/// data movement around them on Comm. On CPU both are the calling thread.
+enum class Stream { Compute, Comm };
+
+/// A backend's device half (the other is the Communicator): the memory of a
 /// rank, allocated once, and the kernels of the plan format launched by
-/// name on its compute stream.
+/// name on its compute stream. The executor touches that memory only
+/// through these calls, so it may live on an accelerator.
 class Device {
 public:
   virtual ~Device() = default;
-  /// The arena every buffer of the rank lives in (4-byte aligned elements),
-  /// zero-filled.
+  /// Zero-filled memory for buffers (4-byte aligned elements), alive as
+  /// long as the device.
   virtual void *allocateArena(int64_t bytes) = 0;
   virtual bool hasKernel(const std::string &name) const = 0;
   /// Runs kernel `name` on the compute stream: reads `ins`, writes `outs`,
@@ -52,6 +57,17 @@ public:
                       const KernelContext &ctx) = 0;
   /// Waits until every launch so far has finished.
   virtual void synchronize() = 0;
+  /// Host memory to device memory, after the compute stream's launches so
+  /// far; `src` may be reused when it returns.
+  virtual void upload(void *dst, const void *src, int64_t bytes) = 0;
+  /// Device memory to host memory, once the compute stream gets there.
+  virtual void download(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void fillZero(void *dst, int64_t bytes, Stream stream) = 0;
+  /// The [a][b][inner] blocks of `src` as [b][a][inner] in `dst` (a plain
+  /// copy when a or b is 1), added to `dst` when `accumulate`.
+  virtual void transposeBlocks(float *dst, const float *src, int64_t a,
+                               int64_t b, int64_t inner, bool accumulate,
+                               Stream stream) = 0;
 };
 
 /// fp32 kernels on this CPU (OpenBLAS GEMMs); launches are synchronous.

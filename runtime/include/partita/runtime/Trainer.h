@@ -107,8 +107,12 @@ private:
   void initialise();
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
   /// Runs the collective with `c`: the communicator itself, or, for an
-  /// async launch, the one its comm thread hands the work.
-  void collective(const Launch &l, int64_t microBatch, Communicator &c);
+  /// async launch, the one its comm thread hands the work; the data
+  /// movement around it goes on `stream`.
+  void collective(const Launch &l, int64_t microBatch, Communicator &c,
+                  Stream stream);
+  /// Scratch elements the collective `l` needs.
+  int64_t scratchElements(const Launch &l) const;
   void fillInputs(int64_t step, int64_t microBatch);
   int64_t peer(bool next) const;
 
@@ -121,6 +125,7 @@ private:
   /// Per buffer: one storage, or one per micro-batch slot.
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
+  float *computeScratch = nullptr, *commScratch = nullptr;
   std::map<std::string, double> seconds;
   std::vector<TraceEvent> *trace = nullptr;
   /// Async collectives started and not yet waited for, by output buffer:

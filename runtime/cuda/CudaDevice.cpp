@@ -1,0 +1,515 @@
+//===- CudaDevice.cpp - The CUDA backend's device half --------------------===//
+//
+// Reads a launch's parameters (docs/plan-format.md) as the CPU backend
+// does and hands the arithmetic to Kernels.cu and cuBLASLt. NVTX ranges name
+// every launch, so Nsight Systems shows the plan's kernels by name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.h"
+
+#include "Kernels.h"
+#include "cpu/CpuKernels.h"
+
+#include <nvtx3/nvToolsExt.h>
+
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace partita::runtime {
+
+std::optional<GemmPrecision> parseGemmPrecision(const std::string &name) {
+  if (name == "fp32")
+    return GemmPrecision::FP32;
+  if (name == "tf32")
+    return GemmPrecision::TF32;
+  if (name == "bf16")
+    return GemmPrecision::BF16;
+  return std::nullopt;
+}
+
+const char *gemmPrecisionName(GemmPrecision precision) {
+  switch (precision) {
+  case GemmPrecision::FP32:
+    return "fp32";
+  case GemmPrecision::TF32:
+    return "tf32";
+  case GemmPrecision::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+int cudaDeviceCount(std::string *why) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    if (why)
+      *why = cudaGetErrorString(status);
+    cudaGetLastError(); // not sticky: clear it
+    return 0;
+  }
+  if (count == 0 && why)
+    *why = "the driver reports no CUDA device";
+  return count;
+}
+
+std::unique_ptr<Device> createCudaDevice(int index, GemmPrecision precision) {
+  return std::make_unique<cuda::CudaDevice>(index, precision);
+}
+
+namespace cuda {
+
+void check(cudaError_t status, const std::string &what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error("CUDA error in " + what + ": " +
+                             cudaGetErrorString(status));
+}
+
+namespace {
+
+void checkLt(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLASLt error in ") + what +
+                             " (status " + std::to_string(int(status)) + ")");
+}
+
+constexpr size_t kGemmWorkspaceBytes = 32 << 20;
+
+} // namespace
+
+Gemm::Gemm(GemmPrecision precision, cudaStream_t stream)
+    : precision(precision), stream(stream) {
+  checkLt(cublasLtCreate(&handle), "cublasLtCreate");
+  check(cudaMalloc(&workspace, kGemmWorkspaceBytes), "the GEMM workspace");
+}
+
+Gemm::~Gemm() {
+  for (auto &[key, s] : shapes) {
+    cublasLtMatrixLayoutDestroy(s.a);
+    cublasLtMatrixLayoutDestroy(s.b);
+    cublasLtMatrixLayoutDestroy(s.c);
+    cublasLtMatmulDescDestroy(s.desc);
+  }
+  cudaFree(workspace);
+  cublasLtDestroy(handle);
+}
+
+Gemm::Shape &Gemm::shape(const Key &key) {
+  auto found = shapes.find(key);
+  if (found != shapes.end())
+    return found->second;
+  auto [transA, transB, m, n, k, lda, ldb, ldc, bias] = key;
+  cublasComputeType_t compute =
+      precision == GemmPrecision::FP32   ? CUBLAS_COMPUTE_32F
+      : precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                         : CUBLAS_COMPUTE_32F_FAST_16BF;
+  Shape s;
+  checkLt(cublasLtMatmulDescCreate(&s.desc, compute, CUDA_R_32F),
+          "cublasLtMatmulDescCreate");
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  checkLt(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                         &opA, sizeof(opA)),
+          "TRANSA");
+  checkLt(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                         &opB, sizeof(opB)),
+          "TRANSB");
+  if (bias) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    checkLt(cublasLtMatmulDescSetAttribute(s.desc,
+                                           CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                           &epilogue, sizeof(epilogue)),
+            "EPILOGUE");
+  }
+  // Column-major layouts of the stored matrices.
+  checkLt(cublasLtMatrixLayoutCreate(&s.a, CUDA_R_32F, transA ? k : m,
+                                     transA ? m : k, lda),
+          "layout A");
+  checkLt(cublasLtMatrixLayoutCreate(&s.b, CUDA_R_32F, transB ? n : k,
+                                     transB ? k : n, ldb),
+          "layout B");
+  checkLt(cublasLtMatrixLayoutCreate(&s.c, CUDA_R_32F, m, n, ldc), "layout C");
+  cublasLtMatmulPreference_t preference;
+  checkLt(cublasLtMatmulPreferenceCreate(&preference), "preference");
+  size_t bytes = kGemmWorkspaceBytes;
+  checkLt(cublasLtMatmulPreferenceSetAttribute(
+              preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+              sizeof(bytes)),
+          "workspace preference");
+  cublasLtMatmulHeuristicResult_t result;
+  int found_count = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle, s.desc, s.a, s.b, s.c, s.c, preference, 1, &result, &found_count);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (status != CUBLAS_STATUS_SUCCESS || found_count == 0)
+    throw std::runtime_error("cuBLASLt has no algorithm for a " +
+                             std::to_string(m) + " x " + std::to_string(n) +
+                             " x " + std::to_string(k) + " GEMM");
+  s.algo = result.algo;
+  return shapes.emplace(key, s).first->second;
+}
+
+void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+               const float *a, int64_t lda, const float *b, int64_t ldb,
+               float beta, float *c, int64_t ldc, const float *bias) {
+  if (m == 0 || n == 0)
+    return;
+  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc, bias != nullptr});
+  if (bias)
+    checkLt(cublasLtMatmulDescSetAttribute(
+                s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+            "BIAS_POINTER");
+  float alpha = 1.0f;
+  checkLt(cublasLtMatmul(handle, s.desc, &alpha, a, s.a, b, s.b, &beta, c, s.c,
+                         c, s.c, &s.algo, workspace, kGemmWorkspaceBytes,
+                         stream),
+          "cublasLtMatmul");
+}
+
+namespace {
+
+const std::set<std::string> &kernelNames() {
+  static const std::set<std::string> names = {"embedding",
+                                              "embedding_bwd",
+                                              "position_embedding",
+                                              "position_embedding_bwd",
+                                              "shard_slice",
+                                              "rms_norm",
+                                              "layer_norm",
+                                              "rms_norm_bwd",
+                                              "layer_norm_bwd",
+                                              "bias_add",
+                                              "bias_add_bwd",
+                                              "rotary",
+                                              "rotary_bwd",
+                                              "attention",
+                                              "attention_bwd",
+                                              "gelu",
+                                              "gelu_bwd",
+                                              "silu",
+                                              "silu_bwd",
+                                              "swiglu",
+                                              "swiglu_bwd",
+                                              "add",
+                                              "copy",
+                                              "ce_max",
+                                              "ce_stats",
+                                              "ce_loss",
+                                              "ce_bwd",
+                                              "grad_sumsq",
+                                              "clip_coefficient",
+                                              "adamw",
+                                              "linear",
+                                              "linear_bwd"};
+  return names;
+}
+
+int64_t rowsOf(const TensorRef &t) { return t.n / t.dim(-1); }
+
+/// The first vocabulary index of this rank's slice of `rows` entries.
+int64_t vocabStart(const nlohmann::json &p, const KernelContext &ctx,
+                   int64_t rows) {
+  return p.at("vocab_parts").get<int64_t>() > 1 ? ctx.tpRank * rows : 0;
+}
+
+} // namespace
+
+CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
+  std::string why;
+  int count = cudaDeviceCount(&why);
+  if (count == 0)
+    throw std::runtime_error("no CUDA device: " + why);
+  if (index >= count)
+    throw std::runtime_error("CUDA device " + std::to_string(index) +
+                             " requested but this machine has " +
+                             std::to_string(count));
+  check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
+  check(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking),
+        "the compute stream");
+  check(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
+        "the comm stream");
+  check(cudaMalloc(reinterpret_cast<void **>(&sumAccumulator), sizeof(double)),
+        "a reduction scalar");
+  matmul = new Gemm(precision, computeStream);
+}
+
+CudaDevice::~CudaDevice() {
+  cudaDeviceSynchronize();
+  delete matmul;
+  for (void *p : allocations)
+    cudaFree(p);
+  for (auto &[key, table] : rotaryTables)
+    cudaFree(table);
+  cudaFree(scratch);
+  cudaFree(sumAccumulator);
+  cudaStreamDestroy(computeStream);
+  cudaStreamDestroy(commStream);
+}
+
+void *CudaDevice::allocateArena(int64_t bytes) {
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  if (size_t(bytes) > free)
+    throw std::runtime_error(
+        "the plan needs " + std::to_string(bytes / double(1 << 30)) +
+        " GiB on CUDA device " + std::to_string(device) + ", which has " +
+        std::to_string(free / double(1 << 30)) + " GiB free of " +
+        std::to_string(total / double(1 << 30)));
+  void *p = nullptr;
+  check(cudaMalloc(&p, bytes > 0 ? bytes : 4), "cudaMalloc of the arena");
+  allocations.push_back(p);
+  check(cudaMemsetAsync(p, 0, bytes, computeStream), "zeroing the arena");
+  return p;
+}
+
+bool CudaDevice::hasKernel(const std::string &name) const {
+  return kernelNames().count(name) > 0;
+}
+
+void CudaDevice::synchronize() {
+  check(cudaStreamSynchronize(commStream), "the comm stream");
+  check(cudaStreamSynchronize(computeStream), "the compute stream");
+}
+
+void CudaDevice::upload(void *dst, const void *src, int64_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, computeStream),
+        "an upload");
+}
+
+void CudaDevice::download(void *dst, const void *src, int64_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, computeStream),
+        "a download");
+  check(cudaStreamSynchronize(computeStream), "a download");
+}
+
+void CudaDevice::fillZero(void *dst, int64_t bytes, Stream s) {
+  check(cudaMemsetAsync(dst, 0, bytes, stream(s)), "fillZero");
+}
+
+void CudaDevice::transposeBlocks(float *dst, const float *src, int64_t a,
+                                 int64_t b, int64_t inner, bool accumulate,
+                                 Stream s) {
+  cuda::transposeBlocks(dst, src, a, b, inner, accumulate, stream(s));
+  check(cudaGetLastError(), "transposeBlocks");
+}
+
+void *CudaDevice::workspace(int64_t bytes) {
+  if (bytes > scratchBytes) {
+    // Grown rarely (the first steps); launches before it may still read it.
+    check(cudaStreamSynchronize(computeStream), "growing the workspace");
+    cudaFree(scratch);
+    check(cudaMalloc(&scratch, bytes), "the kernel workspace");
+    scratchBytes = bytes;
+  }
+  return scratch;
+}
+
+const double *CudaDevice::inverseFrequencies(const nlohmann::json &params) {
+  std::string key = params.dump();
+  auto found = rotaryTables.find(key);
+  if (found != rotaryTables.end())
+    return found->second;
+  std::vector<double> inv = rotaryInverseFrequencies(params);
+  double *table = nullptr;
+  check(cudaMalloc(reinterpret_cast<void **>(&table),
+                   inv.size() * sizeof(double) + 8),
+        "rotary table");
+  check(cudaMemcpy(table, inv.data(), inv.size() * sizeof(double),
+                   cudaMemcpyHostToDevice),
+        "rotary table");
+  rotaryTables[key] = table;
+  return table;
+}
+
+void CudaDevice::launch(const std::string &name,
+                        const std::vector<TensorRef> &ins,
+                        const std::vector<TensorRef> &outs,
+                        const std::vector<bool> &accumulate,
+                        const nlohmann::json &params,
+                        const KernelContext &ctx) {
+  nvtxRangePushA(name.c_str());
+  launchKernel(name, ins, outs, accumulate, params, ctx);
+  nvtxRangePop();
+  check(cudaGetLastError(), "kernel " + name);
+}
+
+void CudaDevice::launchKernel(const std::string &name,
+                              const std::vector<TensorRef> &ins,
+                              const std::vector<TensorRef> &outs,
+                              const std::vector<bool> &acc,
+                              const nlohmann::json &p,
+                              const KernelContext &ctx) {
+  cudaStream_t s = computeStream;
+  auto out = [&](size_t k) { return outs[k].f; };
+  if (name == "linear") {
+    const TensorRef &x = ins[0], &w = ins[1];
+    int64_t in = x.dim(-1), width = w.dim(0), rows = x.n / in;
+    matmul->run(true, false, width, rows, in, w.f, in, x.f, in,
+                acc[0] ? 1.0f : 0.0f, out(0), width,
+                ins.size() > 2 ? ins[2].f : nullptr);
+  } else if (name == "linear_bwd") {
+    const TensorRef &dy = ins[0], &x = ins[1], &w = ins[2];
+    int64_t in = x.dim(-1), width = w.dim(0), rows = x.n / in;
+    matmul->run(false, false, in, rows, width, w.f, in, dy.f, width,
+                acc[0] ? 1.0f : 0.0f, out(0), in);
+    matmul->run(false, true, in, width, rows, x.f, in, dy.f, width,
+                acc[1] ? 1.0f : 0.0f, out(1), in);
+    if (outs.size() > 2)
+      sumPeriodic(dy.f, width, dy.n, out(2), acc[2], s);
+  } else if (name == "embedding") {
+    const TensorRef &table = ins[0], &tokens = ins[1];
+    int64_t rows = table.dim(0), h = table.dim(1);
+    embedding(table.f, tokens.i, tokens.n, rows, h, vocabStart(p, ctx, rows),
+              out(0), acc[0], s);
+  } else if (name == "embedding_bwd") {
+    int64_t rows = outs[0].dim(0), h = outs[0].dim(1);
+    embeddingBackward(ins[0].f, ins[1].i, ins[1].n, rows, h,
+                      vocabStart(p, ctx, rows), out(0), acc[0], s);
+  } else if (name == "position_embedding") {
+    const TensorRef &x = ins[0];
+    addPeriodic(x.f, ins[1].f, x.dim(1) * x.dim(2), out(0), acc[0], x.n, s);
+  } else if (name == "position_embedding_bwd") {
+    const TensorRef &dy = ins[0];
+    sumPeriodic(dy.f, dy.dim(1) * dy.dim(2), dy.n, out(0), acc[0], s);
+  } else if (name == "shard_slice") {
+    const TensorRef &x = ins[0];
+    int64_t dim = p.at("dim").get<int64_t>(), outer = 1, inner = 1;
+    for (int64_t k = 0; k < dim; ++k)
+      outer *= x.dim(int(k));
+    for (size_t k = dim; k < x.shape->size(); ++k)
+      inner *= x.dim(int(k));
+    int64_t part = inner / ctx.groupSize;
+    sliceColumns(x.f, outer, inner, ctx.groupRank * part, part, out(0), acc[0],
+                 s);
+  } else if (name == "rms_norm" || name == "layer_norm") {
+    const TensorRef &x = ins[0];
+    int64_t h = x.dim(-1);
+    if (h > maxNormWidth())
+      throw std::runtime_error(name + " over " + std::to_string(h) +
+                               " columns: the CUDA kernel takes at most " +
+                               std::to_string(maxNormWidth()));
+    norm(x.f, ins[1].f, ins.size() > 2 ? ins[2].f : nullptr, out(0), acc[0],
+         rowsOf(x), h, p.at("eps").get<float>(), name == "rms_norm", s);
+  } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
+    const TensorRef &x = ins[1];
+    int64_t h = x.dim(-1);
+    if (h > maxNormWidth())
+      throw std::runtime_error(name + " over " + std::to_string(h) +
+                               " columns: the CUDA kernel takes at most " +
+                               std::to_string(maxNormWidth()));
+    bool bias = outs.size() > 2;
+    normBackward(ins[0].f, x.f, ins[2].f, out(0), acc[0], out(1), acc[1],
+                 bias ? out(2) : nullptr, bias && acc[2], rowsOf(x), h,
+                 p.at("eps").get<float>(), name == "rms_norm_bwd", s);
+  } else if (name == "bias_add") {
+    int64_t h = ins[0].dim(-1);
+    addPeriodic(ins[0].f, ins[1].f, h, out(0), acc[0], ins[0].n, s);
+  } else if (name == "bias_add_bwd") {
+    int64_t h = ins[0].dim(-1);
+    cuda::transposeBlocks(out(0), ins[0].f, 1, 1, ins[0].n, acc[0], s);
+    sumPeriodic(ins[0].f, h, ins[0].n, out(1), acc[1], s);
+  } else if (name == "rotary" || name == "rotary_bwd") {
+    const TensorRef &x = ins[0];
+    int64_t heads = p.at("num_heads").get<int64_t>();
+    rotary(x.f, out(0), acc[0], x.dim(0), x.dim(1), heads, x.dim(2) / heads,
+           p.at("rotary_dim").get<int64_t>(), inverseFrequencies(p),
+           name == "rotary" ? 1.0f : -1.0f, s);
+  } else if (name == "attention" || name == "attention_bwd") {
+    bool forward = name == "attention";
+    const TensorRef &q = ins[forward ? 0 : 1];
+    AttentionShape a;
+    a.b = q.dim(0);
+    a.s = q.dim(1);
+    a.heads = p.at("num_heads").get<int64_t>();
+    a.kvHeads = p.at("num_kv_heads").get<int64_t>();
+    a.d = q.dim(2) / a.heads;
+    a.causal = p.value("causal", false);
+    a.window = p.value("window", int64_t(0));
+    if (a.d > maxHeadDim())
+      throw std::runtime_error(
+          name + " with head dimension " + std::to_string(a.d) +
+          ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
+    if (forward) {
+      attention(a, ins[0].f, ins[1].f, ins[2].f, out(0), acc[0], s);
+    } else {
+      float *stats = static_cast<float *>(
+          workspace(attentionBackwardWorkspace(a) * sizeof(float)));
+      attentionBackward(a, ins[0].f, ins[1].f, ins[2].f, ins[3].f, out(0),
+                        acc[0], out(1), acc[1], out(2), acc[2], stats, s);
+    }
+  } else if (name == "gelu" || name == "gelu_bwd") {
+    Unary f = p.at("approximate").get<std::string>() == "tanh" ? Unary::GeluTanh
+                                                               : Unary::Gelu;
+    if (name == "gelu")
+      unary(f, ins[0].f, out(0), acc[0], ins[0].n, s);
+    else
+      unaryBackward(f, ins[0].f, ins[1].f, out(0), acc[0], ins[0].n, s);
+  } else if (name == "silu") {
+    unary(Unary::Silu, ins[0].f, out(0), acc[0], ins[0].n, s);
+  } else if (name == "silu_bwd") {
+    unaryBackward(Unary::Silu, ins[0].f, ins[1].f, out(0), acc[0], ins[0].n, s);
+  } else if (name == "swiglu") {
+    swiglu(ins[0].f, ins[1].f, out(0), acc[0], ins[0].n, s);
+  } else if (name == "swiglu_bwd") {
+    swigluBackward(ins[0].f, ins[1].f, ins[2].f, out(0), acc[0], out(1), acc[1],
+                   ins[0].n, s);
+  } else if (name == "add") {
+    // Eight inputs a launch; later groups add to the first's result.
+    for (size_t first = 0; first < ins.size(); first += 8) {
+      const float *xs[8];
+      int count = 0;
+      for (size_t k = first; k < ins.size() && count < 8; ++k)
+        xs[count++] = ins[k].f;
+      sum(xs, count, out(0), acc[0] || first > 0, outs[0].n, s);
+    }
+  } else if (name == "copy") {
+    cuda::transposeBlocks(out(0), ins[0].f, 1, 1, ins[0].n, acc[0], s);
+  } else if (name == "ce_max" || name == "ce_stats" || name == "ce_bwd") {
+    const TensorRef &l = ins[0];
+    CrossEntropyShape c{rowsOf(l), l.dim(-1), 0,
+                        p.at("vocab_size").get<int64_t>()};
+    c.start = vocabStart(p, ctx, c.v);
+    if (name == "ce_max")
+      crossEntropyMax(c, l.f, out(0), acc[0], s);
+    else if (name == "ce_stats")
+      crossEntropyStats(c, l.f, ins[1].f, ins[2].i, out(0), acc[0], s);
+    else
+      crossEntropyBackward(c, l.f, ins[1].f, ins[2].f, ins[3].i,
+                           p.at("scale").get<float>(), out(0), acc[0], s);
+  } else if (name == "ce_loss") {
+    crossEntropyLoss(ins[0].f, ins[1].f, ins[0].n, p.at("scale").get<double>(),
+                     out(0), acc[0], s);
+  } else if (name == "grad_sumsq") {
+    const nlohmann::json &weights = p.at("weights");
+    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), name);
+    for (size_t k = 0; k < ins.size(); ++k)
+      sumSquares(ins[k].f, ins[k].n, weights.at(k).get<double>(),
+                 sumAccumulator, s);
+    storeScalar(sumAccumulator, out(0), acc[0], s);
+  } else if (name == "clip_coefficient") {
+    clipCoefficient(ins[0].f, ctx.optimizer->clipNorm, out(0), acc[0], s);
+  } else if (name == "adamw") {
+    const Optimizer &o = *ctx.optimizer;
+    AdamWStep step;
+    step.lr = o.learningRate(ctx.step);
+    step.beta1 = o.beta1;
+    step.beta2 = o.beta2;
+    step.eps = o.eps;
+    step.weightDecay = o.weightDecay;
+    double t = double(ctx.step + 1);
+    step.c1 = 1 - std::pow(o.beta1, t);
+    step.c2 = 1 - std::pow(o.beta2, t);
+    step.decay = p.at("weight_decay").get<bool>();
+    int64_t chunk = ins[2].n;
+    step.begin = p.at("dp_shard").get<bool>() ? ctx.dpRank * chunk : 0;
+    adamw(step, ins[0].f, ins[0].n, ins[1].f, ins[2].f, ins[3].f, chunk,
+          ins[4].f, out(0), acc[0], out(1), acc[1], out(2), acc[2], s);
+  } else {
+    throw std::runtime_error("the CUDA backend has no kernel \"" + name + "\"");
+  }
+}
+
+} // namespace cuda
+} // namespace partita::runtime

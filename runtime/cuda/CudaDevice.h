@@ -1,0 +1,99 @@
+//===- CudaDevice.h - The CUDA backend's device half ------------*- C++ -*-===//
+
+#ifndef PARTITA_RUNTIME_CUDA_CUDADEVICE_H
+#define PARTITA_RUNTIME_CUDA_CUDADEVICE_H
+
+#include "partita/runtime/Cuda.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <string>
+#include <tuple>
+
+namespace partita::runtime::cuda {
+
+/// Throws std::runtime_error "CUDA error in <what>: <why>" unless `status`
+/// is cudaSuccess.
+void check(cudaError_t status, const std::string &what);
+
+/// C = op(A) op(B) (+ beta C) (+ bias per row of C), column-major, fp32
+/// storage, through cuBLASLt with the chosen compute precision. Matmul
+/// descriptors and the chosen algorithm are cached per shape.
+class Gemm {
+public:
+  Gemm(GemmPrecision precision, cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm &) = delete;
+  Gemm &operator=(const Gemm &) = delete;
+  void run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+           float *c, int64_t ldc, const float *bias = nullptr);
+
+private:
+  struct Shape {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo;
+  };
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, bool>;
+  Shape &shape(const Key &key);
+
+  GemmPrecision precision;
+  cudaStream_t stream;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  std::map<Key, Shape> shapes;
+};
+
+class CudaDevice : public Device {
+public:
+  CudaDevice(int index, GemmPrecision precision);
+  ~CudaDevice() override;
+
+  void *allocateArena(int64_t bytes) override;
+  bool hasKernel(const std::string &name) const override;
+  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+              const std::vector<TensorRef> &outs,
+              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const KernelContext &ctx) override;
+  void synchronize() override;
+  void upload(void *dst, const void *src, int64_t bytes) override;
+  void download(void *dst, const void *src, int64_t bytes) override;
+  void fillZero(void *dst, int64_t bytes, Stream stream) override;
+  void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
+                       int64_t inner, bool accumulate, Stream stream) override;
+
+  int index() const { return device; }
+  cudaStream_t stream(Stream s) const {
+    return s == Stream::Comm ? commStream : computeStream;
+  }
+  Gemm &gemm() { return *matmul; }
+
+private:
+  void launchKernel(const std::string &name, const std::vector<TensorRef> &ins,
+                    const std::vector<TensorRef> &outs,
+                    const std::vector<bool> &accumulate,
+                    const nlohmann::json &params, const KernelContext &ctx);
+  /// Device scratch of at least `bytes`, reused across launches on the
+  /// compute stream.
+  void *workspace(int64_t bytes);
+  const double *inverseFrequencies(const nlohmann::json &params);
+
+  int device;
+  cudaStream_t computeStream = nullptr, commStream = nullptr;
+  Gemm *matmul = nullptr;
+  std::list<void *> allocations;
+  void *scratch = nullptr;
+  int64_t scratchBytes = 0;
+  double *sumAccumulator = nullptr;
+  std::map<std::string, double *> rotaryTables;
+};
+
+} // namespace partita::runtime::cuda
+
+#endif // PARTITA_RUNTIME_CUDA_CUDADEVICE_H

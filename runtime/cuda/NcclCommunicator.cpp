@@ -1,0 +1,402 @@
+//===- NcclCommunicator.cpp - The plan's groups over NCCL -----------------===//
+//
+// One world communicator (its unique id broadcast over MPI) and one split
+// per plan group. Collectives run on the device's comm stream: a
+// synchronous call makes the comm stream wait for the compute stream's work
+// so far and the compute stream wait for the collective, so the host never
+// blocks; start() leaves the second wait to the future's get(), which is
+// where the plan's `wait` puts it. Pipeline messages use one two-rank
+// communicator and stream per direction of each neighbour pair, so sends
+// and receives of a 1F1B schedule never queue behind each other.
+//
+// A watchdog thread follows every enqueued operation by its event: past the
+// collective timeout, or on an NCCL asynchronous error, it aborts the
+// communicators and stops the job, naming the rank, the operation and the
+// step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaDevice.h"
+
+#include <mpi.h>
+#include <nccl.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace partita::runtime {
+
+namespace {
+
+using cuda::check;
+using cuda::CudaDevice;
+
+class NcclCommunicator : public Communicator {
+public:
+  NcclCommunicator(const Plan &plan, CudaDevice &device)
+      : plan(plan), device(device) {
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    me = rank;
+    worldCount = size;
+    check(cudaSetDevice(device.index()), "cudaSetDevice");
+    ncclUniqueId id;
+    if (rank == 0)
+      checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId", "world");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    checkNccl(ncclCommInitRank(&world, size, id, rank), "ncclCommInitRank",
+              "world");
+    // Every rank splits for every group name, in the same (sorted) order.
+    for (const auto &[name, groups] : plan.groups) {
+      int color = NCCL_SPLIT_NOCOLOR, key = 0;
+      for (size_t g = 0; g < groups.size(); ++g) {
+        auto it = std::find(groups[g].begin(), groups[g].end(), me);
+        if (it != groups[g].end()) {
+          color = int(g);
+          key = int(it - groups[g].begin());
+        }
+      }
+      ncclComm_t comm = nullptr;
+      checkNccl(ncclCommSplit(world, color, key, &comm, nullptr),
+                "ncclCommSplit", name);
+      if (color != NCCL_SPLIT_NOCOLOR) {
+        Group &group = groupsByName[name];
+        group.comm = comm;
+        group.size = int(groups[color].size());
+        group.rank = key;
+      }
+    }
+    if (plan.pp > 1)
+      connectPipeline();
+    watchdog = std::thread([this] { watch(); });
+  }
+
+  ~NcclCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    watchdog.join();
+    cudaDeviceSynchronize();
+    for (auto &[name, g] : groupsByName)
+      ncclCommDestroy(g.comm);
+    for (auto &[pair, channel] : channels) {
+      ncclCommDestroy(channel.comm);
+      cudaStreamDestroy(channel.stream);
+    }
+    ncclCommDestroy(world);
+  }
+
+  int64_t worldRank() const override { return me; }
+  int64_t worldSize() const override { return worldCount; }
+  int64_t groupSize(const std::string &name) const override {
+    return group(name).size;
+  }
+  int64_t groupRank(const std::string &name) const override {
+    return group(name).rank;
+  }
+
+  void allReduce(const std::string &name, float *data, int64_t n,
+                 bool max) override {
+    const Group &g = group(name);
+    collective("all-reduce over " + name, [&](cudaStream_t s) {
+      return ncclAllReduce(data, data, size_t(n), ncclFloat,
+                           max ? ncclMax : ncclSum, g.comm, s);
+    });
+  }
+  void allGather(const std::string &name, const float *in, int64_t n,
+                 float *out) override {
+    const Group &g = group(name);
+    collective("all-gather over " + name, [&](cudaStream_t s) {
+      return ncclAllGather(in, out, size_t(n), ncclFloat, g.comm, s);
+    });
+  }
+  void reduceScatter(const std::string &name, const float *in, int64_t n,
+                     float *out) override {
+    const Group &g = group(name);
+    collective("reduce-scatter over " + name, [&](cudaStream_t s) {
+      return ncclReduceScatter(in, out, size_t(n), ncclFloat, ncclSum, g.comm,
+                               s);
+    });
+  }
+
+  void send(int64_t to, const void *data, int64_t bytes) override {
+    if (isHost(data)) { // gathers for checkpoints and --save-params
+      // Copied: the caller may reuse `data` before the receiver gets it.
+      hostSends.emplace_back();
+      HostSend &h = hostSends.back();
+      h.data.assign(static_cast<const char *>(data),
+                    static_cast<const char *>(data) + bytes);
+      MPI_Isend(h.data.data(), int(bytes), MPI_BYTE, int(to), 0, MPI_COMM_WORLD,
+                &h.request);
+      return;
+    }
+    Channel &c = channel(me, to);
+    after(device.stream(Stream::Compute), c.stream);
+    nvtxRangePushA("send");
+    checkNccl(ncclSend(data, size_t(bytes), ncclChar, 1, c.comm, c.stream),
+              "ncclSend", "pp");
+    nvtxRangePop();
+    follow(c.stream, "send to rank " + std::to_string(to));
+  }
+  void recv(int64_t from, void *data, int64_t bytes) override {
+    if (isHost(data)) {
+      MPI_Recv(data, int(bytes), MPI_BYTE, int(from), 0, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      return;
+    }
+    Channel &c = channel(from, me);
+    // The buffer may still be read by earlier compute.
+    after(device.stream(Stream::Compute), c.stream);
+    nvtxRangePushA("recv");
+    checkNccl(ncclRecv(data, size_t(bytes), ncclChar, 0, c.comm, c.stream),
+              "ncclRecv", "pp");
+    nvtxRangePop();
+    follow(c.stream, "receive from rank " + std::to_string(from));
+    after(c.stream, device.stream(Stream::Compute));
+  }
+  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  void finishSends() override {
+    for (HostSend &h : hostSends)
+      MPI_Wait(&h.request, MPI_STATUS_IGNORE);
+    hostSends.clear();
+    for (auto &[pair, c] : channels)
+      if (pair.first == me)
+        check(cudaStreamSynchronize(c.stream), "pipeline sends");
+  }
+
+  std::shared_future<void>
+  start(std::function<void(Communicator &)> work) override {
+    cudaStream_t comm = device.stream(Stream::Comm);
+    after(device.stream(Stream::Compute), comm);
+    insideStart = true;
+    work(*this);
+    insideStart = false;
+    cudaEvent_t done;
+    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "an event");
+    check(cudaEventRecord(done, comm), "an event");
+    cudaStream_t compute = device.stream(Stream::Compute);
+    // Waiting makes the compute stream wait; the host goes on.
+    return std::async(std::launch::deferred,
+                      [compute, done] {
+                        check(cudaStreamWaitEvent(compute, done, 0),
+                              "waiting for a collective");
+                        cudaEventDestroy(done);
+                      })
+        .share();
+  }
+  void setWatchdog(double seconds) override { timeoutSeconds = seconds; }
+  void setStep(int64_t s) override { step = s; }
+
+  [[noreturn]] void abort(const std::string &why) override {
+    std::string line =
+        "plan-run: rank " + std::to_string(me) + ": " + why + "\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    for (auto &[name, g] : groupsByName)
+      ncclCommAbort(g.comm);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+  }
+
+private:
+  struct Group {
+    ncclComm_t comm = nullptr;
+    int size = 1, rank = 0;
+  };
+  /// One direction between two pipeline neighbours: rank 0 of `comm` sends.
+  struct Channel {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  struct HostSend {
+    std::vector<char> data;
+    MPI_Request request;
+  };
+  struct Pending {
+    cudaEvent_t event;
+    std::string what;
+    int64_t step;
+    std::chrono::steady_clock::time_point since;
+  };
+
+  const Group &group(const std::string &name) const {
+    auto it = groupsByName.find(name);
+    if (it == groupsByName.end())
+      const_cast<NcclCommunicator *>(this)->abort(
+          "the plan uses group \"" + name + "\", which has no member here");
+    return it->second;
+  }
+  void checkNccl(ncclResult_t status, const char *what,
+                 const std::string &over) {
+    if (status != ncclSuccess && status != ncclInProgress)
+      abort(std::string(what) + " over " + over +
+            " failed: " + ncclGetErrorString(status));
+  }
+  static bool isHost(const void *p) {
+    cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+      cudaGetLastError();
+      return true;
+    }
+    return attributes.type != cudaMemoryTypeDevice &&
+           attributes.type != cudaMemoryTypeManaged;
+  }
+  /// `later` waits for the work enqueued on `earlier` so far.
+  void after(cudaStream_t earlier, cudaStream_t later) {
+    cudaEvent_t e;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an event");
+    check(cudaEventRecord(e, earlier), "an event");
+    check(cudaStreamWaitEvent(later, e, 0), "an event");
+    cudaEventDestroy(e); // released once the wait is satisfied
+  }
+  /// Runs `enqueue` on the comm stream, in order with the compute stream
+  /// unless inside start().
+  template <typename Enqueue>
+  void collective(const std::string &what, Enqueue enqueue) {
+    cudaStream_t comm = device.stream(Stream::Comm);
+    cudaStream_t compute = device.stream(Stream::Compute);
+    if (!insideStart)
+      after(compute, comm);
+    nvtxRangePushA(what.c_str());
+    ncclResult_t status = enqueue(comm);
+    nvtxRangePop();
+    checkNccl(status, what.c_str(), "the group");
+    follow(comm, what);
+    if (!insideStart)
+      after(comm, compute);
+  }
+  /// Hands the watchdog an event after the work enqueued on `s`.
+  void follow(cudaStream_t s, const std::string &what) {
+    cudaEvent_t e;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an event");
+    check(cudaEventRecord(e, s), "an event");
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      pending.push_back({e, what, step, std::chrono::steady_clock::now()});
+    }
+    changed.notify_all();
+  }
+  void watch() {
+    check(cudaSetDevice(device.index()), "cudaSetDevice");
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      changed.wait_for(lock, std::chrono::milliseconds(50));
+      while (!pending.empty() &&
+             cudaEventQuery(pending.front().event) == cudaSuccess) {
+        cudaEventDestroy(pending.front().event);
+        pending.pop_front();
+      }
+      if (pending.empty())
+        continue;
+      ncclResult_t error = ncclSuccess;
+      ncclCommGetAsyncError(world, &error);
+      for (auto &[name, g] : groupsByName)
+        if (error == ncclSuccess)
+          ncclCommGetAsyncError(g.comm, &error);
+      const Pending &oldest = pending.front();
+      double waited = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - oldest.since)
+                          .count();
+      if (error != ncclSuccess)
+        abort(oldest.what + " failed in step " + std::to_string(oldest.step) +
+              ": " + ncclGetErrorString(error) + "; stopping the job");
+      if (timeoutSeconds > 0 && waited > timeoutSeconds)
+        abort(oldest.what + " did not complete within " +
+              std::to_string(int64_t(timeoutSeconds)) + " s in step " +
+              std::to_string(oldest.step) +
+              " (a rank is stuck or gone); stopping the job");
+    }
+  }
+
+  int64_t pipelinePeer(bool next) const {
+    const Coordinates &c = plan.devices[me];
+    int64_t p = (c.pp + (next ? 1 : plan.pp - 1)) % plan.pp;
+    return (p * plan.dp + c.dp) * plan.tp + c.tp;
+  }
+  /// Two-rank communicators for both directions to each neighbour, created
+  /// in one global order (by the pair's ranks) so that no two ranks wait
+  /// for each other.
+  void connectPipeline() {
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (bool next : {true, false}) {
+      int64_t peer = pipelinePeer(next);
+      if (peer != me) {
+        pairs.push_back({me, peer});
+        pairs.push_back({peer, me});
+      }
+    }
+    std::sort(pairs.begin(), pairs.end(), [](auto a, auto b) {
+      return std::make_pair(
+                 std::min(a.first, a.second),
+                 std::make_tuple(std::max(a.first, a.second), a.first)) <
+             std::make_pair(
+                 std::min(b.first, b.second),
+                 std::make_tuple(std::max(b.first, b.second), b.first));
+    });
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    for (auto [from, to] : pairs) {
+      ncclUniqueId id;
+      if (from == me) {
+        checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId", "pp");
+        MPI_Send(&id, sizeof(id), MPI_BYTE, int(to), 1, MPI_COMM_WORLD);
+      } else {
+        MPI_Recv(&id, sizeof(id), MPI_BYTE, int(from), 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+      }
+      Channel c;
+      checkNccl(ncclCommInitRank(&c.comm, 2, id, from == me ? 0 : 1),
+                "ncclCommInitRank", "pp");
+      check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
+            "a pipeline stream");
+      channels[{from, to}] = c;
+    }
+  }
+  Channel &channel(int64_t from, int64_t to) {
+    auto it = channels.find({from, to});
+    if (it == channels.end())
+      abort("a pipeline message from rank " + std::to_string(from) +
+            " to rank " + std::to_string(to) +
+            ", which are not pipeline neighbours");
+    return it->second;
+  }
+
+  const Plan &plan;
+  CudaDevice &device;
+  int64_t me = 0, worldCount = 1;
+  ncclComm_t world = nullptr;
+  std::map<std::string, Group> groupsByName;
+  std::map<std::pair<int64_t, int64_t>, Channel> channels;
+  std::list<HostSend> hostSends;
+  bool insideStart = false;
+  std::atomic<double> timeoutSeconds{0};
+  std::atomic<int64_t> step{0};
+  std::thread watchdog;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Pending> pending;
+  bool stopping = false;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> createNcclCommunicator(const Plan &plan,
+                                                     Device &device) {
+  auto *cudaDevice = dynamic_cast<CudaDevice *>(&device);
+  if (!cudaDevice)
+    throw std::runtime_error("the NCCL communicator needs a CUDA device");
+  return std::make_unique<NcclCommunicator>(plan, *cudaDevice);
+}
+
+} // namespace partita::runtime
