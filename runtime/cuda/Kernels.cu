@@ -884,8 +884,8 @@ void crossEntropyBackward(const CrossEntropyShape &c, const float *logits,
 
 void sumSquares(const float *x, int64_t n, double weight, double *acc64,
                 cudaStream_t stream) {
-  sumSquaresKernel < < <blocksFor(n)> 1024 ? 1024 : blocksFor(n), kThreads, 0,
-      stream >>> (x, n, weight, acc64);
+  unsigned blocks = blocksFor(n) > 1024 ? 1024 : blocksFor(n);
+  sumSquaresKernel<<<blocks, kThreads, 0, stream>>>(x, n, weight, acc64);
 }
 
 void storeScalar(const double *acc64, float *out, bool acc,
