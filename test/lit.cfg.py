@@ -31,6 +31,16 @@ tools = ["plan-opt", "importer-corpus-replay"]
 if os.path.exists(os.path.join(config.partita_tools_dir, "plan-run")):
     tools += ["plan-run", "partita-comm-check"]
     config.available_features.add("plan-run")
+# The CUDA backend is built where CMake finds CUDA, cuBLASLt and NCCL; its
+# GPU tests need a device as well (nvidia-smi lists one).
+if config.partita_have_cuda in ("ON", "1", "TRUE"):
+    config.available_features.add("cuda-backend")
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    if smi and subprocess.run([smi, "-L"], capture_output=True,
+                              text=True).stdout.startswith("GPU "):
+        config.available_features.add("cuda-device")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # The published Megatron-LM table the cost model is calibrated against lives

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "LaunchConfig.h"
 
 #include <cfloat>
 #include <cmath>
@@ -15,14 +16,6 @@
 namespace partita::runtime::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocksFor(int64_t n, int threads = kThreads) {
-  int64_t blocks = (n + threads - 1) / threads;
-  // Grid-stride loops cover the rest.
-  return unsigned(blocks < 1 ? 1 : (blocks > 65535 * 16 ? 65535 * 16 : blocks));
-}
 
 __device__ __forceinline__ void store(float *y, int64_t i, float v, bool acc) {
   y[i] = acc ? y[i] + v : v;
@@ -203,9 +196,6 @@ __device__ float blockMax(float v, float *shared) {
 // every row, so that it can keep its columns' dw and db sums in registers
 // and add them to the output once per slab.
 
-constexpr int kNormThreads = 512, kNormColumnsPerThread = 32;
-constexpr int64_t kNormRowsPerBlock = 16;
-
 /// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of row `xr`.
 __device__ void rowStatistics(const float *xr, int64_t h, bool rms, float eps,
                               double *shared, double &mean, double &inv) {
@@ -338,8 +328,6 @@ __global__ void embeddingBackwardKernel(const float *dy, const int32_t *tokens,
 // streams the other side through shared memory in tiles and keeps its
 // softmax statistics online, so memory is O(s) per row. fp32 throughout.
 
-constexpr int kRowsPerBlock = 64;
-
 struct AttentionDims {
   int64_t b, s, heads, kvHeads, d;
   bool causal;
@@ -355,12 +343,6 @@ struct AttentionDims {
     return ((bb * s + j) * kvHeads + kh) * d;
   }
 };
-
-/// Keys per shared-memory tile for head dimension up to D: two tiles of
-/// 32 KiB together.
-template <int D> __host__ __device__ constexpr int keyTile() {
-  return 4096 / D;
-}
 
 /// Loads rows [first, first + T) of a [*, ld]-strided tensor into `tile`.
 template <int D, int T>
@@ -576,21 +558,22 @@ AttentionDims dims(const AttentionShape &s) {
 
 template <template <int> class Launch, typename... Args>
 void byHeadDim(int64_t d, Args &&...args) {
-  if (d <= 32)
-    Launch<32>::run(args...);
-  else if (d <= 64)
-    Launch<64>::run(args...);
-  else if (d <= 128)
-    Launch<128>::run(args...);
-  else
-    Launch<256>::run(args...);
+  switch (headDimBucket(d)) {
+  case 32:
+    return Launch<32>::run(args...);
+  case 64:
+    return Launch<64>::run(args...);
+  case 128:
+    return Launch<128>::run(args...);
+  default:
+    return Launch<256>::run(args...);
+  }
 }
 
 template <int D> struct LaunchForward {
   static void run(const AttentionDims &a, const float *q, const float *k,
                   const float *v, float *o, bool acc, cudaStream_t stream) {
-    dim3 grid(unsigned((a.s + kRowsPerBlock - 1) / kRowsPerBlock),
-              unsigned(a.heads), unsigned(a.b));
+    dim3 grid(rowBlocks(a.s), unsigned(a.heads), unsigned(a.b));
     attentionKernel<D><<<grid, kRowsPerBlock, 0, stream>>>(a, q, k, v, o, acc);
   }
 };
@@ -600,7 +583,7 @@ template <int D> struct LaunchBackward {
                   const float *k, const float *v, float *dq, bool accDq,
                   float *dk, bool accDk, float *dv, bool accDv, float *stats,
                   cudaStream_t stream) {
-    unsigned tiles = unsigned((a.s + kRowsPerBlock - 1) / kRowsPerBlock);
+    unsigned tiles = rowBlocks(a.s);
     attentionBackwardQueryKernel<D>
         <<<dim3(tiles, unsigned(a.heads), unsigned(a.b)), kRowsPerBlock, 0,
            stream>>>(a, dout, q, k, v, dq, accDq, stats);
@@ -790,11 +773,11 @@ void sliceColumns(const float *x, int64_t outer, int64_t inner, int64_t begin,
       x, outer, inner, begin, width, y, acc);
 }
 
-int64_t maxNormWidth() { return int64_t(kNormThreads) * kNormColumnsPerThread; }
+int64_t maxNormWidth() { return kMaxNormWidth; }
 
 void norm(const float *x, const float *w, const float *b, float *y, bool acc,
           int64_t rows, int64_t h, float eps, bool rms, cudaStream_t stream) {
-  int threads = h >= kNormThreads ? kNormThreads : int((h + 31) / 32 * 32);
+  int threads = normThreads(h);
   normKernel<<<unsigned(rows), threads, 0, stream>>>(x, w, b, y, acc, h, eps,
                                                      rms);
 }
@@ -837,7 +820,7 @@ void embeddingBackward(const float *dy, const int32_t *tokens, int64_t count,
       dy, tokens, count, rows, h, start, dtable);
 }
 
-int64_t maxHeadDim() { return 256; }
+int64_t maxHeadDim() { return kMaxHeadDim; }
 
 void attention(const AttentionShape &s, const float *q, const float *k,
                const float *v, float *o, bool acc, cudaStream_t stream) {

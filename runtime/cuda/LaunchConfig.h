@@ -1,0 +1,62 @@
+//===- LaunchConfig.h - Grid and tile sizes of the CUDA kernels -*- C++ -*-===//
+//
+// Plain arithmetic shared by the kernels and their host-side tests, which
+// run without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H
+#define PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define PARTITA_HOST_DEVICE __host__ __device__
+#else
+#define PARTITA_HOST_DEVICE
+#endif
+
+namespace partita::runtime::cuda {
+
+/// Threads per block of the elementwise kernels.
+constexpr int kThreads = 256;
+/// At most this many blocks; grid-stride loops cover the rest.
+constexpr int64_t kMaxBlocks = 65535 * 16;
+
+/// Blocks for n elements, one per thread: at least 1, at most kMaxBlocks.
+inline unsigned blocksFor(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  return unsigned(blocks < 1 ? 1 : blocks > kMaxBlocks ? kMaxBlocks : blocks);
+}
+
+/// The norm kernels: a block per row (forward) or slab of rows (backward);
+/// a thread owns columns t, t + threads, ..., at most kNormColumnsPerThread.
+constexpr int kNormThreads = 512, kNormColumnsPerThread = 32;
+constexpr int64_t kNormRowsPerBlock = 16;
+constexpr int64_t kMaxNormWidth = int64_t(kNormThreads) * kNormColumnsPerThread;
+/// Threads of the forward norm over h columns: whole warps, at most 512.
+inline int normThreads(int64_t h) {
+  return h >= kNormThreads ? kNormThreads : int((h + 31) / 32 * 32);
+}
+
+/// Attention: a thread per query (or key) row, kRowsPerBlock rows a block;
+/// the other side streams through two shared-memory tiles of keyTile<D>()
+/// rows of D floats, 32 KiB together, under the 48 KiB of static shared
+/// memory a block may have.
+constexpr int kRowsPerBlock = 64;
+constexpr int64_t kMaxHeadDim = 256;
+template <int D> PARTITA_HOST_DEVICE constexpr int keyTile() {
+  return 4096 / D;
+}
+/// The head-dimension bucket (32, 64, 128 or 256) a head dimension runs in.
+inline int headDimBucket(int64_t d) {
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
+/// Blocks along the rows of one (batch, head).
+inline unsigned rowBlocks(int64_t s) {
+  return unsigned((s + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+} // namespace partita::runtime::cuda
+
+#endif // PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H
