@@ -1,0 +1,221 @@
+//===- cuda-bench.cpp - GEMM and NCCL throughput of the CUDA backend ------===//
+//
+//   partita-cuda-bench gemm [--tokens T]   our GEMM path against plain cuBLAS
+//   mpirun -np N partita-cuda-bench allreduce   NCCL all-reduce bus bandwidth
+//
+// Prints one JSON object. The GEMMs are the linear layers of a
+// Llama-3-8B block over T tokens (default 8192): our path (cuBLASLt on the
+// runtime's fp32 buffers, at each --gemm-precision) against cublasGemmEx
+// on the same buffers and precision, and against cublasGemmEx on bf16
+// buffers, the ceiling for a bf16 runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cuda/CudaDevice.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace partita::runtime;
+using json = nlohmann::json;
+
+namespace {
+
+/// Median milliseconds of `run` over `reps` after `warmup` runs.
+double timeMs(const std::function<void()> &run, cudaStream_t stream,
+              int warmup = 3, int reps = 10) {
+  for (int i = 0; i < warmup; ++i)
+    run();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(start, stream);
+    run();
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+/// `count` zeroed elements of device memory.
+template <typename T> T *deviceArray(int64_t count, const char *what) {
+  void *p = nullptr;
+  cuda::check(cudaMalloc(&p, count * sizeof(T)), what);
+  cuda::check(cudaMemset(p, 0, count * sizeof(T)), what);
+  return static_cast<T *>(p);
+}
+
+void checkBlas(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error in ") + what);
+}
+
+json gemmBench(int64_t tokens) {
+  struct Shape {
+    const char *name;
+    int64_t out, in;
+  };
+  // The linear layers of a Llama-3-8B block (hidden 4096, 8 kv heads of
+  // 128, ffn 14336).
+  std::vector<Shape> shapes = {{"attn.q", 4096, 4096},
+                               {"attn.kv", 1024, 4096},
+                               {"attn.o", 4096, 4096},
+                               {"mlp.gate_up", 14336, 4096},
+                               {"mlp.down", 4096, 14336}};
+  json rows = json::array();
+  cudaStream_t stream;
+  cuda::check(cudaStreamCreate(&stream), "a stream");
+  cublasHandle_t blas;
+  checkBlas(cublasCreate(&blas), "cublasCreate");
+  checkBlas(cublasSetStream(blas, stream), "cublasSetStream");
+  for (const Shape &s : shapes) {
+    int64_t m = s.out, n = tokens, k = s.in;
+    double flop = 2.0 * m * n * k;
+    float *w = deviceArray<float>(m * k, "W"),
+          *x = deviceArray<float>(n * k, "x"),
+          *y = deviceArray<float>(m * n, "y");
+    json row = {{"gemm", s.name}, {"m", m}, {"n", n}, {"k", k}};
+    for (GemmPrecision p :
+         {GemmPrecision::FP32, GemmPrecision::TF32, GemmPrecision::BF16}) {
+      cuda::Gemm ours(p, stream);
+      double oursMs = timeMs(
+          [&] { ours.run(true, false, m, n, k, w, k, x, k, 0.0f, y, m); },
+          stream);
+      cublasComputeType_t compute =
+          p == GemmPrecision::FP32   ? CUBLAS_COMPUTE_32F
+          : p == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                     : CUBLAS_COMPUTE_32F_FAST_16BF;
+      float alpha = 1, beta = 0;
+      double plainMs = timeMs(
+          [&] {
+            checkBlas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(m),
+                                   int(n), int(k), &alpha, w, CUDA_R_32F,
+                                   int(k), x, CUDA_R_32F, int(k), &beta, y,
+                                   CUDA_R_32F, int(m), compute,
+                                   CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmEx");
+          },
+          stream);
+      std::string key = gemmPrecisionName(p);
+      row["ours_" + key + "_tflops"] = flop / oursMs / 1e9;
+      row["cublas_" + key + "_tflops"] = flop / plainMs / 1e9;
+      row["ours_vs_cublas_" + key] = plainMs / oursMs;
+    }
+    // bf16 buffers: what a bf16 runtime could reach.
+    auto *wb = deviceArray<__nv_bfloat16>(m * k, "W bf16");
+    auto *xb = deviceArray<__nv_bfloat16>(n * k, "x bf16");
+    auto *yb = deviceArray<__nv_bfloat16>(m * n, "y bf16");
+    float alpha = 1, beta = 0;
+    double bf16Ms = timeMs(
+        [&] {
+          checkBlas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n),
+                                 int(k), &alpha, wb, CUDA_R_16BF, int(k), xb,
+                                 CUDA_R_16BF, int(k), &beta, yb, CUDA_R_16BF,
+                                 int(m), CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx bf16");
+        },
+        stream);
+    row["cublas_bf16_buffers_tflops"] = flop / bf16Ms / 1e9;
+    rows.push_back(row);
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(wb);
+    cudaFree(xb);
+    cudaFree(yb);
+  }
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+  return {{"tokens", tokens}, {"gemms", rows}};
+}
+
+/// NCCL all-reduce bus bandwidth over every rank of the job (nccl-tests'
+/// definition: 2 (n - 1) / n x bytes / time).
+json allReduceBench(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // A plan with one group over the world, for the communicator.
+  Plan plan;
+  plan.dp = size;
+  plan.tp = plan.pp = 1;
+  plan.worldSize = size;
+  std::vector<int64_t> all;
+  for (int r = 0; r < size; ++r) {
+    all.push_back(r);
+    plan.devices.push_back({0, r, 0, 0, r});
+  }
+  plan.groups["dp"] = {all};
+  auto device = createCudaDevice(rank, GemmPrecision::BF16);
+  auto comm = createNcclCommunicator(plan, *device);
+  auto *cudaDevice = static_cast<cuda::CudaDevice *>(device.get());
+  json rows = json::array();
+  for (int64_t bytes : {int64_t(1) << 20, int64_t(16) << 20, int64_t(256) << 20,
+                        int64_t(1) << 30}) {
+    float *data =
+        static_cast<float *>(device->allocateArena(bytes)); // zero-filled
+    double ms = timeMs([&] { comm->allReduce("dp", data, bytes / 4, false); },
+                       cudaDevice->stream(Stream::Compute), 2, 5);
+    double bus = 2.0 * (size - 1) / size * bytes / (ms * 1e-3) / 1e9;
+    rows.push_back(
+        {{"bytes", bytes}, {"time_ms", ms}, {"bus_gbytes_per_s", bus}});
+  }
+  comm.reset();
+  MPI_Finalize();
+  if (rank != 0)
+    std::exit(0);
+  return {{"ranks", size}, {"all_reduce", rows}};
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "gemm" && mode != "allreduce") {
+    std::cerr << "usage: partita-cuda-bench gemm [--tokens T]\n"
+                 "       mpirun -np N partita-cuda-bench allreduce\n";
+    return 2;
+  }
+  try {
+    std::string why;
+    if (cudaDeviceCount(&why) == 0) {
+      std::cout << json{{"skipped", "no CUDA device: " + why}}.dump() << "\n";
+      return 0;
+    }
+    json result;
+    if (mode == "gemm") {
+      int64_t tokens = 8192;
+      for (int i = 2; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "--tokens") == 0)
+          tokens = std::stoll(argv[i + 1]);
+      result = gemmBench(tokens);
+    } else {
+      result = allReduceBench(argc, argv);
+    }
+    std::cout << result.dump(2) << "\n";
+  } catch (const std::exception &e) {
+    std::cerr << "partita-cuda-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
