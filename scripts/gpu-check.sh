@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with NVIDIA GPUs, in under 8 minutes,
+#   1. builds the runtime with CUDA and runs the GPU tests: every kernel
+#      against the CPU backend, and the tiny Llama's 20 steps on one GPU
+#      against the CPU's losses;
+#   2. with several GPUs, the multi-rank plans of the equivalence matrix;
+#   3. benchmarks: our GEMM path against plain cuBLAS, forward + backward
+#      time and MFU of a Llama-3-8B-shaped block (seq 8192) and of a GPT-2
+#      small step, and NCCL all-reduce bus bandwidth with several GPUs;
+#   4. writes every number to OUT/gpu-check.json and a summary to
+#      OUT/summary.txt.
+# Without a GPU it says so in one line and exits 0 (1 with --require-gpu).
+set -uo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: scripts/gpu-check.sh [--build DIR] [--plans DIR] [--out DIR]
+                            [--deps DIR] [--require-gpu]
+  --build DIR    where to build (default: ./build-gpu); a build that has
+                 bin/plan-run and bin/partita-cuda-tests is reused
+  --plans DIR    plans from scripts/gpu-plans.sh (default: compiled here
+                 when plan-opt is built, in OUT/plans)
+  --out DIR      results (default: BUILD/gpu-check)
+  --deps DIR     a prefix of unpacked packages (MPI, OpenBLAS, nlohmann-json,
+                 GoogleTest) for machines without them installed
+  --require-gpu  fail instead of skipping when there is no GPU
+EOF
+}
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="$root/build-gpu" plans="" out="" deps="" require=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+  -h | --help) usage; exit 0 ;;
+  --build) build="${2:?--build needs a directory}"; shift 2 ;;
+  --plans) plans="${2:?--plans needs a directory}"; shift 2 ;;
+  --out) out="${2:?--out needs a directory}"; shift 2 ;;
+  --deps) deps="${2:?--deps needs a directory}"; shift 2 ;;
+  --require-gpu) require=1; shift ;;
+  *) echo "gpu-check: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+out="${out:-$build/gpu-check}"
+mkdir -p "$out"
+say() { echo "gpu-check: $*"; }
+
+gpus=0
+if command -v nvidia-smi > /dev/null; then
+  gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ' || true)
+fi
+if [[ "$gpus" -eq 0 ]]; then
+  why="no NVIDIA GPU here (nvidia-smi $(command -v nvidia-smi > /dev/null &&
+    echo lists none || echo is not installed))"
+  echo "{\"skipped\": \"$why\"}" > "$out/gpu-check.json"
+  say "skipped: $why"
+  exit "$require"
+fi
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+say "$gpus GPU(s): $gpu_name"
+
+if [[ -n "$deps" ]]; then
+  deps="$(cd "$deps" && pwd)"
+  multiarch=$(gcc -print-multiarch 2> /dev/null || echo x86_64-linux-gnu)
+  export CMAKE_PREFIX_PATH="$deps/usr:$deps/usr/lib/$multiarch/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$deps/usr/lib/$multiarch:$deps/usr/lib/$multiarch/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PATH="$deps/usr/bin:$PATH" OPAL_PREFIX="$deps/usr"
+fi
+
+# 1. Build: the runtime alone (no MLIR needed), with CUDA.
+start=$(date +%s)
+if [[ ! -x "$build/bin/plan-run" || ! -x "$build/bin/partita-cuda-tests" ]]; then
+  say "building the runtime with CUDA in $build"
+  cmake -S "$root/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    > "$out/configure.log" 2>&1 &&
+    cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
+    say "error: the build failed; see $out/configure.log and $out/build.log"
+    tail -20 "$out/build.log" "$out/configure.log" 2> /dev/null
+    exit 1
+  }
+fi
+bin="$build/bin"
+say "built in $(($(date +%s) - start)) s"
+
+if [[ -z "$plans" ]]; then
+  plans="$out/plans"
+  plan_opt_build=""
+  for b in "$build" "$root/build"; do
+    [[ -x "$b/bin/plan-opt" ]] && plan_opt_build="$b" && break
+  done
+  if [[ -z "$plan_opt_build" ]]; then
+    say "error: no plans: run scripts/gpu-plans.sh DIR where plan-opt is built and pass --plans DIR"
+    exit 1
+  fi
+  "$root/scripts/gpu-plans.sh" "$plans" "$plan_opt_build" > /dev/null || exit 1
+fi
+
+run() { # NAME SECONDS COMMAND...: logs to OUT/NAME.log
+  local name="$1" seconds="$2"
+  shift 2
+  timeout "$seconds" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  [[ $rc -eq 0 ]] || say "$name failed (exit $rc); see $out/$name.log"
+  return $rc
+}
+status=0
+
+say "1. kernel tests (every kernel against the CPU backend)"
+run kernel-tests 240 "$bin/partita-cuda-tests" \
+  --gtest_output="json:$out/kernel-tests.json" || status=1
+
+say "1. the tiny Llama, 20 steps: CPU, GPU with fp32 and with bf16 GEMMs"
+tiny="$plans/tiny-llama-1.json"
+run tiny-cpu 120 "$bin/plan-run" "$tiny" --steps 20 --device cpu \
+  --log-json "$out/tiny-cpu.jsonl" || status=1
+for p in fp32 bf16; do
+  run "tiny-$p" 120 "$bin/plan-run" "$tiny" --steps 20 --device cuda \
+    --gemm-precision "$p" --log-json "$out/tiny-$p.jsonl" || status=1
+done
+
+if [[ "$gpus" -ge 2 ]]; then
+  say "2. multi-rank plans on 2 GPUs against the CPU"
+  for s in dp2 tp2 pp2 zero3; do
+    run "equiv-$s-cpu" 120 "$bin/plan-run" "$plans/tiny-llama-$s.json" \
+      --steps 10 --device cpu --log-json "$out/equiv-$s-cpu.jsonl" || status=1
+    run "equiv-$s-cuda" 120 "$bin/plan-run" "$plans/tiny-llama-$s.json" \
+      --steps 10 --device cuda --gemm-precision fp32 \
+      --log-json "$out/equiv-$s-cuda.jsonl" || status=1
+  done
+  run allreduce 120 mpirun --allow-run-as-root -np "$gpus" \
+    "$bin/partita-cuda-bench" allreduce || status=1
+  cp "$out/allreduce.log" "$out/allreduce.json" 2> /dev/null
+else
+  say "2. skipped: one GPU (the multi-rank plans need 2)"
+fi
+
+say "3. benchmarks"
+run gemm 180 "$bin/partita-cuda-bench" gemm && cp "$out/gemm.log" "$out/gemm.json"
+for model in llama3-8b-block gpt2-small; do
+  run "$model" 240 "$bin/plan-run" "$plans/$model.json" --steps 6 \
+    --device cuda --gemm-precision bf16 --log-json "$out/$model.jsonl" || status=1
+done
+
+say "4. results"
+python3 "$root/scripts/gpu_check_summary.py" "$out" "$plans" "$gpu_name" "$gpus" "$status"
+say "results in $out/gpu-check.json and $out/summary.txt"
+exit $status

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Joins the logs of scripts/gpu-check.sh into OUT/gpu-check.json and
+OUT/summary.txt, and prints the summary.
+
+  gpu_check_summary.py OUT PLANS GPU_NAME GPU_COUNT STATUS
+"""
+import json, os, statistics, sys
+out, plans, gpu, gpus, status = sys.argv[1:6]
+result = {"gpu": gpu, "gpus": int(gpus), "tests_passed": status == "0"}
+lines = [f"GPU check on {gpus} x {gpu}"]
+
+def log(name):
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return []
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+tests = os.path.join(out, "kernel-tests.json")
+if os.path.exists(tests):
+    t = json.load(open(tests))
+    result["kernel_tests"] = {"tests": t["tests"], "failures": t["failures"]}
+    lines.append(f"kernel tests: {t['tests'] - t['failures']}/{t['tests']} pass")
+
+cpu = log("tiny-cpu.jsonl")
+for p in ("fp32", "bf16"):
+    gpu_log = log(f"tiny-{p}.jsonl")
+    if cpu and len(gpu_log) == len(cpu):
+        worst = max(abs(g["loss"] - c["loss"]) / abs(c["loss"])
+                    for g, c in zip(gpu_log, cpu))
+        result[f"tiny_llama_{p}"] = {
+            "max_relative_loss_difference": worst,
+            "first_loss": gpu_log[0]["loss"], "last_loss": gpu_log[-1]["loss"]}
+        lines.append(f"tiny Llama, {p} GEMMs: losses within {worst:.2e} of "
+                     f"the CPU's over {len(cpu)} steps "
+                     f"({gpu_log[0]['loss']:.4f} -> {gpu_log[-1]['loss']:.4f})")
+
+for s in ("dp2", "tp2", "pp2", "zero3"):
+    a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
+    if a and len(a) == len(b):
+        worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"])
+                    for x, y in zip(a, b))
+        result.setdefault("equivalence", {})[s] = worst
+        lines.append(f"2 GPUs, {s}: losses within {worst:.2e} of the CPU's")
+
+gemm = os.path.join(out, "gemm.json")
+if os.path.exists(gemm):
+    g = json.load(open(gemm))
+    result["gemm"] = g
+    for row in g.get("gemms", []):
+        lines.append(
+            f"GEMM {row['gemm']} ({row['m']}x{row['n']}x{row['k']}): ours bf16 "
+            f"{row['ours_bf16_tflops']:.0f} TFLOP/s = "
+            f"{row['ours_vs_cublas_bf16']:.2f}x plain cuBLAS; bf16 buffers "
+            f"{row['cublas_bf16_buffers_tflops']:.0f} TFLOP/s")
+
+for model in ("llama3-8b-block", "gpt2-small"):
+    steps = log(f"{model}.jsonl")
+    if len(steps) < 2:
+        continue
+    plan = json.load(open(os.path.join(plans, f"{model}.json")))
+    predicted = plan["predicted"]
+    # The first step pays for allocation and cuBLASLt's heuristics.
+    measured = statistics.median(s["step_time_s"] for s in steps[1:])
+    # MFU scales inversely with step time; the plan's is against the
+    # topology's bf16 peak.
+    mfu = predicted["mfu"] * predicted["step_time_s"] / measured
+    result[model] = {"step_time_s": measured, "mfu": mfu,
+                     "predicted_step_time_s": predicted["step_time_s"],
+                     "predicted_mfu": predicted["mfu"]}
+    lines.append(f"{model}: forward + backward + AdamW {measured * 1e3:.1f} ms, "
+                 f"MFU {mfu:.1%} (cost model: {predicted['step_time_s'] * 1e3:.1f}"
+                 f" ms, {predicted['mfu']:.1%})")
+
+ar = os.path.join(out, "allreduce.json")
+if os.path.exists(ar):
+    try:
+        a = json.load(open(ar))
+        result["nccl"] = a
+        best = max(r["bus_gbytes_per_s"] for r in a["all_reduce"])
+        lines.append(f"NCCL all-reduce over {a['ranks']} GPUs: "
+                     f"{best:.0f} GB/s bus bandwidth at best")
+    except (ValueError, KeyError):
+        pass
+
+json.dump(result, open(os.path.join(out, "gpu-check.json"), "w"), indent=2)
+open(os.path.join(out, "summary.txt"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
