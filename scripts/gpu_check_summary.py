@@ -9,6 +9,15 @@ out, plans, gpu, gpus, status = sys.argv[1:6]
 result = {"gpu": gpu, "gpus": int(gpus), "tests_passed": status == "0"}
 lines = [f"GPU check on {gpus} x {gpu}"]
 
+def bf16_peak(name):
+    """Dense bf16 TFLOP/s of the GPU `name`, as nvidia-smi spells it."""
+    for key, peak in (("H200", 989.4), ("H100", 989.4), ("A100", 312.0),
+                      ("L40S", 362.1)):
+        if key in name:
+            return peak
+    return float("nan")
+
+
 def log(name):
     path = os.path.join(out, name)
     if not os.path.exists(path):
@@ -61,15 +70,19 @@ for model in ("llama3-8b-block", "gpt2-small"):
     predicted = plan["predicted"]
     # The first step pays for allocation and cuBLASLt's heuristics.
     measured = statistics.median(s["step_time_s"] for s in steps[1:])
-    # MFU scales inversely with step time; the plan's is against the
-    # topology's bf16 peak.
-    mfu = predicted["mfu"] * predicted["step_time_s"] / measured
-    result[model] = {"step_time_s": measured, "mfu": mfu,
-                     "predicted_step_time_s": predicted["step_time_s"],
-                     "predicted_mfu": predicted["mfu"]}
+    # The cost model's FLOPs of one step on this GPU, against the GPU's
+    # dense bf16 peak (the plans are f32, so their own MFU is against the
+    # fp32 peak).
+    tflop = predicted["tflops_per_gpu"] * predicted["step_time_s"]
+    peak = bf16_peak(gpu)
+    mfu = tflop / measured / peak
+    result[model] = {"step_time_s": measured, "tflop_per_step": tflop,
+                     "achieved_tflops": tflop / measured,
+                     "bf16_peak_tflops": peak, "mfu": mfu,
+                     "predicted_step_time_s": predicted["step_time_s"]}
     lines.append(f"{model}: forward + backward + AdamW {measured * 1e3:.1f} ms, "
-                 f"MFU {mfu:.1%} (cost model: {predicted['step_time_s'] * 1e3:.1f}"
-                 f" ms, {predicted['mfu']:.1%})")
+                 f"{tflop / measured:.0f} TFLOP/s, MFU {mfu:.1%} of {peak:.0f} "
+                 f"(cost model, fp32: {predicted['step_time_s'] * 1e3:.1f} ms)")
 
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):
