@@ -77,6 +77,14 @@ void checkLt(cublasStatus_t status, const char *what) {
 
 constexpr size_t kGemmWorkspaceBytes = 32 << 20;
 
+/// The largest power of two up to 256 that divides the address.
+uint32_t alignment(const void *p) {
+  uint32_t bytes = 256;
+  while (bytes > 1 && reinterpret_cast<uintptr_t>(p) % bytes)
+    bytes /= 2;
+  return bytes;
+}
+
 } // namespace
 
 Gemm::Gemm(GemmPrecision precision, cudaStream_t stream)
@@ -100,7 +108,8 @@ Gemm::Shape &Gemm::shape(const Key &key) {
   auto found = shapes.find(key);
   if (found != shapes.end())
     return found->second;
-  auto [transA, transB, m, n, k, lda, ldb, ldc, bias] = key;
+  auto [transA, transB, m, n, k, lda, ldb, ldc, bias, alignA, alignB, alignC] =
+      key;
   cublasComputeType_t compute =
       precision == GemmPrecision::FP32   ? CUBLAS_COMPUTE_32F
       : precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -138,6 +147,15 @@ Gemm::Shape &Gemm::shape(const Key &key) {
               preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
               sizeof(bytes)),
           "workspace preference");
+  // The heuristic assumes 256-byte alignment unless told otherwise.
+  for (auto [attribute, bytes] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}})
+    checkLt(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes,
+                                                 sizeof(bytes)),
+            "alignment preference");
   cublasLtMatmulHeuristicResult_t result;
   int found_count = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
@@ -156,7 +174,15 @@ void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                float beta, float *c, int64_t ldc, const float *bias) {
   if (m == 0 || n == 0)
     return;
-  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc, bias != nullptr});
+  // A bias the epilogue cannot read (it wants 16-byte alignment) is added
+  // by a kernel after the GEMM.
+  const float *addBias = nullptr;
+  if (bias && alignment(bias) < 16) {
+    addBias = bias;
+    bias = nullptr;
+  }
+  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc, bias != nullptr,
+                    alignment(a), alignment(b), alignment(c)});
   if (bias)
     checkLt(cublasLtMatmulDescSetAttribute(
                 s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
@@ -166,6 +192,8 @@ void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                          c, s.c, &s.algo, workspace, kGemmWorkspaceBytes,
                          stream),
           "cublasLtMatmul");
+  if (addBias) // C is column-major m x n: the bias runs down each column
+    cuda::addPeriodic(c, addBias, m, c, false, m * n, stream);
 }
 
 namespace {
@@ -316,9 +344,11 @@ const double *CudaDevice::inverseFrequencies(const nlohmann::json &params) {
   check(cudaMalloc(reinterpret_cast<void **>(&table),
                    inv.size() * sizeof(double) + 8),
         "rotary table");
-  check(cudaMemcpy(table, inv.data(), inv.size() * sizeof(double),
-                   cudaMemcpyHostToDevice),
+  // On the compute stream, which the rotary kernels run on.
+  check(cudaMemcpyAsync(table, inv.data(), inv.size() * sizeof(double),
+                        cudaMemcpyHostToDevice, computeStream),
         "rotary table");
+  check(cudaStreamSynchronize(computeStream), "rotary table");
   rotaryTables[key] = table;
   return table;
 }
@@ -357,7 +387,7 @@ void CudaDevice::launchKernel(const std::string &name,
     matmul->run(false, true, in, width, rows, x.f, in, dy.f, width,
                 acc[1] ? 1.0f : 0.0f, out(1), in);
     if (outs.size() > 2)
-      sumPeriodic(dy.f, width, dy.n, out(2), acc[2], s);
+      sumPeriodic(dy.f, width, dy.n, out(2), width, acc[2], s);
   } else if (name == "embedding") {
     const TensorRef &table = ins[0], &tokens = ins[1];
     int64_t rows = table.dim(0), h = table.dim(1);
@@ -372,7 +402,9 @@ void CudaDevice::launchKernel(const std::string &name,
     addPeriodic(x.f, ins[1].f, x.dim(1) * x.dim(2), out(0), acc[0], x.n, s);
   } else if (name == "position_embedding_bwd") {
     const TensorRef &dy = ins[0];
-    sumPeriodic(dy.f, dy.dim(1) * dy.dim(2), dy.n, out(0), acc[0], s);
+    // The table has max_positions rows, the gradient only s of them.
+    sumPeriodic(dy.f, dy.dim(1) * dy.dim(2), dy.n, out(0), outs[0].n, acc[0],
+                s);
   } else if (name == "shard_slice") {
     const TensorRef &x = ins[0];
     int64_t dim = p.at("dim").get<int64_t>(), outer = 1, inner = 1;
@@ -391,7 +423,7 @@ void CudaDevice::launchKernel(const std::string &name,
                                " columns: the CUDA kernel takes at most " +
                                std::to_string(maxNormWidth()));
     norm(x.f, ins[1].f, ins.size() > 2 ? ins[2].f : nullptr, out(0), acc[0],
-         rowsOf(x), h, p.at("eps").get<float>(), name == "rms_norm", s);
+         rowsOf(x), h, p.at("eps").get<double>(), name == "rms_norm", s);
   } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
     const TensorRef &x = ins[1];
     int64_t h = x.dim(-1);
@@ -402,14 +434,14 @@ void CudaDevice::launchKernel(const std::string &name,
     bool bias = outs.size() > 2;
     normBackward(ins[0].f, x.f, ins[2].f, out(0), acc[0], out(1), acc[1],
                  bias ? out(2) : nullptr, bias && acc[2], rowsOf(x), h,
-                 p.at("eps").get<float>(), name == "rms_norm_bwd", s);
+                 p.at("eps").get<double>(), name == "rms_norm_bwd", s);
   } else if (name == "bias_add") {
     int64_t h = ins[0].dim(-1);
     addPeriodic(ins[0].f, ins[1].f, h, out(0), acc[0], ins[0].n, s);
   } else if (name == "bias_add_bwd") {
     int64_t h = ins[0].dim(-1);
     cuda::transposeBlocks(out(0), ins[0].f, 1, 1, ins[0].n, acc[0], s);
-    sumPeriodic(ins[0].f, h, ins[0].n, out(1), acc[1], s);
+    sumPeriodic(ins[0].f, h, ins[0].n, out(1), h, acc[1], s);
   } else if (name == "rotary" || name == "rotary_bwd") {
     const TensorRef &x = ins[0];
     int64_t heads = p.at("num_heads").get<int64_t>();

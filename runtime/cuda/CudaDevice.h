@@ -39,8 +39,10 @@ private:
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
+  /// Transposes, m, n, k, leading dimensions, bias, and the alignment of
+  /// A, B and C (arena buffers are only 4-byte aligned).
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, bool>;
+                         int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t>;
   Shape &shape(const Key &key);
 
   GemmPrecision precision;

@@ -10,6 +10,7 @@
 #include "Kernels.h"
 #include "LaunchConfig.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -197,7 +198,7 @@ __device__ float blockMax(float v, float *shared) {
 // and add them to the output once per slab.
 
 /// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of row `xr`.
-__device__ void rowStatistics(const float *xr, int64_t h, bool rms, float eps,
+__device__ void rowStatistics(const float *xr, int64_t h, bool rms, double eps,
                               double *shared, double &mean, double &inv) {
   double s = 0;
   if (!rms) {
@@ -216,7 +217,8 @@ __device__ void rowStatistics(const float *xr, int64_t h, bool rms, float eps,
 }
 
 __global__ void normKernel(const float *x, const float *w, const float *b,
-                           float *y, bool acc, int64_t h, float eps, bool rms) {
+                           float *y, bool acc, int64_t h, double eps,
+                           bool rms) {
   __shared__ double shared[32];
   int64_t r = blockIdx.x;
   const float *xr = x + r * h;
@@ -227,10 +229,10 @@ __global__ void normKernel(const float *x, const float *w, const float *b,
           acc);
 }
 
-__global__ void normBackwardKernel(const float *dy, const float *x,
-                                   const float *w, float *dx, bool accDx,
-                                   float *dw, float *db, int64_t rows,
-                                   int64_t h, float eps, bool rms) {
+__global__ void __launch_bounds__(kNormThreads)
+    normBackwardKernel(const float *dy, const float *x, const float *w,
+                       float *dx, bool accDx, float *dw, float *db,
+                       int64_t rows, int64_t h, double eps, bool rms) {
   __shared__ double shared[32];
   float dwPart[kNormColumnsPerThread], dbPart[kNormColumnsPerThread];
   for (int c = 0; c < kNormColumnsPerThread; ++c)
@@ -282,13 +284,13 @@ __global__ void rotaryKernel(const float *x, float *y, bool acc, int64_t b,
   int64_t half = rd / 2, width = heads * d;
   // One thread per (row, head, column of the rotated half) and one per
   // column outside the rotated part.
-  int64_t perHead = half + (d - rd), n = b * s * heads * perHead;
+  int64_t perHead = half + (d - 2 * half), n = b * s * heads * perHead;
   GRID_STRIDE(e, n) {
     int64_t row = e / (heads * perHead), hh = (e / perHead) % heads;
     int64_t i = e % perHead, t = row % s;
     int64_t base = row * width + hh * d;
     if (i >= half) { // not rotated
-      int64_t at = base + rd + (i - half);
+      int64_t at = base + 2 * half + (i - half);
       store(y, at, x[at], acc);
       continue;
     }
@@ -624,8 +626,9 @@ __global__ void ceStatsKernel(CrossEntropyShape c, const float *logits,
   }
 }
 
-__global__ void ceLossKernel(const float *max, const float *stats, int64_t rows,
-                             double scale, float *loss, bool acc) {
+__global__ void __launch_bounds__(1024)
+    ceLossKernel(const float *max, const float *stats, int64_t rows,
+                 double scale, float *loss, bool acc) {
   __shared__ double shared[32];
   double s = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
@@ -741,10 +744,12 @@ void addPeriodic(const float *x, const float *bias, int64_t period, float *y,
 }
 
 void sumPeriodic(const float *x, int64_t period, int64_t n, float *out,
-                 bool acc, cudaStream_t stream) {
+                 int64_t outCount, bool acc, cudaStream_t stream) {
   if (!acc)
-    cudaMemsetAsync(out, 0, period * sizeof(float), stream);
-  int64_t rows = n / period, rowsPerSlab = 256;
+    cudaMemsetAsync(out, 0, outCount * sizeof(float), stream);
+  // At least 256 rows a slab, and at most 65535 slabs (gridDim.y).
+  int64_t rows = n / period;
+  int64_t rowsPerSlab = std::max<int64_t>(256, (rows + 65534) / 65535);
   dim3 grid(unsigned((period + kThreads - 1) / kThreads),
             unsigned((rows + rowsPerSlab - 1) / rowsPerSlab));
   if (rows > 0)
@@ -776,7 +781,9 @@ void sliceColumns(const float *x, int64_t outer, int64_t inner, int64_t begin,
 int64_t maxNormWidth() { return kMaxNormWidth; }
 
 void norm(const float *x, const float *w, const float *b, float *y, bool acc,
-          int64_t rows, int64_t h, float eps, bool rms, cudaStream_t stream) {
+          int64_t rows, int64_t h, double eps, bool rms, cudaStream_t stream) {
+  if (rows == 0)
+    return;
   int threads = normThreads(h);
   normKernel<<<unsigned(rows), threads, 0, stream>>>(x, w, b, y, acc, h, eps,
                                                      rms);
@@ -784,12 +791,14 @@ void norm(const float *x, const float *w, const float *b, float *y, bool acc,
 
 void normBackward(const float *dy, const float *x, const float *w, float *dx,
                   bool accDx, float *dw, bool accDw, float *db, bool accDb,
-                  int64_t rows, int64_t h, float eps, bool rms,
+                  int64_t rows, int64_t h, double eps, bool rms,
                   cudaStream_t stream) {
   if (!accDw)
     cudaMemsetAsync(dw, 0, h * sizeof(float), stream);
   if (db && !accDb)
     cudaMemsetAsync(db, 0, h * sizeof(float), stream);
+  if (rows == 0)
+    return;
   unsigned blocks =
       unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
   normBackwardKernel<<<blocks, kNormThreads, 0, stream>>>(
@@ -799,7 +808,7 @@ void normBackward(const float *dy, const float *x, const float *w, float *dx,
 void rotary(const float *x, float *y, bool acc, int64_t b, int64_t s,
             int64_t heads, int64_t d, int64_t rd, const double *invFreq,
             float sign, cudaStream_t stream) {
-  int64_t n = b * s * heads * (rd / 2 + d - rd);
+  int64_t n = b * s * heads * (rd / 2 + d - rd / 2 * 2);
   rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, acc, b, s, heads, d,
                                                       rd, invFreq, sign);
 }
@@ -841,12 +850,16 @@ void attentionBackward(const AttentionShape &s, const float *dout,
 
 void crossEntropyMax(const CrossEntropyShape &c, const float *logits,
                      float *max, bool acc, cudaStream_t stream) {
+  if (c.rows == 0)
+    return;
   ceMaxKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max, acc);
 }
 
 void crossEntropyStats(const CrossEntropyShape &c, const float *logits,
                        const float *max, const int32_t *labels, float *stats,
                        bool acc, cudaStream_t stream) {
+  if (c.rows == 0)
+    return;
   ceStatsKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max,
                                                            labels, stats, acc);
 }

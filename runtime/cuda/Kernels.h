@@ -4,7 +4,8 @@
 // docs/plan-format.md (the GEMMs go through cuBLASLt in CudaDevice.cpp).
 // Every launcher enqueues on `stream` and returns; `acc` means "add to the
 // output" and otherwise the output is overwritten. Outputs may alias inputs
-// element for element, as the CPU kernels allow.
+// element for element, as the CPU kernels allow, except in attention and
+// its backward (whose plans never alias them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,9 +40,10 @@ void sum(const float *const *xs, int count, float *y, bool acc, int64_t n,
 void addPeriodic(const float *x, const float *bias, int64_t period, float *y,
                  bool acc, int64_t n, cudaStream_t stream);
 /// out[c] (+)= sum over i with i % period == c of x[i]: the bias and
-/// position-embedding gradients.
+/// position-embedding gradients. Without `acc`, all `outCount` elements of
+/// out are overwritten (those past `period` with zero).
 void sumPeriodic(const float *x, int64_t period, int64_t n, float *out,
-                 bool acc, cudaStream_t stream);
+                 int64_t outCount, bool acc, cudaStream_t stream);
 /// [a][b][inner] blocks of src as [b][a][inner] in dst.
 void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                      int64_t inner, bool acc, cudaStream_t stream);
@@ -51,11 +53,11 @@ void sliceColumns(const float *x, int64_t outer, int64_t inner, int64_t begin,
 
 /// RMSNorm (bias == null, rms) or LayerNorm over the last dim `h`.
 void norm(const float *x, const float *w, const float *b, float *y, bool acc,
-          int64_t rows, int64_t h, float eps, bool rms, cudaStream_t stream);
+          int64_t rows, int64_t h, double eps, bool rms, cudaStream_t stream);
 /// dx, dw and (LayerNorm with bias) db; dw/db are summed over rows.
 void normBackward(const float *dy, const float *x, const float *w, float *dx,
                   bool accDx, float *dw, bool accDw, float *db, bool accDb,
-                  int64_t rows, int64_t h, float eps, bool rms,
+                  int64_t rows, int64_t h, double eps, bool rms,
                   cudaStream_t stream);
 /// The widest hidden size the norm kernels take.
 int64_t maxNormWidth();

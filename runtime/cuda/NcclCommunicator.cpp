@@ -89,6 +89,12 @@ public:
     changed.notify_all();
     watchdog.join();
     cudaDeviceSynchronize();
+    for (Pending &p : pending)
+      cudaEventDestroy(p.event);
+    for (Staging &s : stagings) {
+      cudaFree(s.data);
+      cudaEventDestroy(s.sent);
+    }
     for (auto &[name, g] : groupsByName)
       ncclCommDestroy(g.comm);
     for (auto &[pair, channel] : channels) {
@@ -143,11 +149,20 @@ public:
       return;
     }
     Channel &c = channel(me, to);
-    after(device.stream(Stream::Compute), c.stream);
+    // The send may wait long for the peer's receive, and the memory plan
+    // reuses the buffer once the send is issued: send a copy, made on the
+    // compute stream where the data is ready.
+    Staging &copy = staging(bytes);
+    cudaStream_t compute = device.stream(Stream::Compute);
+    check(cudaMemcpyAsync(copy.data, data, bytes, cudaMemcpyDeviceToDevice,
+                          compute),
+          "staging a send");
+    after(compute, c.stream);
     nvtxRangePushA("send");
-    checkNccl(ncclSend(data, size_t(bytes), ncclChar, 1, c.comm, c.stream),
+    checkNccl(ncclSend(copy.data, size_t(bytes), ncclChar, 1, c.comm, c.stream),
               "ncclSend", "pp");
     nvtxRangePop();
+    check(cudaEventRecord(copy.sent, c.stream), "an event");
     follow(c.stream, "send to rank " + std::to_string(to));
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
@@ -206,6 +221,8 @@ public:
     (void)ignored;
     for (auto &[name, g] : groupsByName)
       ncclCommAbort(g.comm);
+    for (auto &[pair, c] : channels)
+      ncclCommAbort(c.comm);
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::exit(1);
   }
@@ -219,6 +236,12 @@ private:
   struct Channel {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
+  };
+  /// Device memory a send reads from, free again once `sent` completes.
+  struct Staging {
+    void *data = nullptr;
+    int64_t bytes = 0;
+    cudaEvent_t sent = nullptr;
   };
   struct HostSend {
     std::vector<char> data;
@@ -305,6 +328,9 @@ private:
       for (auto &[name, g] : groupsByName)
         if (error == ncclSuccess)
           ncclCommGetAsyncError(g.comm, &error);
+      for (auto &[pair, c] : channels)
+        if (error == ncclSuccess)
+          ncclCommGetAsyncError(c.comm, &error);
       const Pending &oldest = pending.front();
       double waited = std::chrono::duration<double>(
                           std::chrono::steady_clock::now() - oldest.since)
@@ -363,6 +389,19 @@ private:
       channels[{from, to}] = c;
     }
   }
+  /// A staging buffer of at least `bytes` whose last send is done.
+  Staging &staging(int64_t bytes) {
+    for (Staging &s : stagings)
+      if (s.bytes >= bytes && cudaEventQuery(s.sent) == cudaSuccess)
+        return s;
+    stagings.emplace_back();
+    Staging &s = stagings.back();
+    s.bytes = bytes;
+    check(cudaMalloc(&s.data, bytes), "a send staging buffer");
+    check(cudaEventCreateWithFlags(&s.sent, cudaEventDisableTiming),
+          "an event");
+    return s;
+  }
   Channel &channel(int64_t from, int64_t to) {
     auto it = channels.find({from, to});
     if (it == channels.end())
@@ -379,6 +418,7 @@ private:
   std::map<std::string, Group> groupsByName;
   std::map<std::pair<int64_t, int64_t>, Channel> channels;
   std::list<HostSend> hostSends;
+  std::list<Staging> stagings;
   bool insideStart = false;
   std::atomic<double> timeoutSeconds{0};
   std::atomic<int64_t> step{0};
