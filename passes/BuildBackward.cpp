@@ -79,6 +79,8 @@ private:
     return written.contains(value) ? grads.lookup(value) : StringAttr();
   }
   LogicalResult backwardOf(Operation *op);
+  /// What the backward of a linear reads as the forward's input `value`.
+  StringAttr backwardInput(StringAttr value);
   void finishGradient(StringAttr value);
   void gatherParams(ArrayRef<Operation *> launches);
   void scatterGradients(llvm::SetVector<StringAttr> &params,
@@ -114,6 +116,8 @@ private:
   llvm::SetVector<StringAttr> params;
   /// Parameters whose gradients are partial over tp (sequence parallel).
   llvm::DenseSet<StringAttr> seqParallelParams;
+  /// Sequence-parallel GEMM inputs gathered again in backward.
+  llvm::DenseMap<StringAttr, StringAttr> regathered;
 };
 
 StringAttr BackwardBuilder::addBuffer(const Twine &name, Type type,
@@ -194,6 +198,38 @@ void BackwardBuilder::finishGradient(StringAttr value) {
   if (columnInput && !gathered)
     collective(CollectiveKind::all_reduce, "tp", grads[value], grads[value],
                std::nullopt);
+}
+
+/// With sequence parallelism a linear's input is the all-gather of a
+/// sequence shard. As in Megatron-LM, backward gathers it again from the
+/// shard, at its first use, instead of keeping the whole input from the
+/// forward pass: between the passes only 1/tp of it stays in memory, for
+/// one more all-gather. (Full recomputation re-runs the gather anyway.)
+StringAttr BackwardBuilder::backwardInput(StringAttr value) {
+  if (!config.sequenceParallel || config.tp == 1 ||
+      config.recompute == Recompute::Full)
+    return value;
+  exec::CollectiveOp gather;
+  for (Operation *w : writers.lookup(value))
+    if (auto c = dyn_cast<exec::CollectiveOp>(w))
+      if (c.getKind() == CollectiveKind::all_gather && c.getGroup() == "tp" &&
+          c.getDim())
+        gather = c;
+  if (!gather)
+    return value;
+  StringAttr shard = gather.getInputAttr().getAttr();
+  // Gathered received slices (pipeline scatter/gather) are kept anyway.
+  if (llvm::any_of(writers.lookup(shard),
+                   [](Operation *w) { return isa<exec::RecvOp>(w); }))
+    return value;
+  StringAttr &again = regathered[value];
+  if (!again) {
+    again = addBuffer(value.getValue() + ".regathered", buffer(value).getType(),
+                      BufferKind::activation);
+    collective(CollectiveKind::all_gather, "tp", shard, again,
+               *gather.getDim());
+  }
+  return again;
 }
 
 LogicalResult BackwardBuilder::backwardOf(Operation *op) {
@@ -322,7 +358,9 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
   // (norms and linears their input and weight; attention also its
   // output), and write one gradient per differentiable input.
   SmallVector<StringAttr> bwdIns = {dy};
-  if (name == "rms_norm" || name == "layer_norm" || name == "linear")
+  if (name == "linear")
+    bwdIns.append({backwardInput(ins[0]), ins[1]});
+  else if (name == "rms_norm" || name == "layer_norm")
     bwdIns.append({ins[0], ins[1]});
   else if (name == "attention")
     bwdIns.append({ins[0], ins[1], ins[2], outs[0]});

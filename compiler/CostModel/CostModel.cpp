@@ -295,7 +295,10 @@ struct LayerCost {
   double attentionForwardS = 0;
   double forwardFlops = 0, attentionFlops = 0;
   double tpForwardS = 0; // collectives of one forward pass
-  double params = 0;     // on this device
+  /// Sequence parallelism: backward all-gathers each GEMM input again from
+  /// its kept shard (unless full recomputation re-runs the forward).
+  double tpRegatherS = 0;
+  double params = 0; // on this device
   /// Bytes kept for backward (under the recomputation choice) and the
   /// layer's full set (the working set of a recomputation).
   double keptBytes = 0, fullBytes = 0;
@@ -366,6 +369,10 @@ struct LayerCoster {
               : tpGroup.time(CollectiveKind::AllReduce, bytes,
                              params.collectiveEfficiency);
       lc.tpForwardS = layer.rowParallelGemms * perGemm;
+      if (c.sequenceParallel && c.recompute != Recompute::Full)
+        lc.tpRegatherS = layer.rowParallelGemms *
+                         tpGroup.time(CollectiveKind::AllGather, bytes,
+                                      params.collectiveEfficiency);
     }
 
     lc.params =
@@ -519,13 +526,17 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // head's input needs the mirror image in backward (or an all-gather
   // forward and a reduce-scatter backward): one reduction unit per micro-batch
   // on each end rank.
-  double endTp = 0;
+  // With sequence parallelism, backward gathers the LM head's input again
+  // too.
+  double endTp = 0, headRegather = 0;
   if (t > 1) {
     double bytes = eb * tokens * h;
     endTp = c.sequenceParallel
                 ? tpGroup.time(CollectiveKind::AllGather, bytes, eff) +
                       tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff)
                 : tpGroup.time(CollectiveKind::AllReduce, bytes, eff);
+    if (c.sequenceParallel && c.recompute != Recompute::Full)
+      headRegather = tpGroup.time(CollectiveKind::AllGather, bytes, eff);
   }
   std::vector<Rank> ranks(p);
   for (int64_t k = 0; k < p; ++k) {
@@ -535,7 +546,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.fwd += lc.forwardS;
       r.bwd += lc.backwardS;
       r.recompute += lc.recomputeS;
-      r.tp += lc.tpForwardS * (2 + (c.recompute == Recompute::Full ? 1 : 0));
+      r.tp += lc.tpForwardS * (2 + (c.recompute == Recompute::Full ? 1 : 0)) +
+              lc.tpRegatherS;
       r.params += lc.params;
       r.kept += lc.keptBytes;
       r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
@@ -552,7 +564,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     if (k == p - 1) {
       r.fwd += headFwd;
       r.bwd += 2 * headFwd;
-      r.tp += endTp;
+      r.tp += endTp + headRegather;
       r.params += double(profile.headParams) / t + profile.finalNormParams;
       // A tied LM head keeps its own copy of the embedding on the last
       // stage (dist-split-stages).
@@ -585,9 +597,16 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     calls += m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
     std::string algo;
     if (c.sequenceParallel) {
+      // And the backward re-gathers of the GEMM inputs.
+      double regathers = 0;
+      if (c.recompute != Recompute::Full) {
+        for (int64_t i : c.layersOfRank(busiestRank, L))
+          regathers += m * profile.layers[i].rowParallelGemms;
+        regathers += busiestRank == p - 1 ? m : 0; // the LM head's input
+      }
       double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
-      e.collectives.push_back(
-          {CollectiveKind::AllGather, "tp", algo, t, bytes, calls, ag});
+      e.collectives.push_back({CollectiveKind::AllGather, "tp", algo, t, bytes,
+                               calls + regathers, ag});
       double rs =
           tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff, &algo);
       e.collectives.push_back(

@@ -40,6 +40,13 @@
 // SP-COUNT-2: exec.collective all_gather "tp" {{.*}} dim 1 {layer = 0 : i64}
 // SP-NOT: exec.collective all_reduce "tp" {{.*}} {layer = 0 : i64}
 // SP-LABEL: exec.phase backward chunk 0
+// Backward gathers the LM head's and each layer's GEMM inputs again from
+// their sequence shards, at their first use, instead of keeping them.
+// SP: exec.collective all_gather "tp" @rms_norm.{{[0-9]+}} -> @[[HEAD:all_gather.[0-9]+.regathered]] dim 1
+// SP-NEXT: exec.kernel "linear_bwd" ins [@d.lm_head.{{[0-9]+}}, @[[HEAD]], @lm_head.weight]
+// SP: exec.collective all_gather "tp" @layers.1.rms_norm.{{[0-9]+}} -> @[[MLP:layers.1.all_gather.[0-9]+.regathered]] dim 1 {layer = 1 : i64}
+// SP-NEXT: exec.kernel "linear_bwd" ins [@d.layers.1.linear.{{[0-9]+}}, @[[MLP]], @layers.1.mlp.up.weight]
+// SP-NEXT: exec.kernel "linear_bwd" ins [@d.layers.1.linear.{{[0-9]+}}, @[[MLP]], @layers.1.mlp.gate.weight]
 // SP: exec.collective reduce_scatter "tp" @d.layers.1.all_gather.{{[0-9]+}} -> @d.layers.1.rms_norm.{{[0-9]+}} dim 1 {layer = 1 : i64}
 // SP: exec.collective all_gather "tp" @d.layers.1.reduce_scatter.{{[0-9]+}} -> @d.layers.1.linear.{{[0-9]+}} dim 1 {layer = 1 : i64}
 // SP-NOT: exec.collective all_reduce "tp" {{.*}} {layer
