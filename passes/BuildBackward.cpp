@@ -600,8 +600,13 @@ void BackwardBuilder::buildStep() {
     exec::BufferOp buf = buffer(param);
     StringAttr stored =
         zero >= 3 ? b.getStringAttr(param.getValue() + ".shard") : param;
-    Type stateType =
-        zero >= 1 ? Type(shardType(buf.getTensorType())) : buf.getType();
+    // AdamW's state is fp32 whatever the training dtype; below fp32 it
+    // includes an fp32 master copy of the parameter, which the update
+    // applies to (mixed precision, as the cost model counts it).
+    RankedTensorType stateType =
+        zero >= 1 ? shardType(buf.getTensorType()) : buf.getTensorType();
+    bool master = !stateType.getElementType().isF32();
+    stateType = stateType.clone(b.getF32Type());
     auto state = [&](StringRef prefix) {
       StringAttr name = addBuffer(prefix + param.getValue(), stateType,
                                   BufferKind::optimizer_state);
@@ -612,8 +617,14 @@ void BackwardBuilder::buildStep() {
     };
     StringAttr m = state("adam_m."), v = state("adam_v.");
     bool decay = buf.getTensorType().getRank() >= 2;
-    kernel("adamw", {stored, form, m, v, clip}, {stored, m, v},
-           {false, false, false},
+    SmallVector<StringAttr> ins = {stored, form, m, v, clip},
+                            outs = {stored, m, v};
+    if (master) {
+      StringAttr w = state("master.");
+      ins.push_back(w);
+      outs.push_back(w);
+    }
+    kernel("adamw", ins, outs, SmallVector<bool>(outs.size(), false),
            b.getDictionaryAttr(
                {b.getNamedAttr("weight_decay", b.getBoolAttr(decay)),
                 b.getNamedAttr("dp_shard",

@@ -43,7 +43,7 @@ constexpr KernelSignature kKernels[] = {
     // Optimizer.
     {"grad_sumsq", 1, kUnbounded, 1, 1},
     {"clip_coefficient", 1, 1, 1, 1},
-    {"adamw", 5, 5, 3, 3},
+    {"adamw", 5, 6, 3, 4},
 };
 } // namespace
 
