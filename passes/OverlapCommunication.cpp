@@ -120,6 +120,10 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
   int64_t direction = phase.getKind() == exec::PhaseKind::backward ? 1 : -1;
   for (exec::CollectiveOp c : collectives) {
     GroupTally &t = tally[c.getGroup().str()];
+    if (c.getNextStep()) { // waited for in the next step's forward
+      ++t.async;
+      continue;
+    }
     if (c.getGroup() == "tied" || c.getGroup() == "world") {
       ++t.syncWhy["its group spans ranks of other programs"];
       continue;
@@ -202,6 +206,44 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
   }
 }
 
+/// ZeRO-1/2 gather the parameters after AdamW updates each rank's slice.
+/// Nothing reads them before the next step's forward, so each gather is
+/// carried there: `next_step`, waited for in the first micro-batch's run
+/// of the forward phase that reads the parameter first, right before that
+/// read. The step phase then ends without waiting for them, and the gathers
+/// overlap the next step's first layers.
+void carryGathersToNextStep(exec::ProgramOp program, exec::PhaseOp step,
+                            ArrayRef<exec::PhaseOp> phases) {
+  for (auto c : step.getBody().front().getOps<exec::CollectiveOp>()) {
+    exec::BufferOp param = program.lookupBuffer(c.getOutputAttr().getAttr());
+    if (c.getKind() != exec::CollectiveKind::all_gather ||
+        c.getGroup() != "dp" || c.getInput() != c.getOutput() || !param ||
+        param.getKind() != exec::BufferKind::param)
+      continue;
+    Operation *firstRead = nullptr;
+    for (exec::PhaseOp phase : phases) {
+      if (phase.getKind() != exec::PhaseKind::forward)
+        continue;
+      for (Operation &op : phase.getBody().front()) {
+        SmallVector<StringRef> reads, writes;
+        exec::getLaunchAccesses(&op, reads, writes);
+        if (llvm::is_contained(reads, c.getOutput())) {
+          firstRead = &op;
+          break;
+        }
+      }
+      if (firstRead)
+        break;
+    }
+    if (!firstRead)
+      continue;
+    c.setAsync(true);
+    c.setNextStep(true);
+    OpBuilder b(firstRead);
+    exec::WaitOp::create(b, c.getLoc(), c.getOutputAttr(), b.getUnitAttr());
+  }
+}
+
 struct ExecOverlapCommunicationPass
     : impl::ExecOverlapCommunicationBase<ExecOverlapCommunicationPass> {
   using Base::Base;
@@ -244,6 +286,7 @@ struct ExecOverlapCommunicationPass
           exec::WaitOp::create(b, c.getLoc(), c.getOutputAttr());
         }
         formBuckets(step, bucketMb * 1048576.0, nextBucket);
+        carryGathersToNextStep(program, step, phases);
         overlapPhase(step, tally, waitInStep);
       }
     }

@@ -661,7 +661,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     std::string algo;
     double dpTime;
     // The gathers of updated parameters need the optimizer's output: they
-    // cannot hide behind the backward pass.
+    // cannot hide behind the backward pass, but run into the next step,
+    // behind its first micro-batch's forward (exec-overlap-communication).
     double afterStep = 0;
     if (c.zero == 0) {
       dpTime = dpGroup.time(CollectiveKind::AllReduce, gradBytes, eff, &algo);
@@ -690,10 +691,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     // (ZeRO-2/3) each micro-batch's own.
     double perPass = c.zero >= 2 ? m : 1;
     e.dpCommExposedS =
-        (params.overlapGradientReduction
-             ? perPass * std::max(0.0, dpTime / perPass - busiest.bwd)
-             : dpTime) +
-        afterStep;
+        params.overlapGradientReduction
+            ? perPass * std::max(0.0, dpTime / perPass - busiest.bwd) +
+                  std::max(0.0, afterStep - busiest.fwd)
+            : dpTime + afterStep;
     if (c.zero == 3) {
       // Each layer's parameters are gathered before its forward and its
       // backward in every micro-batch, prefetched one layer ahead: what the

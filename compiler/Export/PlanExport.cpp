@@ -124,13 +124,19 @@ Object launchJson(Operation *op) {
       out["async"] = true;
     if (c.getLastMicroBatch())
       out["last_micro_batch"] = true;
+    if (c.getNextStep())
+      out["next_step"] = true;
     if (auto bucket = op->getAttrOfType<IntegerAttr>("bucket"))
       out["bucket"] = bucket.getInt();
     return out;
   }
-  if (auto w = dyn_cast<exec::WaitOp>(op))
-    return Object{
+  if (auto w = dyn_cast<exec::WaitOp>(op)) {
+    Object out{
         {"op", "wait"}, {"stream", "compute"}, {"buffer", w.getBuffer()}};
+    if (w.getFirstMicroBatch())
+      out["first_micro_batch"] = true;
+    return out;
+  }
   if (auto s = dyn_cast<exec::SendOp>(op))
     return Object{{"op", "send"},
                   {"stream", "comm"},

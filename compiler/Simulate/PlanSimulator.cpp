@@ -66,6 +66,15 @@ private:
             double start, double duration);
   llvm::StringRef phaseName(RankState &r) const;
   int64_t microBatch(RankState &r) const;
+  /// Runs collective `launches[at]` (and the rest of its bucket) on its
+  /// group's comm stream, no earlier than `notBefore`; returns when it ends.
+  double issueCollective(RankState &r,
+                         llvm::ArrayRef<mlir::Operation *> launches, size_t at,
+                         double notBefore);
+  /// The step phase's next_step collectives, started at the end of the
+  /// previous step: in the steady state they are in flight as a step
+  /// begins.
+  void carryFromLastStep(RankState &r);
 
   const ParallelConfig &config;
   const TopologyGraph &graph;
@@ -245,56 +254,23 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
              collective && collective.getLastMicroBatch() &&
              microBatch(r) != config.numMicroBatches - 1) {
     // Runs in the last micro-batch only.
+  } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op);
+             collective && collective.getNextStep()) {
+    // Started here for the next step; this step's copy came from the last.
   } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op)) {
     // The comm stream runs collectives in launch order; the compute stream
     // waits for a synchronous one at once, for an async one at its wait.
-    CollectiveKind kind =
-        collective.getKind() == exec::CollectiveKind::all_gather
-            ? CollectiveKind::AllGather
-        : collective.getKind() == exec::CollectiveKind::reduce_scatter
-            ? CollectiveKind::ReduceScatter
-            : CollectiveKind::AllReduce;
-    auto moved = [&](exec::CollectiveOp c) {
-      return bytes(r, kind == CollectiveKind::AllGather ? c.getOutput()
-                                                        : c.getInput());
-    };
-    // A bucket (adjacent collectives with one `bucket` number) runs as one
-    // collective of all its bytes, timed at its first member.
-    auto bucketOf = [](mlir::Operation *o) {
-      auto b = o ? o->getAttrOfType<mlir::IntegerAttr>("bucket")
-                 : mlir::IntegerAttr();
-      return b ? b.getInt() : -1;
-    };
-    int64_t bucket = bucketOf(op);
-    bool continues =
-        bucket >= 0 && r.next > 0 && bucketOf(r.launches[r.next - 1]) == bucket;
     std::string groupName = collective.getGroup().str();
-    double &commFree = r.commFree[groupName];
-    if (!continues) {
-      double size = moved(collective), members = 1;
-      for (size_t i = r.next + 1; bucket >= 0 && i < r.launches.size() &&
-                                  bucketOf(r.launches[i]) == bucket;
-           ++i, ++members)
-        size += moved(llvm::cast<exec::CollectiveOp>(r.launches[i]));
-      const CollectiveGroup &g = group(r, collective.getGroup());
-      double time =
-          g.size() > 1 ? g.time(kind, size, params.collectiveEfficiency) : 0;
-      double start = std::max(r.computeFree, commFree);
-      commFree = start + time;
-      std::string name = (exec::stringifyCollectiveKind(collective.getKind()) +
-                          " " + collective.getGroup())
-                             .str();
-      if (members > 1)
-        name += " (bucket of " + std::to_string(int64_t(members)) + ")";
-      span(r, "comm " + groupName, name, start, time);
-      r.stats.commBusyS += time;
-    }
+    double commFree = issueCollective(r, r.launches, r.next, r.computeFree);
     if (collective.getAsync()) {
       r.inFlight[collective.getOutput().str()] = {commFree, groupName};
     } else {
       r.stats.exposedCommS[groupName] += commFree - r.computeFree;
       r.computeFree = commFree;
     }
+  } else if (auto wait = llvm::dyn_cast<exec::WaitOp>(op);
+             wait && wait.getFirstMicroBatch() && microBatch(r) != 0) {
+    // Waits in the first micro-batch only.
   } else if (auto wait = llvm::dyn_cast<exec::WaitOp>(op)) {
     auto it = r.inFlight.find(wait.getBuffer().str());
     if (it == r.inFlight.end())
@@ -336,7 +312,71 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
   return Step::Advanced;
 }
 
+double Simulator::issueCollective(RankState &r,
+                                  llvm::ArrayRef<mlir::Operation *> launches,
+                                  size_t at, double notBefore) {
+  auto collective = llvm::cast<exec::CollectiveOp>(launches[at]);
+  CollectiveKind kind =
+      collective.getKind() == exec::CollectiveKind::all_gather
+          ? CollectiveKind::AllGather
+      : collective.getKind() == exec::CollectiveKind::reduce_scatter
+          ? CollectiveKind::ReduceScatter
+          : CollectiveKind::AllReduce;
+  auto moved = [&](exec::CollectiveOp c) {
+    return bytes(r, kind == CollectiveKind::AllGather ? c.getOutput()
+                                                      : c.getInput());
+  };
+  // A bucket (adjacent collectives with one `bucket` number) runs as one
+  // collective of all its bytes, timed at its first member.
+  auto bucketOf = [](mlir::Operation *o) {
+    auto b =
+        o ? o->getAttrOfType<mlir::IntegerAttr>("bucket") : mlir::IntegerAttr();
+    return b ? b.getInt() : -1;
+  };
+  int64_t bucket = bucketOf(collective);
+  std::string groupName = collective.getGroup().str();
+  double &commFree = r.commFree[groupName];
+  if (bucket >= 0 && at > 0 && bucketOf(launches[at - 1]) == bucket)
+    return commFree; // timed with the bucket's first member
+  double size = moved(collective), members = 1;
+  for (size_t i = at + 1;
+       bucket >= 0 && i < launches.size() && bucketOf(launches[i]) == bucket;
+       ++i, ++members)
+    size += moved(llvm::cast<exec::CollectiveOp>(launches[i]));
+  const CollectiveGroup &g = group(r, collective.getGroup());
+  double time =
+      g.size() > 1 ? g.time(kind, size, params.collectiveEfficiency) : 0;
+  double start = std::max(notBefore, commFree);
+  commFree = start + time;
+  std::string name = (exec::stringifyCollectiveKind(collective.getKind()) +
+                      " " + collective.getGroup())
+                         .str();
+  if (members > 1)
+    name += " (bucket of " + std::to_string(int64_t(members)) + ")";
+  if (collective.getNextStep())
+    name += " (from the last step)";
+  span(r, "comm " + groupName, name, start, time);
+  r.stats.commBusyS += time;
+  return commFree;
+}
+
+void Simulator::carryFromLastStep(RankState &r) {
+  if (!r.step)
+    return;
+  std::vector<mlir::Operation *> carried;
+  for (auto c : r.step.getBody().front().getOps<exec::CollectiveOp>())
+    if (c.getNextStep())
+      carried.push_back(c);
+  for (size_t i = 0; i < carried.size(); ++i) {
+    auto c = llvm::cast<exec::CollectiveOp>(carried[i]);
+    r.inFlight[c.getOutput().str()] = {issueCollective(r, carried, i, 0),
+                                       c.getGroup().str()};
+  }
+}
+
 llvm::Error Simulator::run() {
+  for (RankState &r : ranks)
+    carryFromLastStep(r);
   // Each rank runs until it waits for a message not yet sent; a round in
   // which no rank moves is a deadlock of the schedule.
   while (true) {

@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace partita::exec;
@@ -68,14 +69,41 @@ namespace {
 /// An async collective is waited for later in its phase, and nothing in
 /// between writes its input or touches its output.
 LogicalResult verifyAsyncCollectives(
-    PhaseOp phase,
-    llvm::MapVector<StringRef, CollectiveOp> &fromLastMicroBatch) {
+    PhaseOp phase, llvm::MapVector<StringRef, CollectiveOp> &fromLastMicroBatch,
+    const llvm::MapVector<StringRef, CollectiveOp> &fromLastStep,
+    llvm::StringSet<> &waitedNextStep) {
   llvm::MapVector<StringRef, CollectiveOp> inFlight; // by output
   // The step phase waits for the last micro-batch's reductions.
   if (phase.getKind() == PhaseKind::step)
     std::swap(inFlight, fromLastMicroBatch);
+  // A forward phase may wait for the previous step's gathers: they are in
+  // flight from its start until that wait.
+  if (phase.getKind() == PhaseKind::forward)
+    for (auto wait : phase.getBody().front().getOps<WaitOp>())
+      if (wait.getFirstMicroBatch()) {
+        auto it = fromLastStep.find(wait.getBuffer());
+        if (it == fromLastStep.end())
+          return wait.emitOpError("waits in the first micro-batch for @")
+                 << wait.getBuffer()
+                 << ", which no next_step collective of the step phase "
+                    "writes";
+        if (!waitedNextStep.insert(wait.getBuffer()).second)
+          return wait.emitOpError("waits for @")
+                 << wait.getBuffer() << " from the previous step a second time";
+        inFlight[wait.getBuffer()] = it->second;
+      }
+  // The step phase's next_step collectives stay in flight to its end.
+  llvm::MapVector<StringRef, CollectiveOp> carried;
   for (Operation &op : phase.getBody().front()) {
     if (auto wait = dyn_cast<WaitOp>(op)) {
+      if (wait.getFirstMicroBatch() && phase.getKind() != PhaseKind::forward)
+        return wait.emitOpError("waits in the first micro-batch, which a ")
+               << stringifyPhaseKind(phase.getKind()) << " phase does not have";
+      if (carried.count(wait.getBuffer()))
+        return wait.emitOpError("waits for @")
+               << wait.getBuffer()
+               << ", whose next_step collective is waited for in the next "
+                  "step's forward phase";
       if (!inFlight.erase(wait.getBuffer()))
         return wait.emitOpError("waits for @")
                << wait.getBuffer()
@@ -85,7 +113,8 @@ LogicalResult verifyAsyncCollectives(
     }
     SmallVector<StringRef> reads, writes;
     getLaunchAccesses(&op, reads, writes);
-    for (auto &[output, c] : inFlight) {
+    for (auto &[output, c] :
+         llvm::concat<std::pair<StringRef, CollectiveOp>>(inFlight, carried)) {
       auto clash = [&](StringRef buffer, StringRef how) {
         InFlightDiagnostic d =
             op.emitOpError()
@@ -106,8 +135,14 @@ LogicalResult verifyAsyncCollectives(
       if (c.getLastMicroBatch() && phase.getKind() != PhaseKind::backward)
         return c.emitOpError("runs in the last micro-batch only, which a ")
                << stringifyPhaseKind(phase.getKind()) << " phase does not have";
+      if (c.getNextStep() &&
+          (phase.getKind() != PhaseKind::step || !c.getAsync()))
+        return c.emitOpError("next_step needs an async collective of the "
+                             "step phase");
       if (c.getAsync() && c.getLastMicroBatch())
         fromLastMicroBatch[c.getOutput()] = c;
+      else if (c.getNextStep())
+        carried[c.getOutput()] = c;
       else if (c.getAsync())
         inFlight[c.getOutput()] = c;
     }
@@ -145,8 +180,15 @@ LogicalResult ProgramOp::verifyRegions() {
     return success();
   };
   // Async last-micro-batch collectives are waited for in the step phase,
-  // which comes after every other.
-  llvm::MapVector<StringRef, CollectiveOp> fromLastMicroBatch;
+  // which comes after every other; next_step ones of the step phase in the
+  // next step's forward phases.
+  llvm::MapVector<StringRef, CollectiveOp> fromLastMicroBatch, fromLastStep;
+  llvm::StringSet<> waitedNextStep;
+  for (auto phase : getBody().front().getOps<PhaseOp>())
+    if (phase.getKind() == PhaseKind::step)
+      for (auto c : phase.getBody().front().getOps<CollectiveOp>())
+        if (c.getNextStep())
+          fromLastStep[c.getOutput()] = c;
   SmallVector<PhaseOp> ordered;
   for (auto phase : getBody().front().getOps<PhaseOp>())
     if (phase.getKind() != PhaseKind::step)
@@ -182,9 +224,14 @@ LogicalResult ProgramOp::verifyRegions() {
         if (failed(check(&op, ref)))
           return failure();
     }
-    if (failed(verifyAsyncCollectives(phase, fromLastMicroBatch)))
+    if (failed(verifyAsyncCollectives(phase, fromLastMicroBatch, fromLastStep,
+                                      waitedNextStep)))
       return failure();
   }
+  for (auto &[output, c] : fromLastStep)
+    if (!waitedNextStep.contains(output))
+      return c.emitOpError("is carried to the next step but no exec.wait @")
+             << output << " first_micro_batch in a forward phase waits for it";
   if (!fromLastMicroBatch.empty()) {
     CollectiveOp c = fromLastMicroBatch.front().second;
     return c.emitOpError("is asynchronous but no exec.wait @")

@@ -209,16 +209,24 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
     With `last_micro_batch` (in a `backward` phase) it runs only in the
     run of the last micro-batch, when the gradients it reduces are final;
     an `async` one is then waited for in the `step` phase.
+
+    With `next_step` (an `async` collective of the `step` phase) it is
+    waited for in the next step, by an `exec.wait ... first_micro_batch` in
+    a `forward` phase before the first launch that needs it: ZeRO-1/2's
+    parameter gathers then overlap the next step's first layers. Nothing
+    after it in the step phase may touch its buffers.
   }];
   let arguments = (ins Exec_CollectiveKind:$kind, StrAttr:$group,
                        FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
                        DefaultValuedAttr<Exec_Reduction, "Reduction::sum">:$reduction,
                        OptionalAttr<I64Attr>:$dim, UnitAttr:$accumulate,
-                       UnitAttr:$async, UnitAttr:$last_micro_batch);
+                       UnitAttr:$async, UnitAttr:$last_micro_batch,
+                       UnitAttr:$next_step);
   let assemblyFormat = [{
     $kind $group $input `->` $output (`reduce` $reduction^)?
     (`dim` $dim^)? (`accumulate` $accumulate^)? (`async` $async^)?
-    (`last_micro_batch` $last_micro_batch^)? attr-dict
+    (`last_micro_batch` $last_micro_batch^)? (`next_step` $next_step^)?
+    attr-dict
   }];
   let builders = [
     OpBuilder<(ins "CollectiveKind":$kind, "llvm::StringRef":$group,
@@ -232,7 +240,7 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
             ReductionAttr::get($_builder.getContext(), reduction),
             dim ? $_builder.getI64IntegerAttr(*dim) : mlir::IntegerAttr(),
             accumulate ? $_builder.getUnitAttr() : mlir::UnitAttr(),
-            mlir::UnitAttr(), mlir::UnitAttr());
+            mlir::UnitAttr(), mlir::UnitAttr(), mlir::UnitAttr());
     }]>
   ];
   let hasVerifier = 1;
@@ -243,9 +251,16 @@ def Exec_WaitOp : Exec_Op<"wait", [HasParent<"PhaseOp">]> {
   let description = [{
     The compute stream waits until the `async` collective whose output is
     `buffer`, launched earlier in the same phase, has completed.
+
+    With `first_micro_batch` (in a `forward` phase) it waits, in the first
+    micro-batch's run, for the `next_step` collective the previous step's
+    `step` phase started into `buffer`; in the first step there is none,
+    and it does nothing.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$buffer);
-  let assemblyFormat = "$buffer attr-dict";
+  let arguments = (ins FlatSymbolRefAttr:$buffer,
+                       UnitAttr:$first_micro_batch);
+  let assemblyFormat =
+      "$buffer (`first_micro_batch` $first_micro_batch^)? attr-dict";
 }
 
 def Exec_SendOp : Exec_Op<"send", [HasParent<"PhaseOp">]> {

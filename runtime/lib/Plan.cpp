@@ -169,9 +169,11 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
         launch.accumulateOutput = l.value("accumulate", false);
         launch.async = l.value("async", false);
         launch.lastMicroBatch = l.value("last_micro_batch", false);
+        launch.nextStep = l.value("next_step", false);
       } else if (op == "wait") {
         launch.op = Launch::Op::Wait;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
+        launch.firstMicroBatch = l.value("first_micro_batch", false);
       } else if (op == "send" || op == "recv") {
         launch.op = op == "send" ? Launch::Op::Send : Launch::Op::Recv;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");

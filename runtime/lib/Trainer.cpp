@@ -207,6 +207,7 @@ Trainer::Storage &Trainer::storage(int index, int64_t microBatch) {
 
 void Trainer::fillFromGlobal(const ParameterSpec &p, const std::string &buffer,
                              const std::function<float(uint64_t)> &global) {
+  drain(); // a gather in flight would overwrite what is filled in
   // The local (tp) tensor, element by element from its global index;
   // padding rows are zero.
   int64_t n = 1;
@@ -380,6 +381,8 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   for (const Launch &l : phase.launches) {
     if (l.lastMicroBatch && microBatch != plan.numMicroBatches - 1)
       continue;
+    if (l.firstMicroBatch && microBatch != 0)
+      continue;
     auto start = std::chrono::steady_clock::now();
     switch (l.op) {
     case Launch::Op::Kernel: {
@@ -413,17 +416,13 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     }
     case Launch::Op::Wait: {
       auto it = inFlight.find(l.input);
+      if (it == inFlight.end() && l.firstMicroBatch)
+        break; // the first step: the previous one started nothing
       if (it == inFlight.end())
         throw std::runtime_error("wait for buffer " +
                                  program.buffers[l.input].name +
                                  " with no collective in flight");
-      it->second.done.get();
-      if (trace)
-        trace->push_back({traceName(*it->second.launch), true,
-                          it->second.ranUs->first,
-                          it->second.ranUs->second - it->second.ranUs->first,
-                          currentStep, microBatch, phase.kind});
-      inFlight.erase(it);
+      finish(it, microBatch, phase.kind);
       break;
     }
     case Launch::Op::Send: {
@@ -452,8 +451,27 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   }
 }
 
+void Trainer::finish(std::map<int, InFlight>::iterator it, int64_t microBatch,
+                     const std::string &phase) {
+  it->second.done.get();
+  if (trace)
+    trace->push_back({traceName(*it->second.launch), true,
+                      it->second.ranUs->first,
+                      it->second.ranUs->second - it->second.ranUs->first,
+                      currentStep, microBatch, phase});
+  inFlight.erase(it);
+}
+
+void Trainer::drain() {
+  while (!inFlight.empty())
+    finish(inFlight.begin(), 0, "step");
+}
+
+Trainer::~Trainer() { drain(); }
+
 std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
                                          const std::string &buffer) {
+  drain();
   const ParameterHolder &h = p.holders.front();
   const Program &holder = plan.programs[h.ppRank];
   auto spec = holder.bufferIndex.find(buffer);
@@ -534,6 +552,7 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
 
 void Trainer::forEachState(
     const std::function<void(const BufferSpec &, float *)> &visit) {
+  drain();
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     if (b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard ||

@@ -52,14 +52,22 @@
 // BAD: error: exec-overlap-communication: bucket-mb must be positive, got 0
 
 // ZeRO-1, one bucket per parameter: the parameter all-gather after each
-// AdamW runs while the next parameters are updated; all are waited for at the end of the step.
+// AdamW is carried to the next step (next_step) and waited for in the
+// first micro-batch's forward, right before the parameter's first read, so
+// that it overlaps the first layers; the step phase waits for none of them.
+// Z1-LABEL: exec.phase forward chunk 0 {
+// Z1-NEXT: exec.wait @embed.tokens.weight first_micro_batch
+// Z1-NEXT: exec.kernel "embedding" ins [@embed.tokens.weight,
+// Z1-NEXT: exec.wait @layers.0.attn_norm.weight first_micro_batch
+// Z1-NEXT: exec.kernel "rms_norm" ins [@embedding.{{[0-9]+}}, @layers.0.attn_norm.weight]
+// Z1: exec.wait @lm_head.weight first_micro_batch
+// Z1-NEXT: exec.kernel "linear" ins [@{{.*}}, @lm_head.weight]
 // Z1-LABEL: exec.phase step {
 // Z1: exec.kernel "adamw" ins [@embed.tokens.weight,
-// Z1-NEXT: exec.collective all_gather "dp" @embed.tokens.weight -> @embed.tokens.weight async
+// Z1-NEXT: exec.collective all_gather "dp" @embed.tokens.weight -> @embed.tokens.weight async next_step
 // Z1-NEXT: exec.kernel "adamw" ins [@layers.0.attn_norm.weight,
-// Z1: exec.wait @embed.tokens.weight
-// Z1: exec.wait @lm_head.weight
-// Z1-NEXT: exec.wait @loss
+// Z1-NOT: exec.wait @{{.*}}.weight
+// Z1: exec.collective all_reduce "dp" @loss -> @loss
 // Z1-NEXT: }
 
 // ZeRO-0: the gradient all-reduces of the last micro-batch's backward start

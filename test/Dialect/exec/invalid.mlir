@@ -232,3 +232,100 @@ exec.program @p pp_rank 0 {
     exec.collective all_reduce "dp" @g -> @g async last_micro_batch
   }
 }
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{next_step needs an async collective of the step phase}}
+    exec.collective all_gather "dp" @w -> @w async next_step
+    exec.wait @w
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    exec.kernel "copy" ins [@w] outs [@u]
+  }
+  exec.phase step {
+    // expected-error @+1 {{is carried to the next step but no exec.wait @w first_micro_batch in a forward phase waits for it}}
+    exec.collective all_gather "dp" @w -> @w async next_step
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{waits in the first micro-batch for @w, which no next_step collective of the step phase writes}}
+    exec.wait @w first_micro_batch
+    exec.kernel "copy" ins [@w] outs [@u]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{reads @w while the asynchronous all_gather into @w is in flight; wait for it first}}
+    exec.kernel "copy" ins [@w] outs [@u]
+    exec.wait @w first_micro_batch
+  }
+  exec.phase step {
+    // expected-note @+1 {{the collective starts here}}
+    exec.collective all_gather "dp" @w -> @w async next_step
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    exec.wait @w first_micro_batch
+    exec.kernel "copy" ins [@w] outs [@u]
+  }
+  exec.phase step {
+    // expected-note @+1 {{the collective starts here}}
+    exec.collective all_gather "dp" @w -> @w async next_step
+    // expected-error @+1 {{writes @w while the asynchronous all_gather into @w is in flight; wait for it first}}
+    exec.kernel "copy" ins [@u] outs [@w]
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    exec.wait @w first_micro_batch
+    exec.kernel "copy" ins [@w] outs [@u]
+  }
+  exec.phase step {
+    exec.collective all_gather "dp" @w -> @w async next_step
+    // expected-error @+1 {{waits for @w, whose next_step collective is waited for in the next step's forward phase}}
+    exec.wait @w
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase backward chunk 0 {
+    // expected-error @+1 {{waits in the first micro-batch, which a backward phase does not have}}
+    exec.wait @w first_micro_batch
+  }
+}

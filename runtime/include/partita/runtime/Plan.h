@@ -78,6 +78,11 @@ struct Launch {
   bool async = false;
   /// Runs only in the run of the last micro-batch (gradient reductions).
   bool lastMicroBatch = false;
+  /// A step-phase collective waited for in the next step's forward.
+  bool nextStep = false;
+  /// A wait that runs in the first micro-batch only, for a nextStep
+  /// collective of the previous step (none in the first step).
+  bool firstMicroBatch = false;
   // Send / recv: `input` is the buffer; `toNext` its peer. Wait: `input`
   // is the output of the async collective waited for.
   bool toNext = true;
