@@ -236,6 +236,16 @@ const std::set<std::string> &kernelNames() {
 
 int64_t rowsOf(const TensorRef &t) { return t.n / t.dim(-1); }
 
+/// The width a norm kernel `name` works over, within the kernels' limit.
+int64_t normWidth(const std::string &name, const TensorRef &x) {
+  int64_t h = x.dim(-1);
+  if (h > maxNormWidth())
+    throw std::runtime_error(name + " over " + std::to_string(h) +
+                             " columns: the CUDA kernel takes at most " +
+                             std::to_string(maxNormWidth()));
+  return h;
+}
+
 /// The first vocabulary index of this rank's slice of `rows` entries.
 int64_t vocabStart(const nlohmann::json &p, const KernelContext &ctx,
                    int64_t rows) {
@@ -417,20 +427,12 @@ void CudaDevice::launchKernel(const std::string &name,
                  s);
   } else if (name == "rms_norm" || name == "layer_norm") {
     const TensorRef &x = ins[0];
-    int64_t h = x.dim(-1);
-    if (h > maxNormWidth())
-      throw std::runtime_error(name + " over " + std::to_string(h) +
-                               " columns: the CUDA kernel takes at most " +
-                               std::to_string(maxNormWidth()));
+    int64_t h = normWidth(name, x);
     norm(x.f, ins[1].f, ins.size() > 2 ? ins[2].f : nullptr, out(0), acc[0],
          rowsOf(x), h, p.at("eps").get<double>(), name == "rms_norm", s);
   } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
     const TensorRef &x = ins[1];
-    int64_t h = x.dim(-1);
-    if (h > maxNormWidth())
-      throw std::runtime_error(name + " over " + std::to_string(h) +
-                               " columns: the CUDA kernel takes at most " +
-                               std::to_string(maxNormWidth()));
+    int64_t h = normWidth(name, x);
     bool bias = outs.size() > 2;
     normBackward(ins[0].f, x.f, ins[2].f, out(0), acc[0], out(1), acc[1],
                  bias ? out(2) : nullptr, bias && acc[2], rowsOf(x), h,

@@ -357,18 +357,15 @@ __device__ void loadTile(float (*tile)[D], const float *base, int64_t first,
   }
 }
 
-/// One query row against keys [jBegin, jEnd): the running max m, the
-/// denominator l and the unnormalised output o.
-template <int D>
-__device__ void attendRow(const AttentionDims &a, const float *q, int64_t i,
-                          bool valid, const float *kBase, const float *vBase,
-                          int64_t jBegin, int64_t jEnd, float (*kTile)[D],
-                          float (*vTile)[D], float &m, float &l, float *o) {
+/// Streams keys and values [jBegin, jEnd) through the block's shared
+/// tiles and calls visit(key row, value row) for each key query row i sees.
+/// Every thread of the block must call it (it synchronises the block).
+template <int D, typename Visit>
+__device__ void forEachKey(const AttentionDims &a, int64_t i, bool valid,
+                           const float *kBase, const float *vBase,
+                           int64_t jBegin, int64_t jEnd, float (*kTile)[D],
+                           float (*vTile)[D], Visit visit) {
   constexpr int T = keyTile<D>();
-  m = -INFINITY;
-  l = 0;
-  for (int k = 0; k < D; ++k)
-    o[k] = 0;
   int64_t stride = a.kvHeads * a.d;
   for (int64_t j0 = jBegin; j0 < jEnd; j0 += T) {
     __syncthreads();
@@ -377,21 +374,35 @@ __device__ void attendRow(const AttentionDims &a, const float *q, int64_t i,
     __syncthreads();
     if (!valid)
       continue;
-    for (int jj = 0; jj < T && j0 + jj < jEnd; ++jj) {
-      int64_t j = j0 + jj;
-      if (a.masked(i, j))
-        continue;
-      float score = 0;
-      for (int k = 0; k < D; ++k)
-        score += q[k] * kTile[jj][k];
-      float mNew = fmaxf(m, score);
-      float correction = expf(m - mNew), p = expf(score - mNew);
-      l = l * correction + p;
-      for (int k = 0; k < D; ++k)
-        o[k] = o[k] * correction + p * vTile[jj][k];
-      m = mNew;
-    }
+    for (int jj = 0; jj < T && j0 + jj < jEnd; ++jj)
+      if (!a.masked(i, j0 + jj))
+        visit(kTile[jj], vTile[jj]);
   }
+}
+
+/// One query row against keys [jBegin, jEnd): the running max m, the
+/// denominator l and the unnormalised output o.
+template <int D>
+__device__ void attendRow(const AttentionDims &a, const float *q, int64_t i,
+                          bool valid, const float *kBase, const float *vBase,
+                          int64_t jBegin, int64_t jEnd, float (*kTile)[D],
+                          float (*vTile)[D], float &m, float &l, float *o) {
+  m = -INFINITY;
+  l = 0;
+  for (int k = 0; k < D; ++k)
+    o[k] = 0;
+  forEachKey<D>(a, i, valid, kBase, vBase, jBegin, jEnd, kTile, vTile,
+                [&](const float *kRow, const float *vRow) {
+                  float score = 0;
+                  for (int k = 0; k < D; ++k)
+                    score += q[k] * kRow[k];
+                  float mNew = fmaxf(m, score);
+                  float correction = expf(m - mNew), p = expf(score - mNew);
+                  l = l * correction + p;
+                  for (int k = 0; k < D; ++k)
+                    o[k] = o[k] * correction + p * vRow[k];
+                  m = mNew;
+                });
 }
 
 /// The keys query rows [first, last] of a block can see.
@@ -458,27 +469,17 @@ __global__ void attentionBackwardQueryKernel(AttentionDims a, const float *dout,
   // dq = scale * sum_j p_ij (dO_i . v_j - D_i) k_j.
   for (int c = 0; c < D; ++c)
     acc[c] = 0;
-  int64_t stride = a.kvHeads * a.d;
-  for (int64_t j0 = jBegin; j0 < jEnd; j0 += T) {
-    __syncthreads();
-    loadTile<D, T>(kTile, kBase, j0, jEnd, stride, a.d);
-    loadTile<D, T>(vTile, vBase, j0, jEnd, stride, a.d);
-    __syncthreads();
-    if (!valid)
-      continue;
-    for (int jj = 0; jj < T && j0 + jj < jEnd; ++jj) {
-      if (a.masked(i, j0 + jj))
-        continue;
-      float score = 0, dp = 0;
-      for (int c = 0; c < D; ++c) {
-        score += qr[c] * kTile[jj][c];
-        dp += dor[c] * vTile[jj][c];
-      }
-      float ds = expf(score - lse) * (dp - rowD);
-      for (int c = 0; c < D; ++c)
-        acc[c] += ds * kTile[jj][c];
-    }
-  }
+  forEachKey<D>(a, i, valid, kBase, vBase, jBegin, jEnd, kTile, vTile,
+                [&](const float *kRow, const float *vRow) {
+                  float score = 0, dp = 0;
+                  for (int c = 0; c < D; ++c) {
+                    score += qr[c] * kRow[c];
+                    dp += dor[c] * vRow[c];
+                  }
+                  float ds = expf(score - lse) * (dp - rowD);
+                  for (int c = 0; c < D; ++c)
+                    acc[c] += ds * kRow[c];
+                });
   if (!valid)
     return;
   for (int c = 0; c < D && c < a.d; ++c)
