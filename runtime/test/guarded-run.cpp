@@ -1,0 +1,196 @@
+//===- guarded-run.cpp - The executor never touches rank memory -----------===//
+//
+//   partita-guarded-run PLAN.json [--steps N] [--log-json FILE]
+//
+// Trains a one-rank plan with the CPU kernels on an arena whose pages are
+// inaccessible outside the Device's own calls, as GPU memory is to the
+// host: any access of the executor that bypasses the Device faults. This is
+// the contract the CUDA backend relies on, checked where there is no GPU.
+// One JSON line per step, as plan-run's --log-json.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Plan.h"
+#include "partita/runtime/Trainer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <iostream>
+
+using namespace partita::runtime;
+
+namespace {
+
+/// The CPU device, with its memory closed except while one of its calls
+/// runs.
+class GuardedDevice : public Device {
+public:
+  /// Opens the memory for the scope of a Device call.
+  struct Open {
+    explicit Open(GuardedDevice &d) : d(d) {
+      d.protect(PROT_READ | PROT_WRITE);
+    }
+    ~Open() { d.protect(PROT_NONE); }
+    GuardedDevice &d;
+  };
+
+  void *allocateArena(int64_t bytes) override {
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    size_t size = (size_t(bytes > 0 ? bytes : 1) + page - 1) / page * page;
+    void *p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0); // zero-filled
+    if (p == MAP_FAILED)
+      throw std::runtime_error("mmap of " + std::to_string(size) + " bytes");
+    regions.push_back({p, size});
+    return p;
+  }
+  bool hasKernel(const std::string &name) const override {
+    return cpu->hasKernel(name);
+  }
+  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+              const std::vector<TensorRef> &outs,
+              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const KernelContext &ctx) override {
+    Open open(*this);
+    cpu->launch(name, ins, outs, accumulate, params, ctx);
+  }
+  void synchronize() override {}
+  void upload(void *dst, const void *src, int64_t bytes) override {
+    Open open(*this);
+    cpu->upload(dst, src, bytes);
+  }
+  void download(void *dst, const void *src, int64_t bytes) override {
+    Open open(*this);
+    cpu->download(dst, src, bytes);
+  }
+  void fillZero(void *dst, int64_t bytes, Stream stream) override {
+    Open open(*this);
+    cpu->fillZero(dst, bytes, stream);
+  }
+  void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
+                       int64_t inner, bool accumulate, Stream stream) override {
+    Open open(*this);
+    cpu->transposeBlocks(dst, src, a, b, inner, accumulate, stream);
+  }
+
+private:
+  void protect(int how) {
+    for (auto [p, size] : regions)
+      if (mprotect(p, size, how) != 0)
+        throw std::runtime_error("mprotect failed");
+  }
+  std::unique_ptr<Device> cpu = createCpuDevice();
+  std::vector<std::pair<void *, size_t>> regions;
+};
+
+/// A job of one rank: collectives over groups of one, and messages to
+/// itself. Its collectives touch rank memory as a backend's do, so they
+/// open it too.
+class OneRank : public Communicator {
+public:
+  explicit OneRank(GuardedDevice &device) : device(device) {}
+  int64_t worldRank() const override { return 0; }
+  int64_t worldSize() const override { return 1; }
+  int64_t groupSize(const std::string &) const override { return 1; }
+  int64_t groupRank(const std::string &) const override { return 0; }
+  void allReduce(const std::string &, float *, int64_t, bool) override {}
+  void allGather(const std::string &, const float *in, int64_t n,
+                 float *out) override {
+    GuardedDevice::Open open(device);
+    std::memmove(out, in, n * sizeof(float));
+  }
+  void reduceScatter(const std::string &, const float *in, int64_t n,
+                     float *out) override {
+    GuardedDevice::Open open(device);
+    std::memmove(out, in, n * sizeof(float));
+  }
+  void send(int64_t, const void *data, int64_t bytes) override {
+    GuardedDevice::Open open(device);
+    auto *p = static_cast<const char *>(data);
+    messages.emplace_back(p, p + bytes);
+  }
+  void recv(int64_t, void *data, int64_t bytes) override {
+    if (messages.empty() || int64_t(messages.front().size()) != bytes)
+      abort("a receive with no matching send");
+    GuardedDevice::Open open(device);
+    std::memcpy(data, messages.front().data(), bytes);
+    messages.pop_front();
+  }
+  void barrier() override {}
+  void finishSends() override {}
+  std::shared_future<void>
+  start(std::function<void(Communicator &)> work) override {
+    work(*this);
+    std::promise<void> done;
+    done.set_value();
+    return done.get_future().share();
+  }
+  void setWatchdog(double) override {}
+  void setStep(int64_t) override {}
+  [[noreturn]] void abort(const std::string &why) override {
+    std::cerr << "partita-guarded-run: " << why << "\n";
+    std::exit(1);
+  }
+
+private:
+  GuardedDevice &device;
+  std::deque<std::vector<char>> messages;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planPath, logPath;
+  int64_t steps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--steps" && i + 1 < argc)
+      steps = std::stoll(argv[++i]);
+    else if (a == "--log-json" && i + 1 < argc)
+      logPath = argv[++i];
+    else if (planPath.empty() && a[0] != '-')
+      planPath = a;
+    else {
+      std::cerr << "usage: partita-guarded-run PLAN.json [--steps N] "
+                   "[--log-json FILE]\n";
+      return 2;
+    }
+  }
+  try {
+    Plan plan = loadPlan(planPath);
+    if (plan.worldSize != 1)
+      throw std::runtime_error(planPath + " needs " +
+                               std::to_string(plan.worldSize) +
+                               " ranks; this check runs one");
+    GuardedDevice device;
+    OneRank comm(device);
+    auto data = syntheticTokens(plan.vocabSize);
+    Trainer trainer(plan, device, comm, *data);
+    std::ofstream log;
+    if (!logPath.empty())
+      log.open(logPath);
+    log.precision(9);
+    for (int64_t s = 0; s < steps; ++s) {
+      StepResult r = trainer.step(s);
+      std::cout << "step " << s + 1 << " loss " << r.loss << "\n";
+      if (log)
+        log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss << "}\n";
+    }
+    // Gathering and checkpoint visits read the state through the Device too.
+    int64_t visited = 0;
+    trainer.forEachState([&](const BufferSpec &, float *values) {
+      visited += values[0] == values[0]; // host memory: readable
+    });
+    auto params = trainer.gatherParameters();
+    std::cout << "state: " << visited << " buffers visited, " << params.size()
+              << " parameters gathered\n";
+  } catch (const std::exception &e) {
+    std::cerr << "partita-guarded-run: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
