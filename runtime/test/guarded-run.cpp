@@ -1,15 +1,19 @@
 //===- guarded-run.cpp - The executor never touches rank memory -----------===//
 //
 //   partita-guarded-run PLAN.json [--steps N] [--log-json FILE]
+//                       [--resume-at K DIR]
 //
 // Trains a one-rank plan with the CPU kernels on an arena whose pages are
 // inaccessible outside the Device's own calls, as GPU memory is to the
 // host: any access of the executor that bypasses the Device faults. This is
 // the contract the CUDA backend relies on, checked where there is no GPU.
-// One JSON line per step, as plan-run's --log-json.
+// One JSON line per step, as plan-run's --log-json. With --resume-at, a
+// checkpoint saved after step K is loaded into a second executor, which
+// logs steps K+1..N again (after the first run's lines).
 //
 //===----------------------------------------------------------------------===//
 
+#include "partita/runtime/Checkpoint.h"
 #include "partita/runtime/Plan.h"
 #include "partita/runtime/Trainer.h"
 
@@ -144,19 +148,22 @@ private:
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, logPath;
-  int64_t steps = 5;
+  std::string planPath, logPath, checkpointDir;
+  int64_t steps = 5, resumeAt = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc)
       steps = std::stoll(argv[++i]);
     else if (a == "--log-json" && i + 1 < argc)
       logPath = argv[++i];
-    else if (planPath.empty() && a[0] != '-')
+    else if (a == "--resume-at" && i + 2 < argc) {
+      resumeAt = std::stoll(argv[++i]);
+      checkpointDir = argv[++i];
+    } else if (planPath.empty() && a[0] != '-')
       planPath = a;
     else {
       std::cerr << "usage: partita-guarded-run PLAN.json [--steps N] "
-                   "[--log-json FILE]\n";
+                   "[--log-json FILE] [--resume-at K DIR]\n";
       return 2;
     }
   }
@@ -174,11 +181,24 @@ int main(int argc, char **argv) {
     if (!logPath.empty())
       log.open(logPath);
     log.precision(9);
-    for (int64_t s = 0; s < steps; ++s) {
-      StepResult r = trainer.step(s);
-      std::cout << "step " << s + 1 << " loss " << r.loss << "\n";
-      if (log)
-        log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss << "}\n";
+    auto run = [&](Trainer &t, int64_t from, const char *what) {
+      for (int64_t s = from; s < steps; ++s) {
+        StepResult r = t.step(s);
+        std::cout << what << " " << s + 1 << " loss " << r.loss << "\n";
+        if (log)
+          log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss << "}\n";
+        if (!checkpointDir.empty() && s + 1 == resumeAt && from == 0)
+          saveCheckpoint(plan, t, comm, checkpointDir, s + 1);
+      }
+    };
+    run(trainer, 0, "step");
+    if (!checkpointDir.empty()) {
+      Trainer resumed(plan, device, comm, *data);
+      int64_t from = loadNewestCheckpoint(plan, resumed, comm, checkpointDir);
+      if (from != resumeAt)
+        throw std::runtime_error("resumed after step " + std::to_string(from) +
+                                 ", not " + std::to_string(resumeAt));
+      run(resumed, from, "resumed step");
     }
     // Gathering and checkpoint visits read the state through the Device too.
     int64_t visited = 0;
