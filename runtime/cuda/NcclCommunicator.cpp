@@ -18,6 +18,8 @@
 
 #include "CudaDevice.h"
 
+#include "partita/runtime/GroupedCommunicator.h"
+
 #include <mpi.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
@@ -40,7 +42,7 @@ namespace {
 using cuda::check;
 using cuda::CudaDevice;
 
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public GroupedCommunicator<ncclComm_t> {
 public:
   NcclCommunicator(const Plan &plan, CudaDevice &device)
       : plan(plan), device(device) {
@@ -58,14 +60,9 @@ public:
               "world");
     // Every rank splits for every group name, in the same (sorted) order.
     for (const auto &[name, groups] : plan.groups) {
-      int color = NCCL_SPLIT_NOCOLOR, key = 0;
-      for (size_t g = 0; g < groups.size(); ++g) {
-        auto it = std::find(groups[g].begin(), groups[g].end(), me);
-        if (it != groups[g].end()) {
-          color = int(g);
-          key = int(it - groups[g].begin());
-        }
-      }
+      auto member = membership(groups, me);
+      int color = member ? member->first : NCCL_SPLIT_NOCOLOR;
+      int key = member ? member->second : 0;
       ncclComm_t comm = nullptr;
       checkNccl(ncclCommSplit(world, color, key, &comm, nullptr),
                 "ncclCommSplit", name);
@@ -106,12 +103,6 @@ public:
 
   int64_t worldRank() const override { return me; }
   int64_t worldSize() const override { return worldCount; }
-  int64_t groupSize(const std::string &name) const override {
-    return group(name).size;
-  }
-  int64_t groupRank(const std::string &name) const override {
-    return group(name).rank;
-  }
 
   void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
@@ -228,10 +219,6 @@ public:
   }
 
 private:
-  struct Group {
-    ncclComm_t comm = nullptr;
-    int size = 1, rank = 0;
-  };
   /// One direction between two pipeline neighbours: rank 0 of `comm` sends.
   struct Channel {
     ncclComm_t comm = nullptr;
@@ -254,13 +241,6 @@ private:
     std::chrono::steady_clock::time_point since;
   };
 
-  const Group &group(const std::string &name) const {
-    auto it = groupsByName.find(name);
-    if (it == groupsByName.end())
-      const_cast<NcclCommunicator *>(this)->abort(
-          "the plan uses group \"" + name + "\", which has no member here");
-    return it->second;
-  }
   void checkNccl(ncclResult_t status, const char *what,
                  const std::string &over) {
     if (status != ncclSuccess && status != ncclInProgress)
@@ -415,7 +395,6 @@ private:
   CudaDevice &device;
   int64_t me = 0, worldCount = 1;
   ncclComm_t world = nullptr;
-  std::map<std::string, Group> groupsByName;
   std::map<std::pair<int64_t, int64_t>, Channel> channels;
   std::list<HostSend> hostSends;
   std::list<Staging> stagings;

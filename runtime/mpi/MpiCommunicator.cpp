@@ -2,6 +2,7 @@
 
 #include "MpiCommunicator.h"
 
+#include "partita/runtime/GroupedCommunicator.h"
 #include "partita/runtime/Plan.h"
 
 #include <mpi.h>
@@ -27,7 +28,7 @@ namespace {
 /// MPI_THREAD_SERIALIZED): the executor's thread queues them and, for
 /// synchronous launches, waits; with asynchronous ones it computes
 /// meanwhile.
-class MpiCommunicator : public Communicator {
+class MpiCommunicator : public GroupedCommunicator<MPI_Comm> {
 public:
   explicit MpiCommunicator(const Plan &plan) {
     int rank, size;
@@ -38,14 +39,9 @@ public:
     // Every rank calls MPI_Comm_split for every group kind, in the same
     // order (std::map), with its group's index as the colour.
     for (const auto &[name, groups] : plan.groups) {
-      int color = MPI_UNDEFINED, key = 0;
-      for (size_t g = 0; g < groups.size(); ++g) {
-        auto it = std::find(groups[g].begin(), groups[g].end(), rank);
-        if (it != groups[g].end()) {
-          color = int(g);
-          key = int(it - groups[g].begin());
-        }
-      }
+      auto member = membership(groups, rank);
+      int color = member ? member->first : MPI_UNDEFINED;
+      int key = member ? member->second : 0;
       MPI_Comm comm;
       MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
       if (comm == MPI_COMM_NULL)
@@ -71,12 +67,6 @@ public:
 
   int64_t worldRank() const override { return world; }
   int64_t worldSize() const override { return worldCount; }
-  int64_t groupSize(const std::string &name) const override {
-    return group(name).size;
-  }
-  int64_t groupRank(const std::string &name) const override {
-    return group(name).rank;
-  }
 
   void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
@@ -157,22 +147,11 @@ public:
   }
 
 private:
-  struct Group {
-    MPI_Comm comm = MPI_COMM_NULL;
-    int size = 1, rank = 0;
-  };
   struct Pending {
     std::shared_ptr<std::vector<char>> data;
     MPI_Request request;
   };
 
-  const Group &group(const std::string &name) const {
-    auto it = groupsByName.find(name);
-    if (it == groupsByName.end())
-      const_cast<MpiCommunicator *>(this)->abort(
-          "the plan uses group \"" + name + "\", which has no member here");
-    return it->second;
-  }
   void check(int code, const char *what, const std::string &group) {
     if (code != MPI_SUCCESS)
       abort(std::string(what) + " over " + group + " failed (MPI error " +
@@ -235,7 +214,6 @@ private:
   int64_t world = 0, worldCount = 1;
   double watchdogSeconds = 0;
   int64_t step = 0;
-  std::map<std::string, Group> groupsByName;
   std::list<Pending> pending; // comm thread only
   std::thread worker;
   std::mutex mutex;
