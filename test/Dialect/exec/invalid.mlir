@@ -329,3 +329,22 @@ exec.program @p pp_rank 0 {
     exec.wait @w first_micro_batch
   }
 }
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @w : tensor<8xf32> param
+  exec.buffer @u : tensor<8xf32> activation
+  exec.phase forward chunk 0 {
+    exec.wait @w first_micro_batch
+    exec.kernel "copy" ins [@w] outs [@u]
+  }
+  exec.phase forward chunk 1 {
+    // expected-error @+1 {{waits for @w from the previous step a second time}}
+    exec.wait @w first_micro_batch
+    exec.kernel "copy" ins [@w] outs [@u]
+  }
+  exec.phase step {
+    exec.collective all_gather "dp" @w -> @w async next_step
+  }
+}
