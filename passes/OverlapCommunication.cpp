@@ -5,6 +5,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <map>
 
@@ -214,27 +215,23 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
 /// overlap the next step's first layers.
 void carryGathersToNextStep(exec::ProgramOp program, exec::PhaseOp step,
                             ArrayRef<exec::PhaseOp> phases) {
+  // The first forward launch that reads each buffer, in program order.
+  llvm::StringMap<Operation *> firstReads;
+  for (exec::PhaseOp phase : phases)
+    if (phase.getKind() == exec::PhaseKind::forward)
+      for (Operation &op : phase.getBody().front()) {
+        SmallVector<StringRef> reads, writes;
+        exec::getLaunchAccesses(&op, reads, writes);
+        for (StringRef read : reads)
+          firstReads.try_emplace(read, &op);
+      }
   for (auto c : step.getBody().front().getOps<exec::CollectiveOp>()) {
     exec::BufferOp param = program.lookupBuffer(c.getOutputAttr().getAttr());
     if (c.getKind() != exec::CollectiveKind::all_gather ||
         c.getGroup() != "dp" || c.getInput() != c.getOutput() || !param ||
         param.getKind() != exec::BufferKind::param)
       continue;
-    Operation *firstRead = nullptr;
-    for (exec::PhaseOp phase : phases) {
-      if (phase.getKind() != exec::PhaseKind::forward)
-        continue;
-      for (Operation &op : phase.getBody().front()) {
-        SmallVector<StringRef> reads, writes;
-        exec::getLaunchAccesses(&op, reads, writes);
-        if (llvm::is_contained(reads, c.getOutput())) {
-          firstRead = &op;
-          break;
-        }
-      }
-      if (firstRead)
-        break;
-    }
+    Operation *firstRead = firstReads.lookup(c.getOutput());
     if (!firstRead)
       continue;
     c.setAsync(true);

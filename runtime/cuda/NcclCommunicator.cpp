@@ -275,7 +275,8 @@ private:
     nvtxRangePushA(what.c_str());
     ncclResult_t status = enqueue(comm);
     nvtxRangePop();
-    checkNccl(status, what.c_str(), "the group");
+    if (status != ncclSuccess && status != ncclInProgress)
+      abort(what + " failed: " + ncclGetErrorString(status));
     follow(comm, what);
     if (!insideStart)
       after(comm, compute);

@@ -169,7 +169,7 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
     fs::create_directories(here);
   comm.barrier();
   FileWriter state;
-  trainer.forEachState([&](const BufferSpec &b, float *data) {
+  trainer.readState([&](const BufferSpec &b, const float *data) {
     state.add(b.name, data, b.elements);
   });
   std::string bytes = state.bytes(steps);
@@ -313,7 +313,7 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
     }
     // Restore this rank's state buffers.
     auto index = entries(bytes);
-    trainer.forEachState([&](const BufferSpec &b, float *data) {
+    trainer.writeState([&](const BufferSpec &b, float *data) {
       auto it = index.find(b.name);
       if (it == index.end() || it->second.second != b.elements)
         throw std::runtime_error(here + "/" + file + ": has no " +

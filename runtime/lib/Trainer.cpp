@@ -550,21 +550,35 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
   return out;
 }
 
-void Trainer::forEachState(
-    const std::function<void(const BufferSpec &, float *)> &visit) {
+void Trainer::forEachStateBuffer(
+    const std::function<void(const BufferSpec &, Span<float>)> &visit) {
   drain();
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     if (b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard ||
-        b.kind == BufferKind::OptimizerState) {
-      // Visited in host memory; what the visitor writes goes back.
-      Span<float> held = storage(k, 0).f;
-      std::vector<float> host(held.size());
-      device.download(host.data(), held.data(), held.size() * 4);
-      visit(b, host.data());
-      device.upload(held.data(), host.data(), held.size() * 4);
-    }
+        b.kind == BufferKind::OptimizerState)
+      visit(b, storage(k, 0).f);
   }
+}
+
+void Trainer::readState(
+    const std::function<void(const BufferSpec &, const float *)> &visit) {
+  std::vector<float> host;
+  forEachStateBuffer([&](const BufferSpec &b, Span<float> held) {
+    host.resize(held.size());
+    device.download(host.data(), held.data(), held.size() * 4);
+    visit(b, host.data());
+  });
+}
+
+void Trainer::writeState(
+    const std::function<void(const BufferSpec &, float *)> &fill) {
+  std::vector<float> host;
+  forEachStateBuffer([&](const BufferSpec &b, Span<float> held) {
+    host.assign(held.size(), 0.0f);
+    fill(b, host.data());
+    device.upload(held.data(), host.data(), held.size() * 4);
+  });
 }
 
 StepResult Trainer::step(int64_t step) {

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -200,11 +201,17 @@ int main(int argc, char **argv) {
                                  ", not " + std::to_string(resumeAt));
       run(resumed, from, "resumed step");
     }
-    // Gathering and checkpoint visits read the state through the Device too.
+    // Gathering and checkpoint visits reach the state through the Device
+    // too: the visitor reads host memory.
     int64_t visited = 0;
-    trainer.forEachState([&](const BufferSpec &, float *values) {
-      visited += values[0] == values[0]; // host memory: readable
+    double sum = 0;
+    trainer.readState([&](const BufferSpec &b, const float *values) {
+      for (int64_t i = 0; i < b.elements; ++i)
+        sum += values[i];
+      ++visited;
     });
+    if (!std::isfinite(sum))
+      throw std::runtime_error("the state holds values that are not finite");
     auto params = trainer.gatherParameters();
     std::cout << "state: " << visited << " buffers visited, " << params.size()
               << " parameters gathered\n";

@@ -67,9 +67,12 @@ public:
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
   /// The state a checkpoint holds: every parameter, parameter shard and
-  /// optimizer-state buffer of this rank, in program order.
-  void
-  forEachState(const std::function<void(const BufferSpec &, float *)> &visit);
+  /// optimizer-state buffer of this rank, in program order, each copied to
+  /// host memory for `visit`.
+  void readState(
+      const std::function<void(const BufferSpec &, const float *)> &visit);
+  /// Sets that state: `fill` writes each buffer's values (host memory).
+  void writeState(const std::function<void(const BufferSpec &, float *)> &fill);
   /// Every parameter as the unsharded tensor, gathered on world rank 0
   /// (empty elsewhere); collective: every rank calls it.
   std::map<std::string, std::vector<float>> gatherParameters();
@@ -109,6 +112,8 @@ private:
   };
   Storage &storage(int index, int64_t microBatch);
   void initialise();
+  void forEachStateBuffer(
+      const std::function<void(const BufferSpec &, Span<float>)> &visit);
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
   /// Runs the collective with `c`: the communicator itself, or, for an
   /// async launch, the one its comm thread hands the work; the data
