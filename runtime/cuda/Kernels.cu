@@ -144,51 +144,48 @@ __global__ void sliceColumnsKernel(const float *x, int64_t outer, int64_t inner,
 
 // -- Reductions --------------------------------------------------------------
 
-template <typename T> __device__ T warpSum(T v) {
+struct Sum {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// `op` over the 32 lanes of a warp (every lane gets it).
+template <typename T, typename Op> __device__ T warpReduce(T v, Op op) {
   for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-__device__ float warpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-/// The sum over the block (every thread gets it); `shared` holds 32 values.
-template <typename T> __device__ T blockSum(T v, T *shared) {
+/// `op` over the block, `identity` its neutral value (every thread gets the
+/// result); `shared` holds 32 values.
+template <typename T, typename Op>
+__device__ T blockReduce(T v, T *shared, T identity, Op op) {
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warpSum(v);
+  v = warpReduce(v, op);
   __syncthreads(); // `shared` may still be read from the last call
   if (lane == 0)
     shared[warp] = v;
   __syncthreads();
   int warps = (blockDim.x + 31) / 32;
-  v = threadIdx.x < warps ? shared[threadIdx.x] : T(0);
+  v = threadIdx.x < warps ? shared[threadIdx.x] : identity;
   if (warp == 0)
-    v = warpSum(v);
+    v = warpReduce(v, op);
   if (threadIdx.x == 0)
     shared[0] = v;
   __syncthreads();
   return shared[0];
 }
 
+template <typename T> __device__ T blockSum(T v, T *shared) {
+  return blockReduce(v, shared, T(0), Sum());
+}
+
 __device__ float blockMax(float v, float *shared) {
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warpMax(v);
-  __syncthreads();
-  if (lane == 0)
-    shared[warp] = v;
-  __syncthreads();
-  int warps = (blockDim.x + 31) / 32;
-  v = threadIdx.x < warps ? shared[threadIdx.x] : -INFINITY;
-  if (warp == 0)
-    v = warpMax(v);
-  if (threadIdx.x == 0)
-    shared[0] = v;
-  __syncthreads();
-  return shared[0];
+  return blockReduce(v, shared, -INFINITY, Max());
 }
 
 // -- Norms -------------------------------------------------------------------
