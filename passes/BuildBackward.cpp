@@ -233,6 +233,9 @@ StringAttr BackwardBuilder::backwardInput(StringAttr value) {
 }
 
 LogicalResult BackwardBuilder::backwardOf(Operation *op) {
+  // An async collective's gradient is built at the collective itself.
+  if (isa<exec::WaitOp>(op))
+    return success();
   if (auto send = dyn_cast<exec::SendOp>(op)) {
     StringAttr value = send.getBufferAttr().getAttr();
     auto [grad, accumulate] = gradOut(value);

@@ -43,7 +43,9 @@ private:
   void kernel(StringRef name, ArrayRef<Value> ins, Value out,
               ArrayRef<NamedAttribute> params = {}, StringRef base = {});
   void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis, Value in,
-                  Value out, std::optional<int64_t> dim);
+                  Value out, std::optional<int64_t> dim, bool async);
+  /// Lowers a dist all_reduce, all_gather or reduce_scatter.
+  LogicalResult lowerCollective(Operation *op, bool async);
   /// The slice of a pipeline message each tp rank sends, when tp ranks hold
   /// the whole (replicated) activation.
   std::optional<RankedTensorType> p2pSlice(Type type) {
@@ -167,7 +169,7 @@ void StageLowering::kernel(StringRef name, ArrayRef<Value> ins, Value out,
 
 void StageLowering::collective(exec::CollectiveKind kind,
                                dist::MeshAxisAttr axis, Value in, Value out,
-                               std::optional<int64_t> dim) {
+                               std::optional<int64_t> dim, bool async) {
   FlatSymbolRefAttr input = ref(in);
   FlatSymbolRefAttr output;
   if (kind == exec::CollectiveKind::all_reduce && in.hasOneUse()) {
@@ -184,8 +186,28 @@ void StageLowering::collective(exec::CollectiveKind kind,
   auto launch = exec::CollectiveOp::create(
       b, out.getLoc(), kind, groupName(axis).getValue(), input, output,
       exec::Reduction::sum, dim, false);
+  launch.setAsync(async);
   if (layer)
     launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+}
+
+LogicalResult StageLowering::lowerCollective(Operation *op, bool async) {
+  if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
+    collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(),
+               ar.getInput(), ar.getResult(), std::nullopt, async);
+    return success();
+  }
+  if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
+    collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(),
+               ag.getInput(), ag.getResult(), ag.getDim(), async);
+    return success();
+  }
+  if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
+    collective(exec::CollectiveKind::reduce_scatter, rs.getAxisAttr(),
+               rs.getInput(), rs.getResult(), rs.getDim(), async);
+    return success();
+  }
+  return op->emitOpError("has no exec lowering");
 }
 
 LogicalResult StageLowering::lowerOp(Operation *op) {
@@ -245,19 +267,23 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
                                whole, exec::Reduction::sum, 1, false);
     return success();
   }
-  if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
-    collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(),
-               ar.getInput(), ar.getResult(), std::nullopt);
+  if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
+    return lowerCollective(op, /*async=*/false);
+  // The collective starts on the comm stream; its buffer is ready at the
+  // wait.
+  if (auto start = dyn_cast<dist::AsyncOp>(op)) {
+    Operation *inner = start.getCollective();
+    if (failed(lowerCollective(inner, /*async=*/true)))
+      return failure();
+    buffers[start.getToken()] = ref(inner->getResult(0));
     return success();
   }
-  if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
-    collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(),
-               ag.getInput(), ag.getResult(), ag.getDim());
-    return success();
-  }
-  if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
-    collective(exec::CollectiveKind::reduce_scatter, rs.getAxisAttr(),
-               rs.getInput(), rs.getResult(), rs.getDim());
+  if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+    FlatSymbolRefAttr output = ref(wait.getToken());
+    buffers[wait.getResult()] = output;
+    auto launch = exec::WaitOp::create(b, op->getLoc(), output);
+    if (layer)
+      launch->setAttr("layer", b.getI64IntegerAttr(*layer));
     return success();
   }
   if (auto slice = dyn_cast<dist::ShardSliceOp>(op)) {

@@ -121,7 +121,9 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
   int64_t direction = phase.getKind() == exec::PhaseKind::backward ? 1 : -1;
   for (exec::CollectiveOp c : collectives) {
     GroupTally &t = tally[c.getGroup().str()];
-    if (c.getNextStep()) { // waited for in the next step's forward
+    // Waited for in the next step's forward, or made async with its wait
+    // already placed (dist-overlap-collectives).
+    if (c.getNextStep() || c.getAsync()) {
       ++t.async;
       continue;
     }

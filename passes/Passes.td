@@ -253,6 +253,65 @@ def DistSplitStages : Pass<"dist-split-stages", "mlir::ModuleOp"> {
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
 
+def DistOverlapCollectives
+    : Pass<"dist-overlap-collectives", "mlir::ModuleOp"> {
+  let summary = "Put forward collectives in async form (!dist.token) and "
+                "wait for them as late as the data allows";
+  let description = [{
+    Runs after `dist-split-stages`. In every block (each pipeline stage,
+    each `tfm.block`), the runs of pure ops between pipeline sends and
+    receives are list-scheduled: among the ops whose operands are ready, a
+    collective goes first, so that it starts as soon as its input exists;
+    then ops that do not read a collective still in flight, in program
+    order; the reader of the collective started first only when nothing
+    else is left. A collective with compute between its start and its first
+    reader becomes a `dist.async` whose `!dist.token` one `dist.wait`
+    consumes right before that reader; `dist-lower-to-exec` lowers the pair
+    to an `async` collective on the communication stream and an
+    `exec.wait`. A block keeps its program order when nothing overlaps.
+
+    What this overlaps: in blocks with a parallel residual (GPT-NeoX,
+    GPT-J), the attention's output all-reduce (or reduce-scatter) with the
+    MLP, and with sequence parallelism the MLP input's all-gather with the
+    attention. In a sequential block every collective's result is read by
+    the next op and it stays synchronous (overlapping those needs the GEMMs
+    cut into chunks). Backward, ZeRO and optimizer collectives are built by
+    `exec-build-backward`; `exec-overlap-communication` overlaps those.
+
+    Before (one parallel-residual block, tp = 2):
+
+    ```mlir
+    %28 = tfm.linear %25, %26 : ...
+    %29 = dist.all_reduce %28 {axis = #dist.axis<tp>} : tensor<1x32x64xf32>
+    %30 = tfm.bias_add %29, %27 : ...
+    %33 = tfm.layer_norm %h, %31, %32 : ...
+    ...
+    %40 = tfm.linear %37, %38 : ...
+    ```
+
+    After:
+
+    ```mlir
+    %28 = tfm.linear %25, %26 : ...
+    %t = dist.async {
+      %29 = dist.all_reduce %28 {axis = #dist.axis<tp>} : tensor<1x32x64xf32>
+      dist.yield %29 : tensor<1x32x64xf32>
+    }
+    %33 = tfm.layer_norm %h, %31, %32 : ...
+    ...
+    %40 = tfm.linear %37, %38 : ...
+    %w = dist.wait %t : tensor<1x32x64xf32>
+    %30 = tfm.bias_add %w, %27 : ...
+    ```
+
+    Prints, per mesh axis, how many forward collectives became async.
+  }];
+  let options = [
+    Option<"quiet", "quiet", "bool", "false", "Print nothing">,
+  ];
+  let dependentDialects = ["::partita::dist::DistDialect"];
+}
+
 def DistLowerToExec : Pass<"dist-lower-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower the staged model to one exec.program per pipeline rank";
   let description = [{

@@ -12,6 +12,8 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
                      llvm::StringRef trace, llvm::StringRef costParams) {
   pm.addPass(createDistPartitionTensors());
   pm.addPass(createDistSplitStages());
+  if (overlap)
+    pm.addPass(createDistOverlapCollectives({quiet}));
   pm.addPass(createDistLowerToExec());
   pm.addPass(createExecBuildBackward());
   if (overlap)

@@ -58,33 +58,4 @@ for program in plan["programs"]:
           f"buffers, {launches} launches; schedule {order}")
 PY
 
-# With NVIDIA GPUs and the CUDA backend built, the tiny Llama trains on the
-# GPUs instead: on four with the same plan, else alone on one.
-gpus=0
-if [ -x "$build/bin/partita-cuda-bench" ] && command -v nvidia-smi >/dev/null; then
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-fi
-plan="$build/tiny-llama-cpu4-plan.json"
-predicted="$build/tiny-llama-cpu4-predicted-trace.json"
-echo
-if [ "$gpus" -ge 1 ]; then
-  where="$([ "$gpus" -ge 4 ] && echo 4 || echo 1) GPU(s) (CUDA + NCCL)"
-  if [ "$gpus" -lt 4 ]; then
-    plan="$build/tiny-llama-gpu1-plan.json"
-    predicted="$build/tiny-llama-gpu1-predicted-trace.json"
-    "$build/bin/plan-opt" "$root/examples/models/tiny-llama.json" \
-      --topology=cpu:1 --trace="$predicted" -o "$plan" 2>/dev/null
-  fi
-  device=cuda
-else
-  where="4 CPU ranks (MPI)"
-  device=cpu
-fi
-echo "== plan-run: the tiny Llama trains on $where, 20 steps:"
-"$build/bin/plan-run" "$plan" --steps 20 --device "$device" \
-  --log-json "$build/tiny-llama-log.json" \
-  --trace "$build/tiny-llama-measured-trace.json"
-echo "(per-step JSON log: $build/tiny-llama-log.json)"
-echo "Chrome traces (open in https://ui.perfetto.dev or chrome://tracing):"
-echo "  predicted (simulated step): $predicted"
-echo "  measured (plan-run):        $build/tiny-llama-measured-trace.json"
+"$root/scripts/train-tiny.sh" "$build"

@@ -295,6 +295,9 @@ struct LayerCost {
   double attentionForwardS = 0;
   double forwardFlops = 0, attentionFlops = 0;
   double tpForwardS = 0; // collectives of one forward pass
+  /// Of which a parallel residual's branches hide (dist-overlap-collectives),
+  /// and of the backward pass's (exec-overlap-communication).
+  double tpForwardHiddenS = 0, tpBackwardHiddenS = 0;
   /// Sequence parallelism: backward all-gathers each GEMM input again from
   /// its kept shard (unless full recomputation re-runs the forward).
   double tpRegatherS = 0;
@@ -329,10 +332,12 @@ struct LayerCoster {
     // (each rank holds one, replicated), like dist-partition-tensors.
     const double kvParts =
         layer.kvHeads ? std::min<double>(t, layer.kvHeads) : t;
+    std::vector<double> gemmTimes;
     for (const GemmProfile &g : layer.gemms) {
       double n = g.rowParallel ? g.n : g.n / (g.keyValue ? kvParts : t);
       double k = g.rowParallel ? g.k / t : g.k;
       double time = dev.gemmTime(tokens, n, k, eb);
+      gemmTimes.push_back(time);
       record(g.name, 2 * tokens * n * k, time);
       lc.forwardS += time;
       lc.forwardFlops += 2 * tokens * n * k;
@@ -360,15 +365,35 @@ struct LayerCoster {
     // all-gather plus a reduce-scatter with sequence parallelism).
     if (c.tp > 1) {
       double bytes = eb * tokens * h;
-      double perGemm =
-          c.sequenceParallel
-              ? tpGroup.time(CollectiveKind::AllGather, bytes,
-                             params.collectiveEfficiency) +
-                    tpGroup.time(CollectiveKind::ReduceScatter, bytes,
-                                 params.collectiveEfficiency)
-              : tpGroup.time(CollectiveKind::AllReduce, bytes,
-                             params.collectiveEfficiency);
+      double gather = tpGroup.time(CollectiveKind::AllGather, bytes,
+                                   params.collectiveEfficiency);
+      double scatter = tpGroup.time(CollectiveKind::ReduceScatter, bytes,
+                                    params.collectiveEfficiency);
+      double reduce = tpGroup.time(CollectiveKind::AllReduce, bytes,
+                                   params.collectiveEfficiency);
+      double perGemm = c.sequenceParallel ? gather + scatter : reduce;
       lc.tpForwardS = layer.rowParallelGemms * perGemm;
+      // A parallel residual: the first branch's output reduction runs
+      // during the second branch; with sequence parallelism the second
+      // branch's input gather also runs during the first, and in backward
+      // the first branch's output-gradient gather during the second's
+      // backward, the second's input-gradient scatter during the first's.
+      if (layer.parallelBranches.size() == 2) {
+        auto branchTime = [&](const LayerProfile::Branch &branch) {
+          double time = branch.attention ? lc.attentionForwardS : 0;
+          for (size_t i : branch.gemms)
+            time += gemmTimes[i];
+          return time;
+        };
+        double first = branchTime(layer.parallelBranches[0]);
+        double second = branchTime(layer.parallelBranches[1]);
+        lc.tpForwardHiddenS = c.sequenceParallel ? std::min(gather, first) +
+                                                       std::min(scatter, second)
+                                                 : std::min(reduce, second);
+        if (c.sequenceParallel)
+          lc.tpBackwardHiddenS =
+              std::min(gather, 2 * second) + std::min(scatter, 2 * first);
+      }
       if (c.sequenceParallel && c.recompute != Recompute::Full)
         lc.tpRegatherS = layer.rowParallelGemms *
                          tpGroup.time(CollectiveKind::AllGather, bytes,
@@ -546,8 +571,11 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.fwd += lc.forwardS;
       r.bwd += lc.backwardS;
       r.recompute += lc.recomputeS;
-      r.tp += lc.tpForwardS * (2 + (c.recompute == Recompute::Full ? 1 : 0)) +
-              lc.tpRegatherS;
+      // Recomputation re-runs the forward in the same order, hiding the
+      // same collectives; backward's are exposed.
+      int64_t forwards = c.recompute == Recompute::Full ? 2 : 1;
+      r.tp += lc.tpForwardS * (forwards + 1) + lc.tpRegatherS -
+              lc.tpForwardHiddenS * forwards - lc.tpBackwardHiddenS;
       r.params += lc.params;
       r.kept += lc.keptBytes;
       r.layerParamsMax = std::max(r.layerParamsMax, lc.params);

@@ -48,7 +48,16 @@ LayerProfile profileBlock(tfm::BlockOp block) {
         elements;
   };
 
+  SmallVector<Operation *> gemmOps, rowGemms;
+  Operation *attentionOp = nullptr;
   block.getBody().walk([&](Operation *op) {
+    if (isa<tfm::LinearOp>(op)) {
+      gemmOps.push_back(op);
+      if (isRowParallel(cast<tfm::LinearOp>(op)))
+        rowGemms.push_back(op);
+    }
+    if (isa<tfm::AttentionOp>(op))
+      attentionOp = op;
     if (auto param = dyn_cast<tfm::ParamOp>(op)) {
       layer.params += param.getNumElements();
     } else if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
@@ -104,6 +113,36 @@ LayerProfile profileBlock(tfm::BlockOp block) {
       traffic(op);
     }
   });
+
+  // Two row-parallel GEMMs neither of which depends on the other: the
+  // branches of a parallel residual.
+  if (rowGemms.size() == 2) {
+    Block *body = &block.getBody().front();
+    auto slice = [&](Operation *root) {
+      llvm::DenseSet<Operation *> seen = {root};
+      SmallVector<Operation *> stack = {root};
+      while (!stack.empty()) {
+        Operation *op = stack.pop_back_val();
+        for (Value v : op->getOperands())
+          if (Operation *def = v.getDefiningOp();
+              def && def->getBlock() == body && seen.insert(def).second)
+            stack.push_back(def);
+      }
+      return seen;
+    };
+    llvm::DenseSet<Operation *> first = slice(rowGemms[0]),
+                                second = slice(rowGemms[1]);
+    if (!first.contains(rowGemms[1]) && !second.contains(rowGemms[0])) {
+      for (const llvm::DenseSet<Operation *> &ops : {first, second}) {
+        LayerProfile::Branch branch;
+        for (auto [i, gemm] : llvm::enumerate(gemmOps))
+          if (ops.contains(gemm))
+            branch.gemms.push_back(i);
+        branch.attention = attentionOp && ops.contains(attentionOp);
+        layer.parallelBranches.push_back(std::move(branch));
+      }
+    }
+  }
   return layer;
 }
 

@@ -46,6 +46,15 @@ struct LayerProfile {
   double savedBoundary = 0, savedSharded = 0;
   /// Row-parallel GEMMs: one tensor-parallel reduction each, per pass.
   int64_t rowParallelGemms = 0;
+  /// A parallel residual (GPT-NeoX): two branches that each end in a
+  /// row-parallel GEMM and neither reads the other, in program order; the
+  /// GEMMs of each (indices into `gemms`) and whether it holds the attention
+  /// core. Empty for a sequential block.
+  struct Branch {
+    std::vector<size_t> gemms;
+    bool attention = false;
+  };
+  std::vector<Branch> parallelBranches;
 };
 
 struct ModelProfile {

@@ -19,6 +19,9 @@ using namespace partita::dist;
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "dialects/dist/DistTypes.cpp.inc"
+
 void DistDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
@@ -27,6 +30,10 @@ void DistDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "dialects/dist/DistAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/dist/DistTypes.cpp.inc"
       >();
 }
 
@@ -190,10 +197,10 @@ Attribute NetworkAttr::parse(AsmParser &parser, Type) {
         << kindName << "', expected fat_tree or rail_optimized";
     return {};
   }
-  if (parseNumberFields(parser,
-                        {"nics_per_node", "gbits_per_s", "latency_us",
-                         "oversubscription"},
-                        v))
+  if (parseNumberFields(
+          parser,
+          {"nics_per_node", "gbits_per_s", "latency_us", "oversubscription"},
+          v))
     return {};
   double nics = v["nics_per_node"];
   if (nics != std::floor(nics) || nics < 1 || nics > 1024) {
@@ -235,10 +242,10 @@ LogicalResult NetworkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // TopologyAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     StringRef name, int64_t nodes, int64_t devicesPerNode,
-                     DeviceAttr, LinkAttr, NetworkAttr) {
+LogicalResult TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef name, int64_t nodes,
+                                   int64_t devicesPerNode, DeviceAttr, LinkAttr,
+                                   NetworkAttr) {
   if (nodes < 1)
     return emitError() << "topology '" << name
                        << "' needs at least one node, got " << nodes;
@@ -264,13 +271,11 @@ static LogicalResult verifyConcat(Operation *op, RankedTensorType input,
                                   RankedTensorType result, int64_t dim,
                                   bool grow) {
   if (dim < 0 || dim >= input.getRank())
-    return op->emitOpError("dim ")
-           << dim << " is out of range for " << input;
+    return op->emitOpError("dim ") << dim << " is out of range for " << input;
   if (input.getRank() != result.getRank() ||
       input.getElementType() != result.getElementType())
-    return op->emitOpError("input ")
-           << input << " and result " << result
-           << " differ in rank or element type";
+    return op->emitOpError("input ") << input << " and result " << result
+                                     << " differ in rank or element type";
   for (int64_t d = 0; d < input.getRank(); ++d) {
     int64_t small = grow ? input.getDimSize(d) : result.getDimSize(d);
     int64_t large = grow ? result.getDimSize(d) : input.getDimSize(d);
@@ -288,13 +293,11 @@ LogicalResult AllGatherOp::verify() {
 }
 
 LogicalResult ShardSliceOp::verify() {
-  return verifyConcat(*this, getInput().getType(), getType(), getDim(),
-                      false);
+  return verifyConcat(*this, getInput().getType(), getType(), getDim(), false);
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  return verifyConcat(*this, getInput().getType(), getType(), getDim(),
-                      false);
+  return verifyConcat(*this, getInput().getType(), getType(), getDim(), false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -328,6 +331,42 @@ LogicalResult StageOp::verifyRegions() {
   return failure(result.wasInterrupted());
 }
 
+//===----------------------------------------------------------------------===//
+// AsyncOp, WaitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AsyncOp::verifyRegions() {
+  Block &body = getBody().front();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  Operation *collective = &body.front();
+  if (!yield || body.getOperations().size() != 2 ||
+      !isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(collective) ||
+      yield.getValue() != collective->getResult(0))
+    return emitOpError("must hold one dist.all_reduce, dist.all_gather or "
+                       "dist.reduce_scatter and yield its result");
+  if (!getToken().hasOneUse() || !isa<WaitOp>(*getToken().getUsers().begin()))
+    return emitOpError("starts a collective that is not waited for exactly "
+                       "once: its token needs one dist.wait");
+  if (getToken().getUsers().begin()->getBlock() != (*this)->getBlock())
+    return emitOpError("is waited for in another block; dist.wait must "
+                       "follow it in its own");
+  return success();
+}
+
+LogicalResult WaitOp::verify() {
+  auto start = getToken().getDefiningOp<AsyncOp>();
+  if (!start)
+    return emitOpError("waits for a token no dist.async made");
+  auto yield = dyn_cast<YieldOp>(start.getBody().front().getTerminator());
+  if (!yield)
+    return success(); // the dist.async reports its region
+  Type started = yield.getValue().getType();
+  if (started != getType())
+    return emitOpError("returns ")
+           << getType() << " but the collective gives " << started;
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.cpp.inc"
 
@@ -335,11 +374,12 @@ LogicalResult StageOp::verifyRegions() {
 // StrategyAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult StrategyAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, int64_t dp, int64_t tp,
-    int64_t pp, int64_t vpp, int64_t zero, int64_t microBatchSize,
-    int64_t numMicroBatches, RecomputeKind, int64_t sequenceParallel,
-    ScheduleKind schedule, DenseI64ArrayAttr stageLayers) {
+LogicalResult
+StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dp,
+                     int64_t tp, int64_t pp, int64_t vpp, int64_t zero,
+                     int64_t microBatchSize, int64_t numMicroBatches,
+                     RecomputeKind, int64_t sequenceParallel,
+                     ScheduleKind schedule, DenseI64ArrayAttr stageLayers) {
   constexpr int64_t maxSize = int64_t(1) << 24;
   for (int64_t v : {dp, tp, pp, vpp, microBatchSize, numMicroBatches})
     if (v < 1 || v > maxSize)

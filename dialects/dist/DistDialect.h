@@ -14,6 +14,9 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "dialects/dist/DistTypes.h.inc"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

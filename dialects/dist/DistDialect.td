@@ -36,6 +36,7 @@ def Dist_Dialect : Dialect {
     2^30 bytes, `us` is microseconds.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
 }
 
 class Dist_Attr<string name, string attrMnemonic, list<Trait> traits = []>

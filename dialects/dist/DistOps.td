@@ -189,4 +189,63 @@ def Dist_RecvOp : Dist_Op<"recv"> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Asynchronous collectives
+//===----------------------------------------------------------------------===//
+
+def Dist_TokenType : TypeDef<Dist_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "a collective in flight";
+  let description = [{
+    Produced by `dist.async`, consumed by the one `dist.wait` that ends the
+    collective and gives its result.
+  }];
+}
+
+def Dist_AsyncOp : Dist_Op<"async", [SingleBlock]> {
+  let summary = "starts a collective that later ops overlap with";
+  let description = [{
+    The region holds one `dist.all_reduce`, `dist.all_gather` or
+    `dist.reduce_scatter` and yields its result. The collective starts here,
+    on the communication stream; its result exists only at the `dist.wait`
+    of the token, which must follow in the same block, exactly once. The ops
+    between the two run while the collective is in flight
+    (`dist-overlap-collectives` places them).
+
+    ```mlir
+    %t = dist.async {
+      %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<1x32x64xf32>
+      dist.yield %s : tensor<1x32x64xf32>
+    }
+    %m = tfm.gelu %u : tensor<1x32x128xf32>   // overlaps the all-reduce
+    %y = dist.wait %t : tensor<1x32x64xf32>
+    ```
+  }];
+  let results = (outs Dist_TokenType:$token);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The collective the region holds.
+    ::mlir::Operation *getCollective() { return &getBody().front().front(); }
+  }];
+}
+
+def Dist_YieldOp : Dist_Op<"yield", [Pure, Terminator, HasParent<"AsyncOp">]> {
+  let summary = "ends a dist.async region with the collective's result";
+  let arguments = (ins Dist_AnyTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def Dist_WaitOp : Dist_Op<"wait"> {
+  let summary = "waits for a collective started by dist.async";
+  let description = [{
+    Blocks until the collective of `token` is done and returns its result.
+  }];
+  let arguments = (ins Dist_TokenType:$token);
+  let results = (outs Dist_AnyTensor:$result);
+  let assemblyFormat = "$token attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // PARTITA_DIST_OPS

@@ -117,6 +117,38 @@ TEST(CostModel, PipelineBubble) {
                    1.0 / 8);
 }
 
+TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
+  std::string parallel = kGpt;
+  parallel.replace(parallel.find(R"("tie_embeddings")"), 0,
+                   R"("parallel_residual": true, )");
+  Fixture seq(readModelSpec(kGpt, "gpt.json", "", {}));
+  Fixture par(readModelSpec(parallel, "neox.json", "", {}));
+  EXPECT_TRUE(seq.profile.layers[0].parallelBranches.empty());
+  // The attention branch (q, k, v, out and the core), then the MLP (up,
+  // down).
+  const auto &branches = par.profile.layers[0].parallelBranches;
+  ASSERT_EQ(branches.size(), 2u);
+  EXPECT_TRUE(branches[0].attention);
+  EXPECT_EQ(branches[0].gemms.size(), 4u);
+  EXPECT_FALSE(branches[1].attention);
+  EXPECT_EQ(branches[1].gemms.size(), 2u);
+
+  // tp=4: the attention's all-reduce runs during the MLP in every layer's
+  // forward, hiding at most its own time; backward's stay exposed.
+  Topology node = *presetTopology("dgx-a100", 1);
+  CostEstimate s = estimate(seq.profile, node, "tp=4,dp=2");
+  CostEstimate p = estimate(par.profile, node, "tp=4,dp=2");
+  double allReduce = 0;
+  for (const CollectiveCost &c : p.collectives)
+    if (c.group == "tp" && c.kind == CollectiveKind::AllReduce)
+      allReduce = c.timePerCallS;
+  ASSERT_GT(allReduce, 0);
+  double layers = 4, microBatches = 16 / 2;
+  EXPECT_LT(p.tpCommS, s.tpCommS);
+  EXPECT_LE(s.tpCommS - p.tpCommS,
+            layers * microBatches * allReduce * (1 + 1e-12));
+}
+
 TEST(CostModel, GemmEfficiencyOverrideReplacesTheClosedForm) {
   Fixture f(readModelSpecFile(kExamples + "/models/llama3-8b.json", {}));
   TopologyGraph graph(*presetTopology("dgx-h100", 1));

@@ -159,3 +159,67 @@ tfm.model @m {
   %c = tfm.param "c" zeros : tensor<f32>
   tfm.yield %c : tensor<f32>
 }
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.async' op must hold one dist.all_reduce, dist.all_gather or dist.reduce_scatter and yield its result}}
+%t = dist.async {
+  %g = tfm.gelu %x : tensor<2x8x64xf32>
+  dist.yield %g : tensor<2x8x64xf32>
+}
+%y = dist.wait %t : tensor<2x8x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.async' op starts a collective that is not waited for exactly once: its token needs one dist.wait}}
+%t = dist.async {
+  %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x8x64xf32>
+  dist.yield %s : tensor<2x8x64xf32>
+}
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.async' op starts a collective that is not waited for exactly once: its token needs one dist.wait}}
+%t = dist.async {
+  %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x8x64xf32>
+  dist.yield %s : tensor<2x8x64xf32>
+}
+%y = dist.wait %t : tensor<2x8x64xf32>
+%z = dist.wait %t : tensor<2x8x64xf32>
+
+// -----
+
+tfm.model @m {
+^bb0(%tok: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+  // expected-error @+1 {{'dist.async' op is waited for in another block; dist.wait must follow it in its own}}
+  %t = dist.async {
+    %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x4x8xf32>
+    dist.yield %s : tensor<2x4x8xf32>
+  }
+  dist.stage chunk 0 rank 0 {
+    %y = dist.wait %t : tensor<2x4x8xf32>
+    dist.stage_return
+  }
+  %c = tfm.param "c" zeros : tensor<f32>
+  tfm.yield %c : tensor<f32>
+}
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+%t = dist.async {
+  %g = dist.all_gather %x {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x8x64xf32> -> tensor<2x16x64xf32>
+  dist.yield %g : tensor<2x16x64xf32>
+}
+// expected-error @+1 {{'dist.wait' op returns 'tensor<2x8x64xf32>' but the collective gives 'tensor<2x16x64xf32>'}}
+%y = dist.wait %t : tensor<2x8x64xf32>
+
+// -----
+
+%t = builtin.unrealized_conversion_cast to !dist.token
+// expected-error @+1 {{'dist.wait' op waits for a token no dist.async made}}
+%y = dist.wait %t : tensor<2x8x64xf32>

@@ -76,3 +76,35 @@ tfm.model @staged {
   }
   tfm.yield %loss : tensor<f32>
 }
+
+// -----
+
+// A collective in async form: the token is waited for once, and the ops
+// between run while it is in flight.
+// CHECK-LABEL: tfm.model @overlapped
+// CHECK: %[[T:.*]] = dist.async {
+// CHECK-NEXT: %[[S:.*]] = dist.all_reduce %{{.*}} {axis = #dist.axis<tp>} : tensor<2x4x8xf32>
+// CHECK-NEXT: dist.yield %[[S]] : tensor<2x4x8xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: tfm.gelu
+// CHECK-NEXT: %{{.*}} = dist.wait %[[T]] : tensor<2x4x8xf32>
+// CHECK: %[[G:.*]] = dist.async {
+// CHECK-NEXT: dist.all_gather %{{.*}} {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x8x8xf32>
+// CHECK: dist.wait %[[G]] : tensor<2x8x8xf32>
+tfm.model @overlapped {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+  %tok = dist.async {
+    %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x4x8xf32>
+    dist.yield %s : tensor<2x4x8xf32>
+  }
+  %g = tfm.gelu %x : tensor<2x4x8xf32>
+  %y = dist.wait %tok : tensor<2x4x8xf32>
+  %gather = dist.async {
+    %a = dist.all_gather %y {axis = #dist.axis<tp>, dim = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x8x8xf32>
+    dist.yield %a : tensor<2x8x8xf32>
+  }
+  %z = dist.wait %gather : tensor<2x8x8xf32>
+  %c = tfm.param "c" zeros : tensor<f32>
+  tfm.yield %c : tensor<f32>
+}
