@@ -58,6 +58,14 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
   llvm::DenseMap<Operation *, size_t> started;
   llvm::DenseSet<Operation *> done;
   SmallVector<Operation *> order;
+  // Reads only the segment's inputs and parameters: the norms at the
+  // head of each branch of a parallel residual.
+  auto isRoot = [&](Operation *op) {
+    return llvm::all_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return !def || !index.count(def) || isa<tfm::ParamOp>(def);
+    });
+  };
   auto ready = [&](Operation *op) {
     return llvm::all_of(op->getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
@@ -73,7 +81,8 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
     return first;
   };
   while (order.size() < segment.size()) {
-    Operation *collective = nullptr, *free = nullptr, *blocked = nullptr;
+    Operation *collective = nullptr, *root = nullptr, *free = nullptr,
+              *blocked = nullptr;
     size_t blockedStart = SIZE_MAX;
     for (Operation *op : segment) {
       if (done.contains(op) || !ready(op))
@@ -81,6 +90,8 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
       std::optional<size_t> by = blockedBy(op);
       if (!by && isCollective(op) && !collective)
         collective = op;
+      else if (!by && isRoot(op) && !root)
+        root = op;
       else if (!by && !free)
         free = op;
       else if (by && *by < blockedStart) {
@@ -88,7 +99,10 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
         blockedStart = *by;
       }
     }
-    Operation *next = collective ? collective : free ? free : blocked;
+    Operation *next = collective ? collective
+                      : root     ? root
+                      : free     ? free
+                                 : blocked;
     assert(next && "an SSA block always has a ready op");
     for (Value v : next->getOperands())
       started.erase(v.getDefiningOp());

@@ -176,8 +176,13 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
                    other.getGroup() != "world" && neededLater(other, end) &&
                    !(c->hasAttr("bucket") &&
                      other->getAttr("bucket") == c->getAttr("bucket"));
-      else if (isa<exec::WaitOp>(prev))
-        passable = consumer.has_value();
+      else if (auto wait = dyn_cast<exec::WaitOp>(prev))
+        // Not past the wait that makes its input ready.
+        passable = consumer.has_value() &&
+                   llvm::none_of(bucketOf(c), [&](exec::CollectiveOp m) {
+                     return m.getInput() == wait.getBuffer() ||
+                            m.getOutput() == wait.getBuffer();
+                   });
       else
         passable = !consumer || inWindow(prev);
       if (!passable)

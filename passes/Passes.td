@@ -262,9 +262,12 @@ def DistOverlapCollectives
     each `tfm.block`), the runs of pure ops between pipeline sends and
     receives are list-scheduled: among the ops whose operands are ready, a
     collective goes first, so that it starts as soon as its input exists;
-    then ops that do not read a collective still in flight, in program
-    order; the reader of the collective started first only when nothing
-    else is left. A collective with compute between its start and its first
+    then ops that read only the block's inputs and parameters (the norms at
+    the head of each branch of a parallel residual: backward then runs them
+    last, and their input gradients' reductions overlap the other branch's
+    backward); then ops that do not read a collective still in flight, in
+    program order; the reader of the collective started first only when
+    nothing else is left. A collective with compute between its start and its first
     reader becomes a `dist.async` whose `!dist.token` one `dist.wait`
     consumes right before that reader; `dist-lower-to-exec` lowers the pair
     to an `async` collective on the communication stream and an
@@ -273,7 +276,9 @@ def DistOverlapCollectives
     What this overlaps: in blocks with a parallel residual (GPT-NeoX,
     GPT-J), the attention's output all-reduce (or reduce-scatter) with the
     MLP, and with sequence parallelism the MLP input's all-gather with the
-    attention. In a sequential block every collective's result is read by
+    attention; in their backward (by exec-overlap-communication, thanks to
+    this order) the MLP norm's input-gradient all-reduce with the
+    attention's backward. In a sequential block every collective's result is read by
     the next op and it stays synchronous (overlapping those needs the GEMMs
     cut into chunks). Backward, ZeRO and optimizer collectives are built by
     `exec-build-backward`; `exec-overlap-communication` overlaps those.

@@ -25,7 +25,7 @@ if [ "$gpus" -ge 1 ]; then
     plan="$build/tiny-llama-gpu1-plan.json"
     predicted="$build/tiny-llama-gpu1-predicted-trace.json"
     "$build/bin/plan-opt" "$root/examples/models/tiny-llama.json" \
-      --topology=cpu:1 --trace="$predicted" -o "$plan" 2>/dev/null
+      --topology=cpu:1 --trace="$predicted" -o "$plan" >/dev/null
   fi
   device=cuda
 else

@@ -49,6 +49,7 @@ std::string CostParams::str() const {
      << ",gradient_bytes=" << gradientBytes
      << ",overlap_grad_reduce=" << (overlapGradientReduction ? 1 : 0)
      << ",overlap_p2p=" << (overlapP2P ? 1 : 0)
+     << ",overlap_tp=" << (overlapTensorParallel ? 1 : 0)
      << ",attention=" << (flashAttention ? "flash" : "unfused");
   return s;
 }
@@ -99,8 +100,11 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       p.overlapGradientReduction = number == 1;
     else if (key == "overlap_p2p" && (number == 0 || number == 1))
       p.overlapP2P = number == 1;
+    else if (key == "overlap_tp" && (number == 0 || number == 1))
+      p.overlapTensorParallel = number == 1;
     else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
-             key == "overlap_grad_reduce" || key == "overlap_p2p")
+             key == "overlap_grad_reduce" || key == "overlap_p2p" ||
+             key == "overlap_tp")
       return fail(key == "gemm_half_dim"    ? "a number from 0 to 1e6"
                   : key == "gradient_bytes" ? "2 or 4"
                                             : "0 or 1");
@@ -110,7 +114,7 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
           ("--cost-params: unknown key '" + key +
            "'; keys: gemm_efficiency, gemm_half_dim, attention_efficiency, "
            "hbm_efficiency, collective_efficiency, gradient_bytes, "
-           "overlap_grad_reduce, overlap_p2p, attention")
+           "overlap_grad_reduce, overlap_p2p, overlap_tp, attention")
               .str());
     if (err)
       return std::move(err);
@@ -374,11 +378,11 @@ struct LayerCoster {
       double perGemm = c.sequenceParallel ? gather + scatter : reduce;
       lc.tpForwardS = layer.rowParallelGemms * perGemm;
       // A parallel residual: the first branch's output reduction runs
-      // during the second branch; with sequence parallelism the second
-      // branch's input gather also runs during the first, and in backward
-      // the first branch's output-gradient gather during the second's
-      // backward, the second's input-gradient scatter during the first's.
-      if (layer.parallelBranches.size() == 2) {
+      // during the second branch, and with sequence parallelism the second
+      // branch's input gather during the first (the same in a recomputed
+      // forward). With sequence parallelism, backward gathers the first
+      // branch's output gradient during the second's backward.
+      if (layer.parallelBranches.size() == 2 && params.overlapTensorParallel) {
         auto branchTime = [&](const LayerProfile::Branch &branch) {
           double time = branch.attention ? lc.attentionForwardS : 0;
           for (size_t i : branch.gemms)
@@ -390,9 +394,13 @@ struct LayerCoster {
         lc.tpForwardHiddenS = c.sequenceParallel ? std::min(gather, first) +
                                                        std::min(scatter, second)
                                                  : std::min(reduce, second);
-        if (c.sequenceParallel)
-          lc.tpBackwardHiddenS =
-              std::min(gather, 2 * second) + std::min(scatter, 2 * first);
+        // Backward: the branches' norms run first in forward, so the
+        // second branch's input-gradient reduction (scatter) runs during
+        // the first branch's backward.
+        lc.tpBackwardHiddenS =
+            c.sequenceParallel
+                ? std::min(gather, 2 * second) + std::min(scatter, 2 * first)
+                : std::min(reduce, 2 * first);
       }
       if (c.sequenceParallel && c.recompute != Recompute::Full)
         lc.tpRegatherS = layer.rowParallelGemms *

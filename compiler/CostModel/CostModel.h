@@ -41,6 +41,9 @@ struct CostParams {
   bool overlapGradientReduction = true;
   /// Pipeline sends and receives overlap compute in the steady state.
   bool overlapP2P = true;
+  /// A parallel residual's tensor-parallel collectives overlap the other
+  /// branch (dist-overlap-collectives).
+  bool overlapTensorParallel = true;
   /// Flash-style attention (scores never leave on-chip memory); otherwise
   /// the score matrix is written, softmaxed and read back (Megatron-LM 2021).
   bool flashAttention = true;

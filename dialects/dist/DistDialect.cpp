@@ -347,9 +347,11 @@ LogicalResult AsyncOp::verifyRegions() {
   if (!getToken().hasOneUse() || !isa<WaitOp>(*getToken().getUsers().begin()))
     return emitOpError("starts a collective that is not waited for exactly "
                        "once: its token needs one dist.wait");
-  if (getToken().getUsers().begin()->getBlock() != (*this)->getBlock())
-    return emitOpError("is waited for in another block; dist.wait must "
-                       "follow it in its own");
+  Operation *wait = *getToken().getUsers().begin();
+  if (wait->getBlock() != (*this)->getBlock() ||
+      !(*this)->isBeforeInBlock(wait))
+    return emitOpError("is waited for before it or in another block; "
+                       "dist.wait must follow it in its own");
   return success();
 }
 
@@ -357,9 +359,14 @@ LogicalResult WaitOp::verify() {
   auto start = getToken().getDefiningOp<AsyncOp>();
   if (!start)
     return emitOpError("waits for a token no dist.async made");
-  auto yield = dyn_cast<YieldOp>(start.getBody().front().getTerminator());
+  // A malformed region is the dist.async's to report (it may be verified
+  // after this op in a graph region).
+  Region &body = start.getBody();
+  if (body.empty() || body.front().empty())
+    return success();
+  auto yield = dyn_cast<YieldOp>(body.front().back());
   if (!yield)
-    return success(); // the dist.async reports its region
+    return success();
   Type started = yield.getValue().getType();
   if (started != getType())
     return emitOpError("returns ")

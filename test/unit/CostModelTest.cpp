@@ -133,8 +133,9 @@ TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
   EXPECT_FALSE(branches[1].attention);
   EXPECT_EQ(branches[1].gemms.size(), 2u);
 
-  // tp=4: the attention's all-reduce runs during the MLP in every layer's
-  // forward, hiding at most its own time; backward's stay exposed.
+  // tp=4: in every layer the attention's all-reduce runs during the MLP's
+  // forward, and the MLP input's gradient all-reduce during the attention's
+  // backward, each hiding at most its own time.
   Topology node = *presetTopology("dgx-a100", 1);
   CostEstimate s = estimate(seq.profile, node, "tp=4,dp=2");
   CostEstimate p = estimate(par.profile, node, "tp=4,dp=2");
@@ -146,7 +147,21 @@ TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
   double layers = 4, microBatches = 16 / 2;
   EXPECT_LT(p.tpCommS, s.tpCommS);
   EXPECT_LE(s.tpCommS - p.tpCommS,
-            layers * microBatches * allReduce * (1 + 1e-12));
+            2 * layers * microBatches * allReduce * (1 + 1e-12));
+  // Without the overlap (overlap_tp=0), the parallel residual costs as much
+  // as the sequential block.
+  auto sync = parseCostParams("overlap_tp=0");
+  ASSERT_TRUE(bool(sync));
+  auto partial = parseParallelConfig("tp=4,dp=2");
+  ASSERT_TRUE(bool(partial));
+  auto config = completeParallelConfig(*partial, node.numDevices(),
+                                       par.profile.globalBatch,
+                                       par.profile.layers.size());
+  ASSERT_TRUE(bool(config));
+  auto unhidden =
+      estimateCost(par.profile, TopologyGraph(node), *config, *sync);
+  ASSERT_TRUE(bool(unhidden));
+  EXPECT_DOUBLE_EQ(unhidden->tpCommS, s.tpCommS);
 }
 
 TEST(CostModel, GemmEfficiencyOverrideReplacesTheClosedForm) {

@@ -195,7 +195,7 @@ tfm.model @m {
 tfm.model @m {
 ^bb0(%tok: tensor<2x4xi32>, %l: tensor<2x4xi32>):
   %x = tfm.param "x" zeros : tensor<2x4x8xf32>
-  // expected-error @+1 {{'dist.async' op is waited for in another block; dist.wait must follow it in its own}}
+  // expected-error @+1 {{'dist.async' op is waited for before it or in another block; dist.wait must follow it in its own}}
   %t = dist.async {
     %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x4x8xf32>
     dist.yield %s : tensor<2x4x8xf32>
@@ -223,3 +223,23 @@ tfm.model @m {
 %t = builtin.unrealized_conversion_cast to !dist.token
 // expected-error @+1 {{'dist.wait' op waits for a token no dist.async made}}
 %y = dist.wait %t : tensor<2x8x64xf32>
+
+// -----
+
+// At the module's top level (a graph region) nothing orders the ops but the
+// verifier: the wait comes first, and the region has no dist.yield.
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+%y = dist.wait %t : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.async' op is waited for before it or in another block; dist.wait must follow it in its own}}
+%t = dist.async {
+  %s = dist.all_reduce %x {axis = #dist.axis<tp>} : tensor<2x8x64xf32>
+  dist.yield %s : tensor<2x8x64xf32>
+}
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x8x64xf32>
+%y = dist.wait %t : tensor<2x8x64xf32>
+// expected-error @+1 {{'dist.async' op expects a non-empty block}}
+%t = dist.async {
+}
