@@ -172,7 +172,9 @@ void StageLowering::collective(exec::CollectiveKind kind,
                                std::optional<int64_t> dim, bool async) {
   FlatSymbolRefAttr input = ref(in);
   FlatSymbolRefAttr output;
-  if (kind == exec::CollectiveKind::all_reduce && in.hasOneUse()) {
+  // A block argument's buffer is its input's, which may have other readers.
+  if (kind == exec::CollectiveKind::all_reduce && in.hasOneUse() &&
+      !isa<BlockArgument>(in)) {
     output = input; // in place: nothing else reads the partial sums
     buffers[out] = output;
   } else if (kind == exec::CollectiveKind::all_reduce) {

@@ -48,8 +48,9 @@ struct AxisTally {
 /// A list schedule of `segment` (movable ops, in program order): among the
 /// ops whose operands are ready, a collective first (it starts as early as
 /// possible), then an op that does not read a collective still in flight,
-/// and only when nothing else is left the reader of the collective started
-/// first (its wait goes as late as possible). Ties go to program order.
+/// and only when nothing else is left the reader that waits for the
+/// collective started first (its wait goes as late as possible). Ties go to
+/// program order.
 SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
   llvm::DenseMap<Operation *, size_t> index;
   for (auto [i, op] : llvm::enumerate(segment))
@@ -72,13 +73,14 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
       return !def || !index.count(def) || done.contains(def);
     });
   };
-  // The earliest start among the in-flight collectives `op` reads, if any.
+  // The latest start among the in-flight collectives `op` reads, if any:
+  // they finish in start order, so `op` waits for that one.
   auto blockedBy = [&](Operation *op) -> std::optional<size_t> {
-    std::optional<size_t> first;
+    std::optional<size_t> last;
     for (Value v : op->getOperands())
       if (auto it = started.find(v.getDefiningOp()); it != started.end())
-        first = first ? std::min(*first, it->second) : it->second;
-    return first;
+        last = last ? std::max(*last, it->second) : it->second;
+    return last;
   };
   while (order.size() < segment.size()) {
     Operation *collective = nullptr, *root = nullptr, *free = nullptr,
