@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "partita/runtime/Bf16.h"
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -314,6 +316,9 @@ void adamw(Call &c) {
   const Optimizer &o = *c.ctx.optimizer;
   const TensorRef &p = c.ins[0], &g = c.ins[1], &m = c.ins[2], &v = c.ins[3];
   float clip = c.ins[4].f[0];
+  // Below f32, the update applies to the f32 master copy w (shaped like m),
+  // and p takes its values (rounded when p is stored).
+  const TensorRef *w = c.ins.size() > 5 ? &c.ins[5] : nullptr;
   bool decay = c.p.at("weight_decay").get<bool>();
   bool shard = c.p.at("dp_shard").get<bool>();
   double lr = o.learningRate(c.ctx.step);
@@ -321,6 +326,9 @@ void adamw(Call &c) {
   double c1 = 1 - std::pow(o.beta1, t), c2 = 1 - std::pow(o.beta2, t);
   Vec &np = c.result(0), &nm = c.result(1), &nv = c.result(2);
   std::copy(p.f, p.f + p.n, np.begin());
+  Vec *nw = w ? &c.result(3) : nullptr;
+  if (w)
+    std::copy(w->f, w->f + w->n, nw->begin());
   // With dp_shard, this rank updates its flat slice of the parameter.
   int64_t chunk = m.n, begin = shard ? c.ctx.dpRank * chunk : 0;
   for (int64_t i = 0; i < chunk; ++i) {
@@ -332,11 +340,13 @@ void adamw(Call &c) {
     int64_t at = begin + i;
     if (at >= p.n)
       continue; // the padding of the last shard
-    double pi = p.f[at];
+    double pi = w ? w->f[i] : p.f[at];
     if (decay)
       pi *= 1 - lr * o.weightDecay;
     pi -= lr * (mi / c1) / (std::sqrt(vi / c2) + o.eps);
     np[at] = float(pi);
+    if (nw)
+      (*nw)[i] = float(pi);
   }
 }
 
@@ -608,10 +618,53 @@ bool hasCpuKernel(const std::string &name) {
   return kernels().count(name) || directKernels().count(name);
 }
 
+/// Runs a kernel with bf16 buffers on f32 copies: inputs are widened, and
+/// outputs (widened first when the kernel adds to them or also reads them)
+/// are rounded back once.
+static void runOnF32Copies(const std::string &name,
+                           const std::vector<TensorRef> &ins,
+                           const std::vector<TensorRef> &outs,
+                           const std::vector<bool> &accumulate,
+                           const nlohmann::json &params,
+                           const KernelContext &ctx) {
+  std::vector<Vec> copies;
+  copies.reserve(ins.size() + outs.size());
+  std::unordered_map<uint16_t *, float *> copyOf;
+  auto widened = [&](TensorRef t, bool load) {
+    if (!t.h)
+      return t;
+    auto [it, fresh] = copyOf.try_emplace(t.h, nullptr);
+    if (fresh) {
+      Vec &copy = copies.emplace_back(t.n, 0.0f);
+      if (load)
+        for (int64_t e = 0; e < t.n; ++e)
+          copy[e] = fromBf16(t.h[e]);
+      it->second = copy.data();
+    }
+    t.f = it->second;
+    t.h = nullptr;
+    return t;
+  };
+  std::vector<TensorRef> wideIns, wideOuts;
+  for (const TensorRef &t : ins)
+    wideIns.push_back(widened(t, true));
+  for (size_t k = 0; k < outs.size(); ++k)
+    wideOuts.push_back(widened(outs[k], accumulate[k]));
+  runCpuKernel(name, wideIns, wideOuts, accumulate, params, ctx);
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (outs[k].h)
+      for (int64_t e = 0; e < outs[k].n; ++e)
+        outs[k].h[e] = toBf16(wideOuts[k].f[e]);
+}
+
 void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,
                   const nlohmann::json &params, const KernelContext &ctx) {
+  auto isBf16 = [](const TensorRef &t) { return t.h != nullptr; };
+  if (std::any_of(ins.begin(), ins.end(), isBf16) ||
+      std::any_of(outs.begin(), outs.end(), isBf16))
+    return runOnF32Copies(name, ins, outs, accumulate, params, ctx);
   auto direct = directKernels().find(name);
   if (direct != directKernels().end()) {
     direct->second(ins, outs, accumulate);
@@ -664,6 +717,16 @@ public:
   }
   void fillZero(void *dst, int64_t bytes, Stream) override {
     std::memset(dst, 0, bytes);
+  }
+  bool hasBf16() const override { return true; }
+  void widen(float *dst, const uint16_t *src, int64_t n, Stream) override {
+    for (int64_t e = 0; e < n; ++e)
+      dst[e] = fromBf16(src[e]);
+  }
+  void narrow(uint16_t *dst, const float *src, int64_t n, bool accumulate,
+              Stream) override {
+    for (int64_t e = 0; e < n; ++e)
+      dst[e] = toBf16(accumulate ? fromBf16(dst[e]) + src[e] : src[e]);
   }
   void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                        int64_t inner, bool accumulate, Stream) override {

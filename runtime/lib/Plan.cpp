@@ -97,9 +97,11 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
     b.kind = parseKind(r, at + "/kind", r.string(buffers[i], at, "kind"));
     std::string dtype = r.string(buffers[i], at, "dtype");
     b.isInt = dtype == "i32";
-    if (!b.isInt && dtype != "f32")
-      r.fail(at + "/dtype", "the CPU runtime runs f32 plans; this buffer is " +
-                                dtype + " (compile with --dtype=f32)");
+    b.isBf16 = dtype == "bf16";
+    if (!b.isInt && !b.isBf16 && dtype != "f32")
+      r.fail(at + "/dtype", "the runtime runs f32 and bf16 plans; this "
+                            "buffer is " +
+                                dtype + " (compile with --dtype=bf16 or f32)");
     b.shape = r.shape(buffers[i], at, "shape");
     b.elements = 1;
     for (int64_t d : b.shape)
@@ -242,9 +244,11 @@ Plan loadPlan(const std::string &path) {
   plan.globalBatch = r.integer(t, "/training", "global_batch");
   plan.microBatchSize = r.integer(t, "/training", "micro_batch_size");
   plan.numMicroBatches = r.integer(t, "/training", "num_micro_batches");
-  if (r.string(t, "/training", "dtype") != "f32")
-    r.fail("/training/dtype", "the CPU runtime runs f32 plans (compile with "
-                              "--dtype=f32)");
+  plan.dtype = r.string(t, "/training", "dtype");
+  if (plan.dtype != "f32" && plan.dtype != "bf16")
+    r.fail("/training/dtype", "the runtime runs f32 and bf16 plans, not " +
+                                  plan.dtype +
+                                  " (compile with --dtype=bf16 or f32)");
   const json &mesh = r.at(doc, "", "mesh");
   plan.dp = r.integer(mesh, "/mesh", "dp");
   plan.tp = r.integer(mesh, "/mesh", "tp");

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - Runs a plan's training steps on one rank -------------===//
 
 #include "partita/runtime/Trainer.h"
+#include "partita/runtime/Bf16.h"
 
 #include <chrono>
 #include <cmath>
@@ -153,10 +154,15 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
       if (l.op == Launch::Op::Kernel && !device.hasKernel(l.kernel))
         throw std::runtime_error("the plan launches kernel \"" + l.kernel +
                                  "\", which the device does not have");
-  // One arena, 4 bytes an element: the plan's memory plan (buffers that
-  // are never live at once share bytes), or, for a plan without one, every
-  // buffer after the other, per-micro-batch ones once per micro-batch in
-  // flight.
+  bool bf16 = false;
+  for (const BufferSpec &b : program.buffers)
+    bf16 |= b.isBf16;
+  if (bf16 && !device.hasBf16())
+    throw std::runtime_error("the plan has bf16 buffers, which this device "
+                             "does not run yet (compile with --dtype=f32)");
+  // One arena: the plan's memory plan (buffers that are never live at once
+  // share bytes), or, for a plan without one, every buffer after the other,
+  // per-micro-batch ones once per micro-batch in flight.
   bool planned = program.arenaBytes > 0;
   std::vector<int64_t> offsets, copies;
   for (const BufferSpec &b : program.buffers) {
@@ -167,7 +173,8 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
                      : b.perMicroBatch() ? program.maxInFlight
                                          : 1);
     offsets.push_back(planned ? b.offset : bytes);
-    int64_t end = offsets.back() + copies.back() * b.elements * 4;
+    int64_t end =
+        offsets.back() + copies.back() * b.elements * b.elementBytes();
     if (planned && end > program.arenaBytes)
       throw std::runtime_error("buffer " + b.name +
                                " ends beyond the memory plan's arena");
@@ -178,9 +185,11 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     const BufferSpec &b = program.buffers[k];
     std::vector<Storage> s(copies[k]);
     for (int64_t c = 0; c < copies[k]; ++c) {
-      char *at = arena + offsets[k] + c * b.elements * 4;
+      char *at = arena + offsets[k] + c * b.elements * b.elementBytes();
       if (b.isInt)
         s[c].i = {reinterpret_cast<int32_t *>(at), b.elements};
+      else if (b.isBf16)
+        s[c].h = {reinterpret_cast<uint16_t *>(at), b.elements};
       else
         s[c].f = {reinterpret_cast<float *>(at), b.elements};
     }
@@ -188,14 +197,24 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
   }
   // Collectives reorder blocks through scratch memory: one area for those
   // run on the comm stream, one for those run in line.
-  int64_t scratch = 0;
+  // bf16 collectives run on f32 copies of their buffers.
+  int64_t scratch = 0, wide = 0;
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
-      if (l.op == Launch::Op::Collective)
+      if (l.op == Launch::Op::Collective) {
         scratch = std::max(scratch, scratchElements(l));
+        const BufferSpec &in = program.buffers[l.input];
+        const BufferSpec &out = program.buffers[l.output];
+        if (in.isBf16 || out.isBf16)
+          wide = std::max(wide, in.elements + out.elements);
+      }
   if (scratch > 0) {
     computeScratch = static_cast<float *>(device.allocateArena(scratch * 4));
     commScratch = static_cast<float *>(device.allocateArena(scratch * 4));
+  }
+  if (wide > 0) {
+    computeWide = static_cast<float *>(device.allocateArena(wide * 4));
+    commWide = static_cast<float *>(device.allocateArena(wide * 4));
   }
   initialise();
 }
@@ -237,15 +256,43 @@ void Trainer::fillFromGlobal(const ParameterSpec &p, const std::string &buffer,
   auto it = program.bufferIndex.find(buffer);
   if (it == program.bufferIndex.end())
     throw std::runtime_error("parameter " + p.name + ": no buffer " + buffer);
-  Span<float> dst = storage(it->second, 0).f;
-  if (int64_t(dst.size()) < n) { // this rank's flat 1/dp slice (ZeRO)
-    int64_t chunk = dst.size(), begin = coords.dp * chunk;
-    std::vector<float> slice(chunk, 0.0f);
-    for (int64_t i = 0; i < chunk && begin + i < n; ++i)
+  int64_t held = program.buffers[it->second].elements;
+  if (held < n) { // this rank's flat 1/dp slice (ZeRO)
+    int64_t begin = coords.dp * held;
+    std::vector<float> slice(held, 0.0f);
+    for (int64_t i = 0; i < held && begin + i < n; ++i)
       slice[i] = local[begin + i];
     local = std::move(slice);
   }
-  device.upload(dst.data(), local.data(), int64_t(local.size()) * 4);
+  uploadF32(it->second, local);
+}
+
+std::vector<float> Trainer::downloadF32(int index) {
+  const BufferSpec &b = program.buffers[index];
+  const Storage &s = storage(index, 0);
+  std::vector<float> values(b.elements);
+  if (!b.isBf16) {
+    device.download(values.data(), s.data(), b.elements * 4);
+    return values;
+  }
+  std::vector<uint16_t> half(b.elements);
+  device.download(half.data(), s.data(), b.elements * 2);
+  for (int64_t e = 0; e < b.elements; ++e)
+    values[e] = fromBf16(half[e]);
+  return values;
+}
+
+void Trainer::uploadF32(int index, const std::vector<float> &values) {
+  const BufferSpec &b = program.buffers[index];
+  const Storage &s = storage(index, 0);
+  if (!b.isBf16) {
+    device.upload(s.data(), values.data(), b.elements * 4);
+    return;
+  }
+  std::vector<uint16_t> half(b.elements);
+  for (int64_t e = 0; e < b.elements; ++e)
+    half[e] = toBf16(values[e]);
+  device.upload(s.data(), half.data(), b.elements * 2);
 }
 
 void Trainer::initialise() {
@@ -256,6 +303,12 @@ void Trainer::initialise() {
         fillFromGlobal(p, h.buffer, [&](uint64_t index) {
           return initialValue(p, key, index);
         });
+    // Below f32, the master copy starts from the same (unrounded) values.
+    std::string master = stateBuffer(p, StateKind::Master);
+    if (program.bufferIndex.count(master))
+      fillFromGlobal(p, master, [&](uint64_t index) {
+        return initialValue(p, key, index);
+      });
   }
 }
 
@@ -288,8 +341,38 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
                          Stream stream) {
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
-  float *in = storage(l.input, microBatch).f.data();
-  float *out = storage(l.output, microBatch).f.data();
+  const Storage &in = storage(l.input, microBatch);
+  const Storage &out = storage(l.output, microBatch);
+  if (!inSpec.isBf16 && !outSpec.isBf16) {
+    collectiveF32(l, c, stream, in.f.data(), out.f.data());
+    return;
+  }
+  // bf16: on f32 copies (the reduction sums in f32), rounded back once.
+  float *wide = stream == Stream::Comm ? commWide : computeWide;
+  float *inF = wide;
+  float *outF = l.input == l.output ? inF : wide + inSpec.elements;
+  auto load = [&](float *dst, const BufferSpec &spec, const Storage &s) {
+    if (spec.isBf16)
+      device.widen(dst, s.h.data(), spec.elements, stream);
+    else
+      device.transposeBlocks(dst, s.f.data(), 1, 1, spec.elements, false,
+                             stream);
+  };
+  load(inF, inSpec, in);
+  if (l.accumulateOutput && outF != inF)
+    load(outF, outSpec, out);
+  collectiveF32(l, c, stream, inF, outF);
+  if (outSpec.isBf16)
+    device.narrow(out.h.data(), outF, outSpec.elements, false, stream);
+  else
+    device.transposeBlocks(out.f.data(), outF, 1, 1, outSpec.elements, false,
+                           stream);
+}
+
+void Trainer::collectiveF32(const Launch &l, Communicator &c, Stream stream,
+                            float *in, float *out) {
+  const BufferSpec &inSpec = program.buffers[l.input];
+  const BufferSpec &outSpec = program.buffers[l.output];
   int64_t inSize = inSpec.elements, outSize = outSpec.elements;
   int64_t g = c.groupSize(l.group), r = c.groupRank(l.group);
   float *scratch = (stream == Stream::Comm ? commScratch : computeScratch);
@@ -372,10 +455,9 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     TensorRef t;
     t.shape = &spec.shape;
     t.n = spec.elements;
-    if (spec.isInt)
-      t.i = s.i.data();
-    else
-      t.f = s.f.data();
+    t.f = s.f.data();
+    t.h = s.h.data();
+    t.i = s.i.data();
     return t;
   };
   for (const Launch &l : phase.launches) {
@@ -426,13 +508,15 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       break;
     }
     case Launch::Op::Send: {
-      Storage &s = storage(l.input, microBatch);
-      comm.send(peer(l.toNext), s.f.data(), s.f.size() * 4);
+      const BufferSpec &spec = program.buffers[l.input];
+      comm.send(peer(l.toNext), storage(l.input, microBatch).data(),
+                spec.elements * spec.elementBytes());
       break;
     }
     case Launch::Op::Recv: {
-      Storage &s = storage(l.input, microBatch);
-      comm.recv(peer(l.toNext), s.f.data(), s.f.size() * 4);
+      const BufferSpec &spec = program.buffers[l.input];
+      comm.recv(peer(l.toNext), storage(l.input, microBatch).data(),
+                spec.elements * spec.elementBytes());
       break;
     }
     }
@@ -490,9 +574,7 @@ std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
       int64_t owner = (h.ppRank * plan.dp + d) * plan.tp + t;
       std::vector<float> mine;
       if (owner == me) { // sent from host memory
-        Span<float> held = storage(program.bufferIndex.at(buffer), 0).f;
-        mine.resize(held.size());
-        device.download(mine.data(), held.data(), held.size() * 4);
+        mine = downloadF32(program.bufferIndex.at(buffer));
         comm.send(0, mine.data(), mine.size() * 4);
       }
       if (me == 0) {
@@ -536,7 +618,10 @@ std::string Trainer::stateBuffer(const ParameterSpec &p, StateKind kind) const {
   if (buffer.size() > shard.size() &&
       buffer.compare(buffer.size() - shard.size(), shard.size(), shard) == 0)
     buffer.resize(buffer.size() - shard.size());
-  return (kind == StateKind::AdamM ? "adam_m." : "adam_v.") + buffer;
+  return (kind == StateKind::AdamM   ? "adam_m."
+          : kind == StateKind::AdamV ? "adam_v."
+                                     : "master.") +
+         buffer;
 }
 
 std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
@@ -550,34 +635,30 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
   return out;
 }
 
-void Trainer::forEachStateBuffer(
-    const std::function<void(const BufferSpec &, Span<float>)> &visit) {
+void Trainer::forEachStateBuffer(const std::function<void(int)> &visit) {
   drain();
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     if (b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard ||
         b.kind == BufferKind::OptimizerState)
-      visit(b, storage(k, 0).f);
+      visit(int(k));
   }
 }
 
 void Trainer::readState(
     const std::function<void(const BufferSpec &, const float *)> &visit) {
-  std::vector<float> host;
-  forEachStateBuffer([&](const BufferSpec &b, Span<float> held) {
-    host.resize(held.size());
-    device.download(host.data(), held.data(), held.size() * 4);
-    visit(b, host.data());
+  forEachStateBuffer([&](int k) {
+    std::vector<float> host = downloadF32(k);
+    visit(program.buffers[k], host.data());
   });
 }
 
 void Trainer::writeState(
     const std::function<void(const BufferSpec &, float *)> &fill) {
-  std::vector<float> host;
-  forEachStateBuffer([&](const BufferSpec &b, Span<float> held) {
-    host.assign(held.size(), 0.0f);
-    fill(b, host.data());
-    device.upload(held.data(), host.data(), held.size() * 4);
+  forEachStateBuffer([&](int k) {
+    std::vector<float> host(program.buffers[k].elements, 0.0f);
+    fill(program.buffers[k], host.data());
+    uploadF32(k, host);
   });
 }
 
@@ -586,7 +667,10 @@ StepResult Trainer::step(int64_t step) {
   for (size_t k = 0; k < program.buffers.size(); ++k)
     if (program.buffers[k].zeroedEachStep())
       for (Storage &s : buffers[k])
-        device.fillZero(s.f.data(), s.f.size() * 4, Stream::Compute);
+        device.fillZero(s.data(),
+                        program.buffers[k].elements *
+                            program.buffers[k].elementBytes(),
+                        Stream::Compute);
   for (const Run &run : program.schedule) {
     if (program.phases[run.phase].kind == "forward")
       fillInputs(step, run.microBatch);
@@ -595,11 +679,7 @@ StepResult Trainer::step(int64_t step) {
   runPhase(program.phases[program.stepPhase], 0, step);
   comm.finishSends();
   StepResult result;
-  auto scalar = [&](int index) {
-    float value = 0;
-    device.download(&value, storage(index, 0).f.data(), 4);
-    return value;
-  };
+  auto scalar = [&](int index) { return downloadF32(index).at(0); };
   auto loss = program.bufferIndex.find("loss");
   if (loss != program.bufferIndex.end()) {
     result.loss = scalar(loss->second);

@@ -81,6 +81,17 @@ public:
     Open open(*this);
     cpu->transposeBlocks(dst, src, a, b, inner, accumulate, stream);
   }
+  bool hasBf16() const override { return cpu->hasBf16(); }
+  void widen(float *dst, const uint16_t *src, int64_t n,
+             Stream stream) override {
+    Open open(*this);
+    cpu->widen(dst, src, n, stream);
+  }
+  void narrow(uint16_t *dst, const float *src, int64_t n, bool accumulate,
+              Stream stream) override {
+    Open open(*this);
+    cpu->narrow(dst, src, n, accumulate, stream);
+  }
 
 private:
   void protect(int how) {

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -293,12 +294,61 @@ void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
       << "\n";
 }
 
+/// Bytes of memory this host can still give (MemAvailable), or -1.
+int64_t availableHostBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:")
+      return kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return -1;
+}
+
+/// Whether the ranks run on this host's CPUs (not GPUs).
+bool onCpus(const Options &o) {
+  if (o.device != "auto")
+    return o.device == "cpu";
+#ifdef PARTITA_HAVE_CUDA
+  std::string why;
+  return cudaDeviceCount(&why) == 0;
+#else
+  return true;
+#endif
+}
+
+/// Refuses, before any rank starts, a plan whose buffers for `ranks` of its
+/// ranks (those on this host) exceed the memory this host has: a plan made
+/// for GPUs, say.
+void checkHostMemory(const Plan &plan, const std::vector<int> &ranks) {
+  int64_t need = 0;
+  for (int r : ranks)
+    need += plan.programs[plan.devices[r].pp].arenaBytes;
+  int64_t have = availableHostBytes();
+  if (have < 0 || need <= have)
+    return;
+  auto gib = [](int64_t bytes) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(1) << double(bytes) / (1 << 30);
+    return os.str();
+  };
+  throw std::runtime_error(
+      "the plan's buffers for " + std::to_string(ranks.size()) + " rank" +
+      (ranks.size() == 1 ? "" : "s") + " take " + gib(need) +
+      " GiB of this host's memory, which has " + gib(have) +
+      " GiB available; compile for the CPUs (--topology=cpu:N), or run "
+      "it on the GPUs it was made for");
+}
+
 /// This rank's device: the CPU, or the GPU the plan gives the rank (its
 /// local_device) with --device cuda, or auto where there is one. Sets
 /// `where` to say which.
 std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
                                      int rank, std::string &where) {
   if (o.device == "cpu") {
+    checkHostMemory(plan, {rank});
     where = "cpu";
     return createCpuDevice();
   }
@@ -306,6 +356,7 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
   std::string why;
   int count = cudaDeviceCount(&why);
   if (count == 0 && o.device == "auto") {
+    checkHostMemory(plan, {rank});
     where = "cpu";
     return createCpuDevice();
   }
@@ -328,6 +379,7 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
     throw std::runtime_error("--device cuda, but this plan-run was built "
                              "without the CUDA backend (CMake found no CUDA "
                              "toolkit with cuBLASLt and NCCL)");
+  checkHostMemory(plan, {rank});
   where = "cpu";
   return createCpuDevice();
 #endif
@@ -343,6 +395,18 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     std::cerr << "plan-run: error: " << e.what() << "\n";
     return 1;
+  }
+  // Without a hostfile, every rank runs on this host.
+  if (!underLauncher() && o.hostfile.empty() && onCpus(o)) {
+    std::vector<int> all(plan.worldSize);
+    for (int r = 0; r < plan.worldSize; ++r)
+      all[r] = r;
+    try {
+      checkHostMemory(plan, all);
+    } catch (const std::exception &e) {
+      std::cerr << "plan-run: error: " << o.plan << ": " << e.what() << "\n";
+      return 1;
+    }
   }
   if (!underLauncher() && (plan.worldSize > 1 || o.maxRestarts > 0))
     return launch(o, plan, argv);

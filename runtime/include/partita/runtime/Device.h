@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,9 @@ namespace partita::runtime {
 
 /// A buffer as a kernel sees it: a pointer into the arena and its shape.
 struct TensorRef {
-  float *f = nullptr;   // f32 buffers
-  int32_t *i = nullptr; // token buffers
+  float *f = nullptr;    // f32 buffers
+  uint16_t *h = nullptr; // bf16 buffers (partita/runtime/Bf16.h)
+  int32_t *i = nullptr;  // token buffers
   const std::vector<int64_t> *shape = nullptr;
   int64_t n = 0;
   int64_t dim(int k) const { return (*shape)[k < 0 ? shape->size() + k : k]; }
@@ -63,6 +65,19 @@ public:
   /// Device memory to host memory, once the compute stream gets there.
   virtual void download(void *dst, const void *src, int64_t bytes) = 0;
   virtual void fillZero(void *dst, int64_t bytes, Stream stream) = 0;
+  /// Whether the device takes bf16 buffers (as TensorRef::h).
+  virtual bool hasBf16() const { return false; }
+  /// bf16 to f32, and f32 to bf16 rounded to nearest even (added to `dst`
+  /// when `accumulate`), on `stream`.
+  virtual void widen(float *dst, const uint16_t *src, int64_t n, Stream) {
+    (void)dst, (void)src, (void)n;
+    throw std::runtime_error("this device has no bf16 buffers");
+  }
+  virtual void narrow(uint16_t *dst, const float *src, int64_t n,
+                      bool accumulate, Stream) {
+    (void)dst, (void)src, (void)n, (void)accumulate;
+    throw std::runtime_error("this device has no bf16 buffers");
+  }
   /// The [a][b][inner] blocks of `src` as [b][a][inner] in `dst` (a plain
   /// copy when a or b is 1), added to `dst` when `accumulate`.
   virtual void transposeBlocks(float *dst, const float *src, int64_t a,

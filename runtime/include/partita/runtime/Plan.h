@@ -39,7 +39,9 @@ enum class BufferKind {
 struct BufferSpec {
   std::string name;
   BufferKind kind;
-  bool isInt = false; // tokens and labels
+  bool isInt = false;  // tokens and labels
+  bool isBf16 = false; // else f32
+  int64_t elementBytes() const { return isBf16 ? 2 : 4; }
   std::vector<int64_t> shape;
   int64_t elements = 0;
   /// Where the plan's memory plan puts the first copy (bytes into the
@@ -140,6 +142,8 @@ struct Optimizer {
 
 struct Plan {
   std::string model;
+  /// The training dtype: "f32", or "bf16" (f32 master weights and moments).
+  std::string dtype;
   int64_t seqLen, vocabSize, globalBatch, microBatchSize, numMicroBatches;
   int64_t dp, tp, pp, worldSize;
   std::vector<Coordinates> devices;

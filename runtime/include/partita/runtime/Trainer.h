@@ -77,8 +77,9 @@ public:
   /// (empty elsewhere); collective: every rank calls it.
   std::map<std::string, std::vector<float>> gatherParameters();
 
-  /// A parameter's value or one of AdamW's moments.
-  enum class StateKind { Value, AdamM, AdamV };
+  /// A parameter's value, one of AdamW's moments, or the f32 master copy
+  /// of a plan trained below f32.
+  enum class StateKind { Value, AdamM, AdamV, Master };
   /// The buffer (of the parameter's first holder's program) that holds it.
   std::string stateBuffer(const ParameterSpec &p, StateKind kind) const;
   /// The unsharded tensor of `buffer` (a parameter's value or moment), on
@@ -106,14 +107,24 @@ private:
     T *end() const { return ptr + count; }
     T &operator[](size_t k) const { return ptr[k]; }
   };
+  /// One copy of a buffer: the span of its element type is set.
   struct Storage {
     Span<float> f;
+    Span<uint16_t> h; // bf16
     Span<int32_t> i;
+    void *data() const {
+      return f.data()   ? static_cast<void *>(f.data())
+             : h.data() ? static_cast<void *>(h.data())
+                        : static_cast<void *>(i.data());
+    }
   };
   Storage &storage(int index, int64_t microBatch);
   void initialise();
-  void forEachStateBuffer(
-      const std::function<void(const BufferSpec &, Span<float>)> &visit);
+  void forEachStateBuffer(const std::function<void(int)> &visit);
+  /// Buffer `index`'s first copy as f32 values in host memory, and back
+  /// (bf16 buffers widened and rounded).
+  std::vector<float> downloadF32(int index);
+  void uploadF32(int index, const std::vector<float> &values);
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
   /// Runs the collective with `c`: the communicator itself, or, for an
   /// async launch, the one its comm thread hands the work; the data
@@ -135,6 +146,11 @@ private:
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
   float *computeScratch = nullptr, *commScratch = nullptr;
+  /// f32 copies of a bf16 collective's input and output, per stream.
+  float *computeWide = nullptr, *commWide = nullptr;
+  /// The collective on f32 buffers.
+  void collectiveF32(const Launch &l, Communicator &c, Stream stream, float *in,
+                     float *out);
   std::map<std::string, double> seconds;
   std::vector<TraceEvent> *trace = nullptr;
   /// Async collectives started and not yet waited for, by output buffer:

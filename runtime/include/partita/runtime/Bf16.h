@@ -1,0 +1,36 @@
+//===- Bf16.h - bfloat16 storage --------------------------------*- C++ -*-===//
+//
+// A bf16 value is the upper half of an f32's bits. Buffers the plan types
+// bf16 are stored that way; kernels compute in f32 and round what they
+// write once, to nearest even.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_BF16_H
+#define PARTITA_RUNTIME_BF16_H
+
+#include <cstdint>
+#include <cstring>
+
+namespace partita::runtime {
+
+/// `x` rounded to the nearest bf16 (ties to even); a NaN stays a NaN.
+inline uint16_t toBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40u); // quiet, keeping the sign
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+inline float fromBf16(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_BF16_H
