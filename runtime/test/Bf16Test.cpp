@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 using namespace partita::runtime;
 
@@ -17,6 +18,19 @@ float bitsToFloat(uint32_t bits) {
   float x;
   std::memcpy(&x, &bits, sizeof x);
   return x;
+}
+
+/// A view of `values` (f32 or bf16) shaped `shape`.
+template <typename T>
+TensorRef tensor(std::vector<T> &values, const std::vector<int64_t> &shape) {
+  TensorRef t;
+  if constexpr (std::is_same_v<T, float>)
+    t.f = values.data();
+  else
+    t.h = values.data();
+  t.n = int64_t(values.size());
+  t.shape = &shape;
+  return t;
 }
 
 TEST(Bf16, RoundsToNearestEven) {
@@ -52,15 +66,8 @@ TEST(Bf16, CpuKernelsComputeOnF32CopiesAndRoundOnce) {
   std::vector<uint16_t> b = {toBf16(bitsToFloat(0x3b800000u)), // 2^-8
                              toBf16(0.25f), toBf16(1.0f), toBf16(0.5f)};
   std::vector<uint16_t> out = {toBf16(bitsToFloat(0x3b800000u)), 0, 0, 0};
-  auto ref = [&](std::vector<uint16_t> &v) {
-    TensorRef t;
-    t.h = v.data();
-    t.n = int64_t(v.size());
-    t.shape = &shape;
-    return t;
-  };
-  cpu->launch("add", {ref(a), ref(b)}, {ref(out)}, {true}, nlohmann::json{},
-              KernelContext{});
+  cpu->launch("add", {tensor(a, shape), tensor(b, shape)}, {tensor(out, shape)},
+              {true}, nlohmann::json{}, KernelContext{});
   // 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly; rounding each addition to bf16
   // would have lost both halves.
   EXPECT_EQ(out[0], toBf16(1.0f + 2 * bitsToFloat(0x3b800000u)));
@@ -77,31 +84,17 @@ TEST(Bf16, AdamWUpdatesTheMasterCopyAndRoundsTheParameter) {
   for (float x : w)
     p.push_back(toBf16(x));
   std::vector<float> clip = {1.0f};
-  auto f32 = [](std::vector<float> &x, std::vector<int64_t> &s) {
-    TensorRef t;
-    t.f = x.data();
-    t.n = int64_t(x.size());
-    t.shape = &s;
-    return t;
-  };
-  auto bf16 = [&](std::vector<uint16_t> &x) {
-    TensorRef t;
-    t.h = x.data();
-    t.n = int64_t(x.size());
-    t.shape = &shape;
-    return t;
-  };
   Optimizer o{1e-3, 1e-4, 0.9, 0.95, 1e-8, 0.0, 1.0, 0, 0, "constant"};
   KernelContext ctx;
   ctx.optimizer = &o;
   std::vector<float> before = w;
-  cpu->launch("adamw",
-              {bf16(p), bf16(g), f32(m, shape), f32(v, shape),
-               f32(clip, scalar), f32(w, shape)},
-              {bf16(p), f32(m, shape), f32(v, shape), f32(w, shape)},
-              {false, false, false, false},
-              nlohmann::json{{"weight_decay", false}, {"dp_shard", false}},
-              ctx);
+  cpu->launch(
+      "adamw",
+      {tensor(p, shape), tensor(g, shape), tensor(m, shape), tensor(v, shape),
+       tensor(clip, scalar), tensor(w, shape)},
+      {tensor(p, shape), tensor(m, shape), tensor(v, shape), tensor(w, shape)},
+      {false, false, false, false},
+      nlohmann::json{{"weight_decay", false}, {"dp_shard", false}}, ctx);
   // The first step moves each weight with a gradient by lr (Adam's
   // normalised step), in f32: below bf16's resolution at 0.1.
   EXPECT_NEAR(w[0], before[0] - 1e-3, 1e-6);
