@@ -58,9 +58,21 @@ std::string globalEntry(const std::string &param, Trainer::StateKind kind) {
   case Trainer::StateKind::AdamM:
     return "adam_m:" + param;
   case Trainer::StateKind::AdamV:
+    return "adam_v:" + param;
+  case Trainer::StateKind::Master:
     break;
   }
-  return "adam_v:" + param;
+  return "master:" + param;
+}
+
+/// The states a plan keeps per parameter: its value, AdamW's moments, and,
+/// trained below f32, the f32 master copy.
+std::vector<Trainer::StateKind> stateKinds(const Plan &plan) {
+  using Kind = Trainer::StateKind;
+  std::vector<Kind> kinds = {Kind::Value, Kind::AdamM, Kind::AdamV};
+  if (plan.dtype != "f32")
+    kinds.push_back(Kind::Master);
+  return kinds;
 }
 
 /// The entries of a checkpoint file: name -> (offset of the values, count).
@@ -174,12 +186,11 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
   });
   std::string bytes = state.bytes(steps);
   writeAtomically((fs::path(here) / rankFile(rank)).string(), bytes);
-  // The unsharded parameters and moments, which any other plan of the model
-  // can be sliced from.
+  // The unsharded parameters, moments and master weights, which any other
+  // plan of the model can be sliced from.
   FileWriter global;
-  using Kind = Trainer::StateKind;
   for (const ParameterSpec &p : plan.parameters)
-    for (Kind kind : {Kind::Value, Kind::AdamM, Kind::AdamV}) {
+    for (Trainer::StateKind kind : stateKinds(plan)) {
       std::vector<float> values =
           trainer.gatherGlobal(p, trainer.stateBuffer(p, kind));
       if (rank == 0)
@@ -208,6 +219,7 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
         {"steps", steps},
         {"model", plan.model},
         {"strategy", plan.strategy},
+        {"dtype", plan.dtype},
         {"world_size", plan.worldSize},
         // Data is a function of the step (synthetic stream or file
         // position); no kernel draws random numbers.
@@ -277,8 +289,10 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
       throw std::runtime_error("checkpoint " + here + " is of model " +
                                manifest["model"].get<std::string>() +
                                ", this plan's is " + plan.model);
+    // Checkpoints from before the dtype was recorded are f32.
+    std::string dtype = manifest.value("dtype", std::string("f32"));
     if (manifest["strategy"] != plan.strategy ||
-        manifest["world_size"] != plan.worldSize) {
+        manifest["world_size"] != plan.worldSize || dtype != plan.dtype) {
       // Another plan of the model: re-slice from the unsharded tensors.
       std::string global = readAll(here + "/global.bin");
       const nlohmann::json &expect = manifest["files"]["global.bin"];
@@ -293,11 +307,19 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
         for (const ParameterHolder &h : p.holders) {
           if (h.ppRank != plan.devices[rank].pp)
             continue;
-          for (Kind kind : {Kind::Value, Kind::AdamM, Kind::AdamV}) {
-            auto it = index.find(globalEntry(p.name, kind));
+          for (Kind kind : stateKinds(plan)) {
+            // The most precise copy of the weights there is: an f32 plan
+            // takes a bf16 run's master weights, a bf16 plan's master
+            // starts from an f32 run's values.
+            std::string entry = globalEntry(p.name, kind);
+            if (kind == Kind::Value &&
+                index.count(globalEntry(p.name, Kind::Master)))
+              entry = globalEntry(p.name, Kind::Master);
+            if (kind == Kind::Master && !index.count(entry))
+              entry = globalEntry(p.name, Kind::Value);
+            auto it = index.find(entry);
             if (it == index.end())
-              throw std::runtime_error(here + "/global.bin: has no " +
-                                       globalEntry(p.name, kind));
+              throw std::runtime_error(here + "/global.bin: has no " + entry);
             const float *values = reinterpret_cast<const float *>(
                 global.data() + it->second.first);
             std::string buffer =
@@ -308,7 +330,8 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
         }
       if (rank == 0)
         say("plan-run: resharded checkpoint " + here + " from " +
-            manifest["strategy"].get<std::string>() + " to " + plan.strategy);
+            manifest["strategy"].get<std::string>() + " (" + dtype + ") to " +
+            plan.strategy + " (" + plan.dtype + ")");
       return manifest["steps"].get<int64_t>();
     }
     // Restore this rank's state buffers.

@@ -165,6 +165,10 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
         launch.group = r.string(l, lat, "group");
         launch.input = buffer(r.at(l, lat, "input"), lat + "/input");
         launch.output = buffer(r.at(l, lat, "output"), lat + "/output");
+        if (launch.collective == Launch::Collective::AllReduce &&
+            launch.input != launch.output)
+          r.fail(lat + "/output", "an all_reduce runs in place: its output "
+                                  "must be its input");
         launch.reduceMax = l.value("reduction", "sum") == "max";
         if (l.contains("dim"))
           launch.dim = l["dim"].get<int64_t>();

@@ -178,7 +178,9 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     if (planned && end > program.arenaBytes)
       throw std::runtime_error("buffer " + b.name +
                                " ends beyond the memory plan's arena");
-    bytes = planned ? program.arenaBytes : end;
+    // Without a plan, each buffer starts 64-byte aligned (as the memory
+    // plan's offsets do), whatever the element sizes before it.
+    bytes = planned ? program.arenaBytes : (end + 63) / 64 * 64;
   }
   char *arena = static_cast<char *>(device.allocateArena(bytes));
   for (size_t k = 0; k < program.buffers.size(); ++k) {
