@@ -116,6 +116,13 @@ for p in fp32 bf16; do
   run "tiny-$p" 120 "$bin/plan-run" "$tiny" --steps 20 --device cuda \
     --gemm-precision "$p" --log-json "$out/tiny-$p.jsonl" || status=1
 done
+say "1. the tiny Llama with bf16 buffers, 20 steps: CPU and GPU"
+run tiny-bf16-buffers-cpu 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
+  --steps 20 --device cpu --log-json "$out/tiny-bf16-buffers-cpu.jsonl" ||
+  status=1
+run tiny-bf16-buffers-cuda 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
+  --steps 20 --device cuda --gemm-precision fp32 \
+  --log-json "$out/tiny-bf16-buffers-cuda.jsonl" || status=1
 
 if [[ "$gpus" -ge 2 ]]; then
   say "2. multi-rank plans on 2 GPUs against the CPU"

@@ -21,6 +21,8 @@ compile() { # NAME MODEL ARGS...
 # The tiny Llama on one device, and the multi-rank plans of the runtime's
 # equivalence matrix on two.
 compile tiny-llama-1 "$tiny" --topology=cpu:1
+# ... and with bf16 buffers (f32 master weights and moments).
+compile tiny-llama-bf16 "$tiny" --topology=cpu:1 --dtype=bf16
 compile tiny-llama-dp2 "$tiny" --topology=cpu:2 --strategy=dp=2,tp=1,pp=1
 compile tiny-llama-tp2 "$tiny" --topology=cpu:2 --strategy=dp=1,tp=2,pp=1
 compile tiny-llama-pp2 "$tiny" --topology=cpu:2 --strategy=dp=1,tp=1,pp=2

@@ -43,6 +43,14 @@ for p in ("fp32", "bf16"):
                      f"the CPU's over {len(cpu)} steps "
                      f"({gpu_log[0]['loss']:.4f} -> {gpu_log[-1]['loss']:.4f})")
 
+a, b = log("tiny-bf16-buffers-cpu.jsonl"), log("tiny-bf16-buffers-cuda.jsonl")
+if a and len(a) == len(b):
+    worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"])
+                for x, y in zip(a, b))
+    result["tiny_llama_bf16_buffers"] = {"max_relative_loss_difference": worst}
+    lines.append(f"tiny Llama, bf16 buffers: losses within {worst:.2e} of the "
+                 f"CPU's bf16 run over {len(a)} steps")
+
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
     if a and len(a) == len(b):

@@ -13,6 +13,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
@@ -281,6 +282,7 @@ CudaDevice::~CudaDevice() {
   for (auto &[key, table] : rotaryTables)
     cudaFree(table);
   cudaFree(scratch);
+  cudaFree(staging);
   cudaFree(sumAccumulator);
   cudaStreamDestroy(computeStream);
   cudaStreamDestroy(commStream);
@@ -333,6 +335,60 @@ void CudaDevice::transposeBlocks(float *dst, const float *src, int64_t a,
   check(cudaGetLastError(), "transposeBlocks");
 }
 
+void CudaDevice::widen(float *dst, const uint16_t *src, int64_t n, Stream s) {
+  cuda::widen(dst, src, n, stream(s));
+  check(cudaGetLastError(), "widen");
+}
+
+void CudaDevice::narrow(uint16_t *dst, const float *src, int64_t n,
+                        bool accumulate, Stream s) {
+  cuda::narrow(dst, src, n, accumulate, stream(s));
+  check(cudaGetLastError(), "narrow");
+}
+
+void CudaDevice::launchOnF32Copies(const std::string &name,
+                                   const std::vector<TensorRef> &ins,
+                                   const std::vector<TensorRef> &outs,
+                                   const std::vector<bool> &accumulate,
+                                   const nlohmann::json &params,
+                                   const KernelContext &ctx) {
+  // One f32 copy per distinct bf16 buffer, 256-byte aligned for cuBLASLt.
+  std::map<uint16_t *, int64_t> offsetOf;
+  int64_t bytes = 0;
+  for (const std::vector<TensorRef> *refs : {&ins, &outs})
+    for (const TensorRef &t : *refs)
+      if (t.h && offsetOf.try_emplace(t.h, bytes).second)
+        bytes += (t.n * int64_t(sizeof(float)) + 255) / 256 * 256;
+  if (bytes > stagingBytes) {
+    // Launches before this one may still read the old copies.
+    check(cudaStreamSynchronize(computeStream), "growing the bf16 staging");
+    cudaFree(staging);
+    check(cudaMalloc(&staging, bytes), "the bf16 staging");
+    stagingBytes = bytes;
+  }
+  std::set<uint16_t *> loaded;
+  auto copyOf = [&](TensorRef t, bool load) {
+    if (!t.h)
+      return t;
+    float *copy = reinterpret_cast<float *>(static_cast<char *>(staging) +
+                                            offsetOf.at(t.h));
+    if (load && loaded.insert(t.h).second)
+      cuda::widen(copy, t.h, t.n, computeStream);
+    t.f = copy;
+    t.h = nullptr;
+    return t;
+  };
+  std::vector<TensorRef> wideIns, wideOuts;
+  for (const TensorRef &t : ins)
+    wideIns.push_back(copyOf(t, true));
+  for (size_t k = 0; k < outs.size(); ++k)
+    wideOuts.push_back(copyOf(outs[k], accumulate[k]));
+  launchKernel(name, wideIns, wideOuts, accumulate, params, ctx);
+  for (size_t k = 0; k < outs.size(); ++k)
+    if (outs[k].h)
+      cuda::narrow(outs[k].h, wideOuts[k].f, outs[k].n, false, computeStream);
+}
+
 void *CudaDevice::workspace(int64_t bytes) {
   if (bytes > scratchBytes) {
     // Grown rarely (the first steps); launches before it may still read it.
@@ -370,7 +426,12 @@ void CudaDevice::launch(const std::string &name,
                         const nlohmann::json &params,
                         const KernelContext &ctx) {
   nvtxRangePushA(name.c_str());
-  launchKernel(name, ins, outs, accumulate, params, ctx);
+  auto isBf16 = [](const TensorRef &t) { return t.h != nullptr; };
+  if (std::any_of(ins.begin(), ins.end(), isBf16) ||
+      std::any_of(outs.begin(), outs.end(), isBf16))
+    launchOnF32Copies(name, ins, outs, accumulate, params, ctx);
+  else
+    launchKernel(name, ins, outs, accumulate, params, ctx);
   nvtxRangePop();
   check(cudaGetLastError(), "kernel " + name);
 }

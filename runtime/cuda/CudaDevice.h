@@ -69,6 +69,11 @@ public:
   void fillZero(void *dst, int64_t bytes, Stream stream) override;
   void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                        int64_t inner, bool accumulate, Stream stream) override;
+  bool hasBf16() const override { return true; }
+  void widen(float *dst, const uint16_t *src, int64_t n,
+             Stream stream) override;
+  void narrow(uint16_t *dst, const float *src, int64_t n, bool accumulate,
+              Stream stream) override;
 
   int index() const { return device; }
   cudaStream_t stream(Stream s) const {
@@ -84,6 +89,14 @@ private:
   /// Device scratch of at least `bytes`, reused across launches on the
   /// compute stream.
   void *workspace(int64_t bytes);
+  /// A launch with bf16 buffers, run on f32 copies of them (in `staging`)
+  /// and rounded back once.
+  void launchOnF32Copies(const std::string &name,
+                         const std::vector<TensorRef> &ins,
+                         const std::vector<TensorRef> &outs,
+                         const std::vector<bool> &accumulate,
+                         const nlohmann::json &params,
+                         const KernelContext &ctx);
   const double *inverseFrequencies(const nlohmann::json &params);
 
   int device;
@@ -92,6 +105,8 @@ private:
   std::list<void *> allocations;
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
+  void *staging = nullptr;
+  int64_t stagingBytes = 0;
   double *sumAccumulator = nullptr;
   std::map<std::string, double *> rotaryTables;
 };

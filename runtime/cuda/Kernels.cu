@@ -10,6 +10,8 @@
 #include "Kernels.h"
 #include "LaunchConfig.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -130,6 +132,20 @@ __global__ void transposeBlocksKernel(float *dst, const float *src, int64_t a,
   GRID_STRIDE(e, n) {
     int64_t i = e / (b * inner), j = (e / inner) % b, k = e % inner;
     store(dst, (j * a + i) * inner + k, src[e], acc);
+  }
+}
+
+__global__ void widenKernel(float *dst, const uint16_t *src, int64_t n) {
+  GRID_STRIDE(e, n) { dst[e] = __bfloat162float(__ushort_as_bfloat16(src[e])); }
+}
+
+__global__ void narrowKernel(uint16_t *dst, const float *src, int64_t n,
+                             bool acc) {
+  GRID_STRIDE(e, n) {
+    float x = src[e];
+    if (acc)
+      x += __bfloat162float(__ushort_as_bfloat16(dst[e]));
+    dst[e] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
   }
 }
 
@@ -768,6 +784,17 @@ void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
   }
   transposeBlocksKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, a, b,
                                                                inner, acc);
+}
+
+void widen(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream) {
+  if (n > 0)
+    widenKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, n);
+}
+
+void narrow(uint16_t *dst, const float *src, int64_t n, bool acc,
+            cudaStream_t stream) {
+  if (n > 0)
+    narrowKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, n, acc);
 }
 
 void sliceColumns(const float *x, int64_t outer, int64_t inner, int64_t begin,

@@ -47,6 +47,11 @@ void sumPeriodic(const float *x, int64_t period, int64_t n, float *out,
 /// [a][b][inner] blocks of src as [b][a][inner] in dst.
 void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                      int64_t inner, bool acc, cudaStream_t stream);
+/// bf16 (stored as uint16) to f32, and f32 to bf16 rounded to nearest even
+/// (added to dst's value first when `acc`).
+void widen(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream);
+void narrow(uint16_t *dst, const float *src, int64_t n, bool acc,
+            cudaStream_t stream);
 /// Block `part` of every outer row: y[o][0:width] = x[o][part*width:...].
 void sliceColumns(const float *x, int64_t outer, int64_t inner, int64_t begin,
                   int64_t width, float *y, bool acc, cudaStream_t stream);
