@@ -50,6 +50,9 @@ if a and len(a) == len(b):
     result["tiny_llama_bf16_buffers"] = {"max_relative_loss_difference": worst}
     lines.append(f"tiny Llama, bf16 buffers: losses within {worst:.2e} of the "
                  f"CPU's bf16 run over {len(a)} steps")
+elif a:
+    lines.append("tiny Llama, bf16 buffers: the GPU run did not finish "
+                 "(tiny-bf16-buffers-cuda.log)")
 
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")

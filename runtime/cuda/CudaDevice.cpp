@@ -346,12 +346,44 @@ void CudaDevice::narrow(uint16_t *dst, const float *src, int64_t n,
   check(cudaGetLastError(), "narrow");
 }
 
+void CudaDevice::growStaging(int64_t bytes) {
+  if (bytes <= stagingBytes)
+    return;
+  // Launches before this one may still read the old copies.
+  check(cudaStreamSynchronize(computeStream), "growing the bf16 staging");
+  cudaFree(staging);
+  staging = nullptr;
+  stagingBytes = 0;
+  check(cudaMalloc(&staging, bytes), "the bf16 staging");
+  stagingBytes = bytes;
+}
+
 void CudaDevice::launchOnF32Copies(const std::string &name,
                                    const std::vector<TensorRef> &ins,
                                    const std::vector<TensorRef> &outs,
                                    const std::vector<bool> &accumulate,
                                    const nlohmann::json &params,
                                    const KernelContext &ctx) {
+  // The global norm reads every gradient: copies of all of them at once
+  // would take 4 bytes a gradient, so each is widened in turn.
+  if (name == "grad_sumsq" && !outs[0].h) {
+    const nlohmann::json &weights = params.at("weights");
+    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), computeStream),
+          name);
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const float *x = ins[k].f;
+      if (ins[k].h) {
+        growStaging(ins[k].n * int64_t(sizeof(float)));
+        cuda::widen(static_cast<float *>(staging), ins[k].h, ins[k].n,
+                    computeStream);
+        x = static_cast<float *>(staging);
+      }
+      sumSquares(x, ins[k].n, weights.at(k).get<double>(), sumAccumulator,
+                 computeStream);
+    }
+    storeScalar(sumAccumulator, outs[0].f, accumulate[0], computeStream);
+    return;
+  }
   // One f32 copy per distinct bf16 buffer, 256-byte aligned for cuBLASLt.
   std::map<uint16_t *, int64_t> offsetOf;
   int64_t bytes = 0;
@@ -359,13 +391,7 @@ void CudaDevice::launchOnF32Copies(const std::string &name,
     for (const TensorRef &t : *refs)
       if (t.h && offsetOf.try_emplace(t.h, bytes).second)
         bytes += (t.n * int64_t(sizeof(float)) + 255) / 256 * 256;
-  if (bytes > stagingBytes) {
-    // Launches before this one may still read the old copies.
-    check(cudaStreamSynchronize(computeStream), "growing the bf16 staging");
-    cudaFree(staging);
-    check(cudaMalloc(&staging, bytes), "the bf16 staging");
-    stagingBytes = bytes;
-  }
+  growStaging(bytes);
   std::set<uint16_t *> loaded;
   auto copyOf = [&](TensorRef t, bool load) {
     if (!t.h)
@@ -394,6 +420,8 @@ void *CudaDevice::workspace(int64_t bytes) {
     // Grown rarely (the first steps); launches before it may still read it.
     check(cudaStreamSynchronize(computeStream), "growing the workspace");
     cudaFree(scratch);
+    scratch = nullptr;
+    scratchBytes = 0;
     check(cudaMalloc(&scratch, bytes), "the kernel workspace");
     scratchBytes = bytes;
   }
@@ -599,8 +627,10 @@ void CudaDevice::launchKernel(const std::string &name,
     step.decay = p.at("weight_decay").get<bool>();
     int64_t chunk = ins[2].n;
     step.begin = p.at("dp_shard").get<bool>() ? ctx.dpRank * chunk : 0;
+    bool master = ins.size() > 5;
     adamw(step, ins[0].f, ins[0].n, ins[1].f, ins[2].f, ins[3].f, chunk,
-          ins[4].f, out(0), acc[0], out(1), acc[1], out(2), acc[2], s);
+          ins[4].f, master ? ins[5].f : nullptr, out(0), acc[0], out(1), acc[1],
+          out(2), acc[2], master ? out(3) : nullptr, master && acc[3], s);
   } else {
     throw std::runtime_error("the CUDA backend has no kernel \"" + name + "\"");
   }

@@ -105,6 +105,8 @@ private:
   std::list<void *> allocations;
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
+  /// Makes `staging` at least `bytes` long.
+  void growStaging(int64_t bytes);
   void *staging = nullptr;
   int64_t stagingBytes = 0;
   double *sumAccumulator = nullptr;

@@ -691,9 +691,9 @@ __global__ void clipCoefficientKernel(const float *sumsq, double clip,
 
 __global__ void adamwKernel(AdamWStep s, const float *p, int64_t pn,
                             const float *g, const float *m, const float *v,
-                            int64_t chunk, const float *clip, float *np,
-                            bool accP, float *nm, bool accM, float *nv,
-                            bool accV) {
+                            int64_t chunk, const float *clip, const float *w,
+                            float *np, bool accP, float *nm, bool accM,
+                            float *nv, bool accV, float *nw, bool accW) {
   float coefficient = clip[0];
   GRID_STRIDE(t, max(pn, chunk)) {
     if (t < chunk) {
@@ -704,11 +704,16 @@ __global__ void adamwKernel(AdamWStep s, const float *p, int64_t pn,
       store(nv, t, float(vi), accV);
       int64_t at = s.begin + t;
       if (at < pn) { // else the padding of the last shard
-        double pi = p[at];
+        // Below f32 the update applies to the master copy w.
+        double pi = w ? w[t] : p[at];
         if (s.decay)
           pi *= 1 - s.lr * s.weightDecay;
         pi -= s.lr * (mi / s.c1) / (sqrt(vi / s.c2) + s.eps);
         store(np, at, float(pi), accP);
+        if (w)
+          store(nw, t, float(pi), accW);
+      } else if (w) {
+        store(nw, t, w[t], accW);
       }
     }
     // Elements outside this rank's slice keep their value.
@@ -921,11 +926,12 @@ void clipCoefficient(const float *sumsq, double clip, float *out, bool acc,
 
 void adamw(const AdamWStep &s, const float *p, int64_t pn, const float *g,
            const float *m, const float *v, int64_t chunk, const float *clip,
-           float *np, bool accP, float *nm, bool accM, float *nv, bool accV,
-           cudaStream_t stream) {
+           const float *w, float *np, bool accP, float *nm, bool accM,
+           float *nv, bool accV, float *nw, bool accW, cudaStream_t stream) {
   int64_t n = pn > chunk ? pn : chunk;
   adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(
-      s, p, pn, g, m, v, chunk, clip, np, accP, nm, accM, nv, accV);
+      s, p, pn, g, m, v, chunk, clip, w, np, accP, nm, accM, nv, accV, nw,
+      accW);
 }
 
 } // namespace partita::runtime::cuda

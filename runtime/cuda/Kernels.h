@@ -134,10 +134,12 @@ struct AdamWStep {
 };
 /// AdamW on a parameter of pn elements whose slice [begin, begin + chunk)
 /// this rank updates with gradient g (chunk elements), scaled by clip[0].
+/// With a master copy w (chunk elements, f32; null in f32 plans), the
+/// update applies to w, written to nw, and p takes its values.
 void adamw(const AdamWStep &s, const float *p, int64_t pn, const float *g,
            const float *m, const float *v, int64_t chunk, const float *clip,
-           float *np, bool accP, float *nm, bool accM, float *nv, bool accV,
-           cudaStream_t stream);
+           const float *w, float *np, bool accP, float *nm, bool accM,
+           float *nv, bool accV, float *nw, bool accW, cudaStream_t stream);
 
 } // namespace partita::runtime::cuda
 

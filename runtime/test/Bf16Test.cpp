@@ -50,6 +50,7 @@ TEST(Bf16, KeepsSpecialValues) {
   EXPECT_EQ(fromBf16(toBf16(inf)), inf);
   EXPECT_EQ(fromBf16(toBf16(-inf)), -inf);
   EXPECT_TRUE(std::isnan(fromBf16(toBf16(std::nanf("")))));
+  EXPECT_EQ(toBf16(-std::nanf("")), 0x7fff); // canonical, as on the GPU
   // A NaN whose payload sits in the low half stays a NaN.
   EXPECT_TRUE(std::isnan(fromBf16(toBf16(bitsToFloat(0x7f800001u)))));
   // The largest f32 is beyond bf16's largest finite value: infinity.

@@ -443,11 +443,19 @@ TEST_F(CudaKernels, Optimizer) {
   shard.ctx.dpRank = 2;
   shard.ctx.step = 7;
   check(shard);
+  // Below f32: the update applies to the master copy (the sixth input and
+  // fourth output), whole and as a ZeRO slice with padding.
+  whole.ins.push_back(normal({40, 30}));
+  whole.outs.push_back({40, 30});
+  check(whole);
+  shard.ins.push_back(normal({401}));
+  shard.outs.push_back({401});
+  check(shard);
 }
 
 // bf16 buffers: the GPU's rounding is the host's, bit for bit, and kernels
 // on bf16 buffers (run on f32 copies) agree with the CPU backend's within
-// one bf16 rounding.
+// one bf16 rounding; the global norm widens one gradient at a time.
 TEST_F(CudaKernels, Bf16Storage) {
   Tensor values = normal({4096}, 3);
   std::vector<uint16_t> host(values.f.size());
@@ -517,6 +525,45 @@ TEST_F(CudaKernels, Bf16Storage) {
           << "element " << e;
     }
   }
+}
+
+TEST_F(CudaKernels, Bf16GradientNorm) {
+  std::vector<std::vector<int64_t>> shapes = {{1000}, {33, 7}};
+  std::vector<std::vector<uint16_t>> grads;
+  for (auto &shape : shapes) {
+    Tensor t = normal(shape);
+    std::vector<uint16_t> h;
+    for (float x : t.f)
+      h.push_back(toBf16(x));
+    grads.push_back(std::move(h));
+  }
+  std::vector<int64_t> scalar = {1};
+  json params = {{"weights", {1.0, 0.5}}};
+  auto run = [&](Device &d, bool onGpu) {
+    std::vector<TensorRef> ins;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      TensorRef r;
+      r.h = grads[k].data();
+      if (onGpu) {
+        r.h = static_cast<uint16_t *>(d.allocateArena(grads[k].size() * 2));
+        d.upload(r.h, grads[k].data(), grads[k].size() * 2);
+      }
+      r.shape = &shapes[k];
+      r.n = int64_t(grads[k].size());
+      ins.push_back(r);
+    }
+    float value = 0;
+    TensorRef out;
+    out.f = onGpu ? static_cast<float *>(d.allocateArena(4)) : &value;
+    out.shape = &scalar;
+    out.n = 1;
+    d.launch("grad_sumsq", ins, {out}, {false}, params, KernelContext{});
+    if (onGpu)
+      d.download(&value, out.f, 4);
+    return value;
+  };
+  float want = run(*cpu, false), got = run(*gpu, true);
+  EXPECT_NEAR(got, want, 1e-5 * want);
 }
 
 } // namespace

@@ -14,12 +14,13 @@
 
 namespace partita::runtime {
 
-/// `x` rounded to the nearest bf16 (ties to even); a NaN stays a NaN.
+/// `x` rounded to the nearest bf16 (ties to even); a NaN becomes the
+/// canonical NaN, as the GPU's conversion gives it.
 inline uint16_t toBf16(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40u); // quiet, keeping the sign
+    return 0x7fff;
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return uint16_t(bits >> 16);
 }
