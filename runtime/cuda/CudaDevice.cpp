@@ -346,16 +346,21 @@ void CudaDevice::narrow(uint16_t *dst, const float *src, int64_t n,
   check(cudaGetLastError(), "narrow");
 }
 
-void CudaDevice::growStaging(int64_t bytes) {
-  if (bytes <= stagingBytes)
+void CudaDevice::grow(void *&buffer, int64_t &size, int64_t bytes,
+                      const std::string &what) {
+  if (bytes <= size)
     return;
-  // Launches before this one may still read the old copies.
-  check(cudaStreamSynchronize(computeStream), "growing the bf16 staging");
-  cudaFree(staging);
-  staging = nullptr;
-  stagingBytes = 0;
-  check(cudaMalloc(&staging, bytes), "the bf16 staging");
-  stagingBytes = bytes;
+  // Grown rarely (the first steps); launches before it may still read it.
+  check(cudaStreamSynchronize(computeStream), "growing " + what);
+  cudaFree(buffer);
+  buffer = nullptr;
+  size = 0;
+  check(cudaMalloc(&buffer, bytes), what);
+  size = bytes;
+}
+
+void CudaDevice::growStaging(int64_t bytes) {
+  grow(staging, stagingBytes, bytes, "the bf16 staging");
 }
 
 void CudaDevice::launchOnF32Copies(const std::string &name,
@@ -416,15 +421,7 @@ void CudaDevice::launchOnF32Copies(const std::string &name,
 }
 
 void *CudaDevice::workspace(int64_t bytes) {
-  if (bytes > scratchBytes) {
-    // Grown rarely (the first steps); launches before it may still read it.
-    check(cudaStreamSynchronize(computeStream), "growing the workspace");
-    cudaFree(scratch);
-    scratch = nullptr;
-    scratchBytes = 0;
-    check(cudaMalloc(&scratch, bytes), "the kernel workspace");
-    scratchBytes = bytes;
-  }
+  grow(scratch, scratchBytes, bytes, "the kernel workspace");
   return scratch;
 }
 

@@ -105,6 +105,10 @@ private:
   std::list<void *> allocations;
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
+  /// Makes `buffer` (of `size` bytes, on the device) at least `bytes`
+  /// long, after the compute stream's launches so far.
+  void grow(void *&buffer, int64_t &size, int64_t bytes,
+            const std::string &what);
   /// Makes `staging` at least `bytes` long.
   void growStaging(int64_t bytes);
   void *staging = nullptr;
