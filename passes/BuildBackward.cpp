@@ -54,6 +54,11 @@ private:
     return buf && (buf.getKind() == BufferKind::param ||
                    buf.getKind() == BufferKind::param_gathered);
   }
+  /// Whether a pipeline receive writes `value` in the forward phase.
+  bool received(StringAttr value) {
+    return llvm::any_of(writers.lookup(value),
+                        [](Operation *w) { return isa<exec::RecvOp>(w); });
+  }
   /// The flat 1/dp slice type of `type` (padded to a multiple of dp).
   RankedTensorType shardType(RankedTensorType type) {
     int64_t n = type.getNumElements();
@@ -206,8 +211,7 @@ void BackwardBuilder::finishGradient(StringAttr value) {
 /// forward pass: between the passes only 1/tp of it stays in memory, for
 /// one more all-gather. (Full recomputation re-runs the gather anyway.)
 StringAttr BackwardBuilder::backwardInput(StringAttr value) {
-  if (!config.sequenceParallel || config.tp == 1 ||
-      config.recompute == Recompute::Full)
+  if (!config.regathersInputs() || config.tp == 1)
     return value;
   exec::CollectiveOp gather;
   for (Operation *w : writers.lookup(value))
@@ -219,8 +223,7 @@ StringAttr BackwardBuilder::backwardInput(StringAttr value) {
     return value;
   StringAttr shard = gather.getInputAttr().getAttr();
   // Gathered received slices (pipeline scatter/gather) are kept anyway.
-  if (llvm::any_of(writers.lookup(shard),
-                   [](Operation *w) { return isa<exec::RecvOp>(w); }))
+  if (received(shard))
     return value;
   StringAttr &again = regathered[value];
   if (!again) {
@@ -268,8 +271,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     auto [dIn, accumulate] = gradOut(in);
     // Gathering received slices rebuilds a replicated activation: its
     // gradient is whole on every rank, and each sends back its own slice.
-    if (llvm::any_of(writers.lookup(in),
-                     [](Operation *w) { return isa<exec::RecvOp>(w); })) {
+    if (received(in)) {
       kernel("shard_slice", {dOut}, {dIn}, {accumulate},
              b.getDictionaryAttr(
                  {b.getNamedAttr("dim", b.getI64IntegerAttr(*c.getDim())),

@@ -269,7 +269,7 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
                                whole, exec::Reduction::sum, 1, false);
     return success();
   }
-  if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
+  if (dist::isCollective(op))
     return lowerCollective(op, /*async=*/false);
   // The collective starts on the comm stream; its buffer is ready at the
   // wait.

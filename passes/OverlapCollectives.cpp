@@ -24,9 +24,7 @@ using namespace mlir;
 
 namespace {
 
-bool isCollective(Operation *op) {
-  return isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op);
-}
+using dist::isCollective;
 
 /// Ops that launch work while a collective is in flight (parameters are
 /// declarations, collectives run on the communication stream).
@@ -47,8 +45,9 @@ struct AxisTally {
 
 /// A list schedule of `segment` (movable ops, in program order): among the
 /// ops whose operands are ready, a collective first (it starts as early as
-/// possible), then an op that does not read a collective still in flight,
-/// and only when nothing else is left the reader that waits for the
+/// possible), then a branch head (an op reading only the segment's inputs
+/// and parameters), then an op that does not read a collective still in
+/// flight, and only when nothing else is left the reader that waits for the
 /// collective started first (its wait goes as late as possible). Ties go to
 /// program order.
 SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
@@ -59,8 +58,7 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
   llvm::DenseMap<Operation *, size_t> started;
   llvm::DenseSet<Operation *> done;
   SmallVector<Operation *> order;
-  // Reads only the segment's inputs and parameters: the norms at the
-  // head of each branch of a parallel residual.
+  // The norms at the head of each branch of a parallel residual.
   auto isRoot = [&](Operation *op) {
     return llvm::all_of(op->getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();

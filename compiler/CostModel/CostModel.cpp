@@ -402,10 +402,8 @@ struct LayerCoster {
                 ? std::min(gather, 2 * second) + std::min(scatter, 2 * first)
                 : std::min(reduce, 2 * first);
       }
-      if (c.sequenceParallel && c.recompute != Recompute::Full)
-        lc.tpRegatherS = layer.rowParallelGemms *
-                         tpGroup.time(CollectiveKind::AllGather, bytes,
-                                      params.collectiveEfficiency);
+      if (c.regathersInputs())
+        lc.tpRegatherS = layer.rowParallelGemms * gather;
     }
 
     lc.params =
@@ -568,7 +566,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                 ? tpGroup.time(CollectiveKind::AllGather, bytes, eff) +
                       tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff)
                 : tpGroup.time(CollectiveKind::AllReduce, bytes, eff);
-    if (c.sequenceParallel && c.recompute != Recompute::Full)
+    if (c.regathersInputs())
       headRegather = tpGroup.time(CollectiveKind::AllGather, bytes, eff);
   }
   std::vector<Rank> ranks(p);
@@ -625,21 +623,18 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // --- Collectives of the report -------------------------------------------
   if (t > 1) {
     double bytes = eb * tokens * h;
-    double calls = 0;
+    double gemms = 0; // row-parallel, on the busiest rank
     for (int64_t i : c.layersOfRank(busiestRank, L))
-      calls += profile.layers[i].rowParallelGemms;
-    calls *= m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
+      gemms += profile.layers[i].rowParallelGemms;
+    double calls = gemms * m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
     // The embedding's (and, on one stage, the LM head's) reductions.
     calls += m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
     std::string algo;
     if (c.sequenceParallel) {
-      // And the backward re-gathers of the GEMM inputs.
-      double regathers = 0;
-      if (c.recompute != Recompute::Full) {
-        for (int64_t i : c.layersOfRank(busiestRank, L))
-          regathers += m * profile.layers[i].rowParallelGemms;
-        regathers += busiestRank == p - 1 ? m : 0; // the LM head's input
-      }
+      // And the backward re-gathers of the GEMM inputs (and of the LM
+      // head's input on the last rank).
+      double regathers =
+          c.regathersInputs() ? m * (gemms + (busiestRank == p - 1)) : 0;
       double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
       e.collectives.push_back({CollectiveKind::AllGather, "tp", algo, t, bytes,
                                calls + regathers, ag});

@@ -4,7 +4,9 @@
 #include "compiler/Analysis/ModelStats.h"
 #include "compiler/Analysis/ParallelRoles.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 
@@ -51,17 +53,13 @@ LayerProfile profileBlock(tfm::BlockOp block) {
   SmallVector<Operation *> gemmOps, rowGemms;
   Operation *attentionOp = nullptr;
   block.getBody().walk([&](Operation *op) {
-    if (isa<tfm::LinearOp>(op)) {
-      gemmOps.push_back(op);
-      if (isRowParallel(cast<tfm::LinearOp>(op)))
-        rowGemms.push_back(op);
-    }
-    if (isa<tfm::AttentionOp>(op))
-      attentionOp = op;
     if (auto param = dyn_cast<tfm::ParamOp>(op)) {
       layer.params += param.getNumElements();
     } else if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
       bool row = isRowParallel(linear);
+      gemmOps.push_back(linear);
+      if (row)
+        rowGemms.push_back(linear);
       auto weight = linear.getWeight().getType();
       // Named after the weight: "layers.3.attn.q.weight" -> "attn.q".
       std::string name = "linear";
@@ -90,6 +88,7 @@ LayerProfile profileBlock(tfm::BlockOp block) {
         columnGemms.insert(linear);
       save(linear.getInput());
     } else if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
+      attentionOp = attention;
       layer.heads = attention.getNumHeads();
       layer.kvHeads = attention.getNumKvHeads();
       layer.headDim = width(attention.getQuery()) / layer.heads;
@@ -117,23 +116,19 @@ LayerProfile profileBlock(tfm::BlockOp block) {
   // Two row-parallel GEMMs neither of which depends on the other: the
   // branches of a parallel residual.
   if (rowGemms.size() == 2) {
-    Block *body = &block.getBody().front();
-    auto slice = [&](Operation *root) {
-      llvm::DenseSet<Operation *> seen = {root};
-      SmallVector<Operation *> stack = {root};
-      while (!stack.empty()) {
-        Operation *op = stack.pop_back_val();
-        for (Value v : op->getOperands())
-          if (Operation *def = v.getDefiningOp();
-              def && def->getBlock() == body && seen.insert(def).second)
-            stack.push_back(def);
-      }
-      return seen;
+    // The block is isolated from above: its ops' slices stay inside it.
+    auto slice = [](Operation *root) {
+      BackwardSliceOptions options;
+      options.inclusive = true;
+      options.omitBlockArguments = true;
+      llvm::SetVector<Operation *> ops;
+      (void)getBackwardSlice(root, &ops, options);
+      return ops;
     };
-    llvm::DenseSet<Operation *> first = slice(rowGemms[0]),
-                                second = slice(rowGemms[1]);
+    llvm::SetVector<Operation *> first = slice(rowGemms[0]),
+                                 second = slice(rowGemms[1]);
     if (!first.contains(rowGemms[1]) && !second.contains(rowGemms[0])) {
-      for (const llvm::DenseSet<Operation *> &ops : {first, second}) {
+      for (const llvm::SetVector<Operation *> &ops : {first, second}) {
         LayerProfile::Branch branch;
         for (auto [i, gemm] : llvm::enumerate(gemmOps))
           if (ops.contains(gemm))

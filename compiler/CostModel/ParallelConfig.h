@@ -47,6 +47,11 @@ struct ParallelConfig {
   std::vector<int64_t> stageLayers;
 
   int64_t numDevices() const { return dp * tp * pp; }
+  /// Sequence parallelism without full recomputation: backward gathers each
+  /// gathered GEMM input again from its sequence shard.
+  bool regathersInputs() const {
+    return sequenceParallel && recompute != Recompute::Full;
+  }
   /// Sequences per optimizer step.
   int64_t globalBatch() const { return dp * microBatchSize * numMicroBatches; }
   /// The layer indices pipeline rank `rank` runs: its stage of stageLayers,

@@ -340,7 +340,7 @@ LogicalResult AsyncOp::verifyRegions() {
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   Operation *collective = &body.front();
   if (!yield || body.getOperations().size() != 2 ||
-      !isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(collective) ||
+      !isCollective(collective) ||
       yield.getValue() != collective->getResult(0))
     return emitOpError("must hold one dist.all_reduce, dist.all_gather or "
                        "dist.reduce_scatter and yield its result");

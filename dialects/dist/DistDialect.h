@@ -31,6 +31,11 @@ namespace partita::dist {
 /// strategy.
 constexpr llvm::StringLiteral kTopologyAttrName = "dist.topology";
 constexpr llvm::StringLiteral kStrategyAttrName = "dist.strategy";
+
+/// Whether `op` is one of the collectives `dist.async` may hold.
+inline bool isCollective(mlir::Operation *op) {
+  return mlir::isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
+}
 } // namespace partita::dist
 
 #endif // PARTITA_DIALECTS_DIST_DISTDIALECT_H

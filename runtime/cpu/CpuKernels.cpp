@@ -637,8 +637,7 @@ static void runOnF32Copies(const std::string &name,
     if (fresh) {
       Vec &copy = copies.emplace_back(t.n, 0.0f);
       if (load)
-        for (int64_t e = 0; e < t.n; ++e)
-          copy[e] = fromBf16(t.h[e]);
+        widenBf16(t.h, copy.data(), t.n);
       it->second = copy.data();
     }
     t.f = it->second;
@@ -653,8 +652,7 @@ static void runOnF32Copies(const std::string &name,
   runCpuKernel(name, wideIns, wideOuts, accumulate, params, ctx);
   for (size_t k = 0; k < outs.size(); ++k)
     if (outs[k].h)
-      for (int64_t e = 0; e < outs[k].n; ++e)
-        outs[k].h[e] = toBf16(wideOuts[k].f[e]);
+      narrowBf16(wideOuts[k].f, outs[k].h, outs[k].n);
 }
 
 void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
@@ -720,8 +718,7 @@ public:
   }
   bool hasBf16() const override { return true; }
   void widen(float *dst, const uint16_t *src, int64_t n, Stream) override {
-    for (int64_t e = 0; e < n; ++e)
-      dst[e] = fromBf16(src[e]);
+    widenBf16(src, dst, n);
   }
   void narrow(uint16_t *dst, const float *src, int64_t n, bool accumulate,
               Stream) override {

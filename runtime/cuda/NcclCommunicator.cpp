@@ -58,21 +58,14 @@ public:
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
     checkNccl(ncclCommInitRank(&world, size, id, rank), "ncclCommInitRank",
               "world");
-    // Every rank splits for every group name, in the same (sorted) order.
-    for (const auto &[name, groups] : plan.groups) {
-      auto member = membership(groups, me);
-      int color = member ? member->first : NCCL_SPLIT_NOCOLOR;
-      int key = member ? member->second : 0;
+    splitGroups(plan, me, [&](const std::string &name, auto member) {
       ncclComm_t comm = nullptr;
-      checkNccl(ncclCommSplit(world, color, key, &comm, nullptr),
+      checkNccl(ncclCommSplit(world,
+                              member ? member->first : NCCL_SPLIT_NOCOLOR,
+                              member ? member->second : 0, &comm, nullptr),
                 "ncclCommSplit", name);
-      if (color != NCCL_SPLIT_NOCOLOR) {
-        Group &group = groupsByName[name];
-        group.comm = comm;
-        group.size = int(groups[color].size());
-        group.rank = key;
-      }
-    }
+      return comm;
+    });
     if (plan.pp > 1)
       connectPipeline();
     watchdog = std::thread([this] { watch(); });
@@ -241,11 +234,15 @@ private:
     std::chrono::steady_clock::time_point since;
   };
 
+  /// Stops the job, naming `what` and NCCL's reason, unless `status` is a
+  /// success (or, for a non-blocking communicator, still in progress).
+  void checkNccl(ncclResult_t status, const std::string &what) {
+    if (status != ncclSuccess && status != ncclInProgress)
+      abort(what + " failed: " + ncclGetErrorString(status));
+  }
   void checkNccl(ncclResult_t status, const char *what,
                  const std::string &over) {
-    if (status != ncclSuccess && status != ncclInProgress)
-      abort(std::string(what) + " over " + over +
-            " failed: " + ncclGetErrorString(status));
+    checkNccl(status, std::string(what) + " over " + over);
   }
   static bool isHost(const void *p) {
     cudaPointerAttributes attributes;
@@ -275,8 +272,7 @@ private:
     nvtxRangePushA(what.c_str());
     ncclResult_t status = enqueue(comm);
     nvtxRangePop();
-    if (status != ncclSuccess && status != ncclInProgress)
-      abort(what + " failed: " + ncclGetErrorString(status));
+    checkNccl(status, what);
     follow(comm, what);
     if (!insideStart)
       after(comm, compute);

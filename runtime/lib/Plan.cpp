@@ -175,7 +175,6 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
         launch.accumulateOutput = l.value("accumulate", false);
         launch.async = l.value("async", false);
         launch.lastMicroBatch = l.value("last_micro_batch", false);
-        launch.nextStep = l.value("next_step", false);
       } else if (op == "wait") {
         launch.op = Launch::Op::Wait;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");

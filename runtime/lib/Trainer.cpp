@@ -173,8 +173,7 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
                      : b.perMicroBatch() ? program.maxInFlight
                                          : 1);
     offsets.push_back(planned ? b.offset : bytes);
-    int64_t end =
-        offsets.back() + copies.back() * b.elements * b.elementBytes();
+    int64_t end = offsets.back() + copies.back() * b.bytes();
     if (planned && end > program.arenaBytes)
       throw std::runtime_error("buffer " + b.name +
                                " ends beyond the memory plan's arena");
@@ -187,7 +186,7 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     const BufferSpec &b = program.buffers[k];
     std::vector<Storage> s(copies[k]);
     for (int64_t c = 0; c < copies[k]; ++c) {
-      char *at = arena + offsets[k] + c * b.elements * b.elementBytes();
+      char *at = arena + offsets[k] + c * b.bytes();
       if (b.isInt)
         s[c].i = {reinterpret_cast<int32_t *>(at), b.elements};
       else if (b.isBf16)
@@ -208,7 +207,8 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
         const BufferSpec &in = program.buffers[l.input];
         const BufferSpec &out = program.buffers[l.output];
         if (in.isBf16 || out.isBf16)
-          wide = std::max(wide, in.elements + out.elements);
+          wide = std::max(wide, in.elements +
+                                    (l.input == l.output ? 0 : out.elements));
       }
   if (scratch > 0) {
     computeScratch = static_cast<float *>(device.allocateArena(scratch * 4));
@@ -274,13 +274,12 @@ std::vector<float> Trainer::downloadF32(int index) {
   const Storage &s = storage(index, 0);
   std::vector<float> values(b.elements);
   if (!b.isBf16) {
-    device.download(values.data(), s.data(), b.elements * 4);
+    device.download(values.data(), s.data(), b.bytes());
     return values;
   }
   std::vector<uint16_t> half(b.elements);
-  device.download(half.data(), s.data(), b.elements * 2);
-  for (int64_t e = 0; e < b.elements; ++e)
-    values[e] = fromBf16(half[e]);
+  device.download(half.data(), s.data(), b.bytes());
+  widenBf16(half.data(), values.data(), b.elements);
   return values;
 }
 
@@ -288,13 +287,12 @@ void Trainer::uploadF32(int index, const std::vector<float> &values) {
   const BufferSpec &b = program.buffers[index];
   const Storage &s = storage(index, 0);
   if (!b.isBf16) {
-    device.upload(s.data(), values.data(), b.elements * 4);
+    device.upload(s.data(), values.data(), b.bytes());
     return;
   }
   std::vector<uint16_t> half(b.elements);
-  for (int64_t e = 0; e < b.elements; ++e)
-    half[e] = toBf16(values[e]);
-  device.upload(s.data(), half.data(), b.elements * 2);
+  narrowBf16(values.data(), half.data(), b.elements);
+  device.upload(s.data(), half.data(), b.bytes());
 }
 
 void Trainer::initialise() {
@@ -510,15 +508,13 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       break;
     }
     case Launch::Op::Send: {
-      const BufferSpec &spec = program.buffers[l.input];
       comm.send(peer(l.toNext), storage(l.input, microBatch).data(),
-                spec.elements * spec.elementBytes());
+                program.buffers[l.input].bytes());
       break;
     }
     case Launch::Op::Recv: {
-      const BufferSpec &spec = program.buffers[l.input];
       comm.recv(peer(l.toNext), storage(l.input, microBatch).data(),
-                spec.elements * spec.elementBytes());
+                program.buffers[l.input].bytes());
       break;
     }
     }
@@ -553,7 +549,11 @@ void Trainer::drain() {
     finish(inFlight.begin(), 0, "step");
 }
 
-Trainer::~Trainer() { drain(); }
+Trainer::~Trainer() {
+  // The trace's vector may be gone, and a destructor must not throw.
+  for (auto &[buffer, flight] : inFlight)
+    flight.done.wait();
+}
 
 std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
                                          const std::string &buffer) {
@@ -669,10 +669,7 @@ StepResult Trainer::step(int64_t step) {
   for (size_t k = 0; k < program.buffers.size(); ++k)
     if (program.buffers[k].zeroedEachStep())
       for (Storage &s : buffers[k])
-        device.fillZero(s.data(),
-                        program.buffers[k].elements *
-                            program.buffers[k].elementBytes(),
-                        Stream::Compute);
+        device.fillZero(s.data(), program.buffers[k].bytes(), Stream::Compute);
   for (const Run &run : program.schedule) {
     if (program.phases[run.phase].kind == "forward")
       fillInputs(step, run.microBatch);

@@ -36,21 +36,12 @@ public:
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     world = rank;
     worldCount = size;
-    // Every rank calls MPI_Comm_split for every group kind, in the same
-    // order (std::map), with its group's index as the colour.
-    for (const auto &[name, groups] : plan.groups) {
-      auto member = membership(groups, rank);
-      int color = member ? member->first : MPI_UNDEFINED;
-      int key = member ? member->second : 0;
+    splitGroups(plan, rank, [](const std::string &, auto member) {
       MPI_Comm comm;
-      MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
-      if (comm == MPI_COMM_NULL)
-        continue;
-      Group &group = groupsByName[name];
-      group.comm = comm;
-      MPI_Comm_size(comm, &group.size);
-      MPI_Comm_rank(comm, &group.rank);
-    }
+      MPI_Comm_split(MPI_COMM_WORLD, member ? member->first : MPI_UNDEFINED,
+                     member ? member->second : 0, &comm);
+      return comm;
+    });
     worker = std::thread([this] { serve(); });
   }
   ~MpiCommunicator() override {

@@ -347,19 +347,18 @@ void checkHostMemory(const Plan &plan, const std::vector<int> &ranks) {
 /// `where` to say which.
 std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
                                      int rank, std::string &where) {
-  if (o.device == "cpu") {
+  auto onCpu = [&] {
     checkHostMemory(plan, {rank});
     where = "cpu";
     return createCpuDevice();
-  }
+  };
+  if (o.device == "cpu")
+    return onCpu();
 #ifdef PARTITA_HAVE_CUDA
   std::string why;
   int count = cudaDeviceCount(&why);
-  if (count == 0 && o.device == "auto") {
-    checkHostMemory(plan, {rank});
-    where = "cpu";
-    return createCpuDevice();
-  }
+  if (count == 0 && o.device == "auto")
+    return onCpu();
   if (count == 0)
     throw std::runtime_error("--device cuda, but no CUDA device: " + why);
   int64_t local = plan.devices[rank].localDevice;
@@ -373,15 +372,11 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
           gemmPrecisionName(precision) + " GEMMs";
   return createCudaDevice(int(local), precision);
 #else
-  (void)plan;
-  (void)rank;
   if (o.device == "cuda")
     throw std::runtime_error("--device cuda, but this plan-run was built "
                              "without the CUDA backend (CMake found no CUDA "
                              "toolkit with cuBLASLt and NCCL)");
-  checkHostMemory(plan, {rank});
-  where = "cpu";
-  return createCpuDevice();
+  return onCpu();
 #endif
 }
 
@@ -564,8 +559,10 @@ int main(int argc, char **argv) {
                           .count());
       }
     }
-    if (!o.trace.empty())
+    if (!o.trace.empty()) {
+      trainer.drain(); // the last step's carried gathers, in the trace
       writeTrace(o.trace, events, plan, rank, *comm);
+    }
     if (!o.saveParams.empty()) {
       auto params = trainer.gatherParameters();
       if (rank == 0) {

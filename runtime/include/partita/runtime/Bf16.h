@@ -32,6 +32,16 @@ inline float fromBf16(uint16_t h) {
   return x;
 }
 
+/// n bf16 values as f32, and n f32 values rounded to bf16.
+inline void widenBf16(const uint16_t *src, float *dst, int64_t n) {
+  for (int64_t e = 0; e < n; ++e)
+    dst[e] = fromBf16(src[e]);
+}
+inline void narrowBf16(const float *src, uint16_t *dst, int64_t n) {
+  for (int64_t e = 0; e < n; ++e)
+    dst[e] = toBf16(src[e]);
+}
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_BF16_H

@@ -1,9 +1,8 @@
-//===- GroupedCommunicator.h - A backend's handles for the plan's groups -*- C++
-//-*-===//
+//===- GroupedCommunicator.h - Handles for the plan's groups --*- C++ -*-===//
 //
 // What every Communicator backend keeps of the plan's groups: this rank's
 // communicator handle, the group's size and the rank's position in it, by
-// group name. Backends split their world communicator with `membership`.
+// group name. Backends split their world communicator with `splitGroups`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +53,19 @@ protected:
       const_cast<GroupedCommunicator *>(this)->abort(
           "the plan uses group \"" + name + "\", which has no member here");
     return it->second;
+  }
+  /// Splits the world communicator once per group name, in the same
+  /// (sorted) order on every rank: `split(name, member)` gets this rank's
+  /// colour and key, or none, and returns the handle a member keeps.
+  template <typename Split>
+  void splitGroups(const Plan &plan, int64_t rank, Split split) {
+    for (const auto &[name, groups] : plan.groups) {
+      std::optional<std::pair<int, int>> member = membership(groups, rank);
+      Handle comm = split(name, member);
+      if (member)
+        groupsByName[name] = {comm, int(groups[member->first].size()),
+                              member->second};
+    }
   }
   /// Every group this rank belongs to, by name.
   std::map<std::string, Group> groupsByName;

@@ -42,6 +42,8 @@ struct BufferSpec {
   bool isInt = false;  // tokens and labels
   bool isBf16 = false; // else f32
   int64_t elementBytes() const { return isBf16 ? 2 : 4; }
+  /// Bytes of one copy.
+  int64_t bytes() const { return elements * elementBytes(); }
   std::vector<int64_t> shape;
   int64_t elements = 0;
   /// Where the plan's memory plan puts the first copy (bytes into the
@@ -80,9 +82,7 @@ struct Launch {
   bool async = false;
   /// Runs only in the run of the last micro-batch (gradient reductions).
   bool lastMicroBatch = false;
-  /// A step-phase collective waited for in the next step's forward.
-  bool nextStep = false;
-  /// A wait that runs in the first micro-batch only, for a nextStep
+  /// A wait that runs in the first micro-batch only, for a next_step
   /// collective of the previous step (none in the first step).
   bool firstMicroBatch = false;
   // Send / recv: `input` is the buffer; `toNext` its peer. Wait: `input`

@@ -59,11 +59,17 @@ public:
   /// kernel the device lacks.
   Trainer(const Plan &plan, Device &device, Communicator &comm,
           TokenSource &data);
-  /// Waits for the collectives a step leaves in flight for the next.
+  /// Waits for the collectives a step leaves in flight for the next,
+  /// without recording them or rethrowing their errors.
   ~Trainer();
   Trainer(const Trainer &) = delete;
   Trainer &operator=(const Trainer &) = delete;
   StepResult step(int64_t step);
+  /// Waits for every collective in flight (those a step phase carries to
+  /// the next step's forward, next_step) and traces them: before the
+  /// state is read or written from outside the schedule, or the trace is
+  /// written.
+  void drain();
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
   /// The state a checkpoint holds: every parameter, parameter shard and
@@ -164,10 +170,6 @@ private:
   /// Waits for the collective of `it` and records it for the trace.
   void finish(std::map<int, InFlight>::iterator it, int64_t microBatch,
               const std::string &phase);
-  /// Waits for every collective in flight: those a step phase carries to
-  /// the next step's forward (next_step), before the state is read or
-  /// written from outside the schedule.
-  void drain();
   int64_t currentStep = 0;
 };
 
