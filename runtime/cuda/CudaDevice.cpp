@@ -109,12 +109,16 @@ Gemm::Shape &Gemm::shape(const Key &key) {
   auto found = shapes.find(key);
   if (found != shapes.end())
     return found->second;
-  auto [transA, transB, m, n, k, lda, ldb, ldc, bias, alignA, alignB, alignC] =
-      key;
+  auto [transA, transB, m, n, k, lda, ldb, ldc, bias, alignA, alignB, alignC,
+        bf16Inputs, bf16Output] = key;
+  // bf16 inputs multiply on tensor cores as they are; f32 ones at the
+  // chosen precision.
   cublasComputeType_t compute =
-      precision == GemmPrecision::FP32   ? CUBLAS_COMPUTE_32F
+      bf16Inputs || precision == GemmPrecision::FP32 ? CUBLAS_COMPUTE_32F
       : precision == GemmPrecision::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                          : CUBLAS_COMPUTE_32F_FAST_16BF;
+  cudaDataType_t inputType = bf16Inputs ? CUDA_R_16BF : CUDA_R_32F;
+  cudaDataType_t outputType = bf16Output ? CUDA_R_16BF : CUDA_R_32F;
   Shape s;
   checkLt(cublasLtMatmulDescCreate(&s.desc, compute, CUDA_R_32F),
           "cublasLtMatmulDescCreate");
@@ -134,13 +138,13 @@ Gemm::Shape &Gemm::shape(const Key &key) {
             "EPILOGUE");
   }
   // Column-major layouts of the stored matrices.
-  checkLt(cublasLtMatrixLayoutCreate(&s.a, CUDA_R_32F, transA ? k : m,
+  checkLt(cublasLtMatrixLayoutCreate(&s.a, inputType, transA ? k : m,
                                      transA ? m : k, lda),
           "layout A");
-  checkLt(cublasLtMatrixLayoutCreate(&s.b, CUDA_R_32F, transB ? n : k,
+  checkLt(cublasLtMatrixLayoutCreate(&s.b, inputType, transB ? n : k,
                                      transB ? k : n, ldb),
           "layout B");
-  checkLt(cublasLtMatrixLayoutCreate(&s.c, CUDA_R_32F, m, n, ldc), "layout C");
+  checkLt(cublasLtMatrixLayoutCreate(&s.c, outputType, m, n, ldc), "layout C");
   cublasLtMatmulPreference_t preference;
   checkLt(cublasLtMatmulPreferenceCreate(&preference), "preference");
   size_t bytes = kGemmWorkspaceBytes;
@@ -170,31 +174,39 @@ Gemm::Shape &Gemm::shape(const Key &key) {
   return shapes.emplace(key, s).first->second;
 }
 
-void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-               const float *a, int64_t lda, const float *b, int64_t ldb,
-               float beta, float *c, int64_t ldc, const float *bias) {
+bool Gemm::takes(In a, In b, Out c) {
+  return a.bf16 == b.bf16 && (a.bf16 || !c.bf16);
+}
+
+void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k, In a,
+               int64_t lda, In b, int64_t ldb, Out c, int64_t ldc, In bias) {
+  if (!takes(a, b, c))
+    throw std::logic_error("a GEMM of operand types cuBLASLt does not take");
   if (m == 0 || n == 0)
     return;
-  // A bias the epilogue cannot read (it wants 16-byte alignment) is added
-  // by a kernel after the GEMM.
-  const float *addBias = nullptr;
-  if (bias && alignment(bias) < 16) {
+  // A bias the epilogue cannot read (it wants 16-byte alignment and C's
+  // type) is added by a kernel after the GEMM, which rounds a bf16 C twice.
+  In addBias;
+  if (bias.data && (alignment(bias.data) < 16 || bias.bf16 != c.bf16)) {
     addBias = bias;
-    bias = nullptr;
+    bias = In();
   }
-  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc, bias != nullptr,
-                    alignment(a), alignment(b), alignment(c)});
-  if (bias)
-    checkLt(cublasLtMatmulDescSetAttribute(
-                s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc,
+                    bias.data != nullptr, alignment(a.data), alignment(b.data),
+                    alignment(c.data), a.bf16, c.bf16});
+  if (bias.data)
+    checkLt(cublasLtMatmulDescSetAttribute(s.desc,
+                                           CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                           &bias.data, sizeof(bias.data)),
             "BIAS_POINTER");
-  float alpha = 1.0f;
-  checkLt(cublasLtMatmul(handle, s.desc, &alpha, a, s.a, b, s.b, &beta, c, s.c,
-                         c, s.c, &s.algo, workspace, kGemmWorkspaceBytes,
-                         stream),
+  float alpha = 1.0f, beta = c.acc ? 1.0f : 0.0f;
+  checkLt(cublasLtMatmul(handle, s.desc, &alpha, a.data, s.a, b.data, s.b,
+                         &beta, c.data, s.c, c.data, s.c, &s.algo, workspace,
+                         kGemmWorkspaceBytes, stream),
           "cublasLtMatmul");
-  if (addBias) // C is column-major m x n: the bias runs down each column
-    cuda::addPeriodic(c, addBias, m, c, false, m * n, stream);
+  if (addBias.data) // C is column-major m x n: the bias runs down each column
+    cuda::addPeriodic({c.data, c.bf16}, addBias, m, {c.data, c.bf16, false},
+                      m * n, stream);
 }
 
 namespace {
@@ -245,6 +257,27 @@ int64_t normWidth(const std::string &name, const TensorRef &x) {
                              " columns: the CUDA kernel takes at most " +
                              std::to_string(maxNormWidth()));
   return h;
+}
+
+/// A buffer of the plan as a kernel operand, in its own dtype.
+In operand(const TensorRef &t) { return t.h ? In{t.h, true} : In{t.f, false}; }
+Out result(const TensorRef &t, bool acc) {
+  return t.h ? Out{t.h, true, acc} : Out{t.f, false, acc};
+}
+
+/// Whether cuBLASLt takes the GEMMs of launch `name` on its buffers as they
+/// are (anything but a GEMM always runs on them as they are).
+bool gemmTakes(const std::string &name, const std::vector<TensorRef> &ins,
+               const std::vector<TensorRef> &outs) {
+  if (name == "linear")
+    return Gemm::takes(operand(ins[1]), operand(ins[0]),
+                       result(outs[0], false));
+  if (name == "linear_bwd")
+    return Gemm::takes(operand(ins[2]), operand(ins[0]),
+                       result(outs[0], false)) &&
+           Gemm::takes(operand(ins[1]), operand(ins[0]),
+                       result(outs[1], false));
+  return true;
 }
 
 /// The first vocabulary index of this rank's slice of `rows` entries.
@@ -331,18 +364,20 @@ void CudaDevice::fillZero(void *dst, int64_t bytes, Stream s) {
 void CudaDevice::transposeBlocks(float *dst, const float *src, int64_t a,
                                  int64_t b, int64_t inner, bool accumulate,
                                  Stream s) {
-  cuda::transposeBlocks(dst, src, a, b, inner, accumulate, stream(s));
+  cuda::transposeBlocks(f32In(src), f32Out(dst, accumulate), a, b, inner,
+                        stream(s));
   check(cudaGetLastError(), "transposeBlocks");
 }
 
 void CudaDevice::widen(float *dst, const uint16_t *src, int64_t n, Stream s) {
-  cuda::widen(dst, src, n, stream(s));
+  cuda::transposeBlocks({src, true}, f32Out(dst), 1, 1, n, stream(s));
   check(cudaGetLastError(), "widen");
 }
 
 void CudaDevice::narrow(uint16_t *dst, const float *src, int64_t n,
                         bool accumulate, Stream s) {
-  cuda::narrow(dst, src, n, accumulate, stream(s));
+  cuda::transposeBlocks(f32In(src), {dst, true, accumulate}, 1, 1, n,
+                        stream(s));
   check(cudaGetLastError(), "narrow");
 }
 
@@ -369,26 +404,6 @@ void CudaDevice::launchOnF32Copies(const std::string &name,
                                    const std::vector<bool> &accumulate,
                                    const nlohmann::json &params,
                                    const KernelContext &ctx) {
-  // The global norm reads every gradient: copies of all of them at once
-  // would take 4 bytes a gradient, so each is widened in turn.
-  if (name == "grad_sumsq" && !outs[0].h) {
-    const nlohmann::json &weights = params.at("weights");
-    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), computeStream),
-          name);
-    for (size_t k = 0; k < ins.size(); ++k) {
-      const float *x = ins[k].f;
-      if (ins[k].h) {
-        growStaging(ins[k].n * int64_t(sizeof(float)));
-        cuda::widen(static_cast<float *>(staging), ins[k].h, ins[k].n,
-                    computeStream);
-        x = static_cast<float *>(staging);
-      }
-      sumSquares(x, ins[k].n, weights.at(k).get<double>(), sumAccumulator,
-                 computeStream);
-    }
-    storeScalar(sumAccumulator, outs[0].f, accumulate[0], computeStream);
-    return;
-  }
   // One f32 copy per distinct bf16 buffer, 256-byte aligned for cuBLASLt.
   std::map<uint16_t *, int64_t> offsetOf;
   int64_t bytes = 0;
@@ -404,7 +419,8 @@ void CudaDevice::launchOnF32Copies(const std::string &name,
     float *copy = reinterpret_cast<float *>(static_cast<char *>(staging) +
                                             offsetOf.at(t.h));
     if (load && loaded.insert(t.h).second)
-      cuda::widen(copy, t.h, t.n, computeStream);
+      cuda::transposeBlocks({t.h, true}, f32Out(copy), 1, 1, t.n,
+                            computeStream);
     t.f = copy;
     t.h = nullptr;
     return t;
@@ -417,7 +433,8 @@ void CudaDevice::launchOnF32Copies(const std::string &name,
   launchKernel(name, wideIns, wideOuts, accumulate, params, ctx);
   for (size_t k = 0; k < outs.size(); ++k)
     if (outs[k].h)
-      cuda::narrow(outs[k].h, wideOuts[k].f, outs[k].n, false, computeStream);
+      cuda::transposeBlocks(f32In(wideOuts[k].f), {outs[k].h, true, false}, 1,
+                            1, outs[k].n, computeStream);
 }
 
 void *CudaDevice::workspace(int64_t bytes) {
@@ -451,9 +468,7 @@ void CudaDevice::launch(const std::string &name,
                         const nlohmann::json &params,
                         const KernelContext &ctx) {
   nvtxRangePushA(name.c_str());
-  auto isBf16 = [](const TensorRef &t) { return t.h != nullptr; };
-  if (std::any_of(ins.begin(), ins.end(), isBf16) ||
-      std::any_of(outs.begin(), outs.end(), isBf16))
+  if (!gemmTakes(name, ins, outs))
     launchOnF32Copies(name, ins, outs, accumulate, params, ctx);
   else
     launchKernel(name, ins, outs, accumulate, params, ctx);
@@ -468,39 +483,46 @@ void CudaDevice::launchKernel(const std::string &name,
                               const nlohmann::json &p,
                               const KernelContext &ctx) {
   cudaStream_t s = computeStream;
-  auto out = [&](size_t k) { return outs[k].f; };
+  auto in = [&](size_t k) { return operand(ins[k]); };
+  auto out = [&](size_t k) { return result(outs[k], acc[k]); };
+  auto floats = [&](int64_t count) {
+    return static_cast<float *>(workspace(count * int64_t(sizeof(float))));
+  };
   if (name == "linear") {
     const TensorRef &x = ins[0], &w = ins[1];
-    int64_t in = x.dim(-1), width = w.dim(0), rows = x.n / in;
-    matmul->run(true, false, width, rows, in, w.f, in, x.f, in,
-                acc[0] ? 1.0f : 0.0f, out(0), width,
-                ins.size() > 2 ? ins[2].f : nullptr);
+    int64_t width = w.dim(0), inner = x.dim(-1), rows = x.n / inner;
+    matmul->run(true, false, width, rows, inner, in(1), inner, in(0), inner,
+                out(0), width, ins.size() > 2 ? in(2) : In());
   } else if (name == "linear_bwd") {
     const TensorRef &dy = ins[0], &x = ins[1], &w = ins[2];
-    int64_t in = x.dim(-1), width = w.dim(0), rows = x.n / in;
-    matmul->run(false, false, in, rows, width, w.f, in, dy.f, width,
-                acc[0] ? 1.0f : 0.0f, out(0), in);
-    matmul->run(false, true, in, width, rows, x.f, in, dy.f, width,
-                acc[1] ? 1.0f : 0.0f, out(1), in);
+    int64_t width = w.dim(0), inner = x.dim(-1), rows = x.n / inner;
+    matmul->run(false, false, inner, rows, width, in(2), inner, in(0), width,
+                out(0), inner);
+    matmul->run(false, true, inner, width, rows, in(1), inner, in(0), width,
+                out(1), inner);
     if (outs.size() > 2)
-      sumPeriodic(dy.f, width, dy.n, out(2), width, acc[2], s);
+      sumPeriodic(in(0), width, dy.n, out(2), width,
+                  floats(sumPeriodicWorkspace(width)), s);
   } else if (name == "embedding") {
     const TensorRef &table = ins[0], &tokens = ins[1];
     int64_t rows = table.dim(0), h = table.dim(1);
-    embedding(table.f, tokens.i, tokens.n, rows, h, vocabStart(p, ctx, rows),
-              out(0), acc[0], s);
+    embedding(in(0), tokens.i, tokens.n, rows, h, vocabStart(p, ctx, rows),
+              out(0), s);
   } else if (name == "embedding_bwd") {
+    const TensorRef &tokens = ins[1];
     int64_t rows = outs[0].dim(0), h = outs[0].dim(1);
-    embeddingBackward(ins[0].f, ins[1].i, ins[1].n, rows, h,
-                      vocabStart(p, ctx, rows), out(0), acc[0], s);
+    embeddingBackward(in(0), tokens.i, tokens.n, rows, h,
+                      vocabStart(p, ctx, rows), out(0),
+                      workspace(embeddingBackwardWorkspace(tokens.n, rows)), s);
   } else if (name == "position_embedding") {
     const TensorRef &x = ins[0];
-    addPeriodic(x.f, ins[1].f, x.dim(1) * x.dim(2), out(0), acc[0], x.n, s);
+    addPeriodic(in(0), in(1), x.dim(1) * x.dim(2), out(0), x.n, s);
   } else if (name == "position_embedding_bwd") {
     const TensorRef &dy = ins[0];
     // The table has max_positions rows, the gradient only s of them.
-    sumPeriodic(dy.f, dy.dim(1) * dy.dim(2), dy.n, out(0), outs[0].n, acc[0],
-                s);
+    int64_t period = dy.dim(1) * dy.dim(2);
+    sumPeriodic(in(0), period, dy.n, out(0), outs[0].n,
+                floats(sumPeriodicWorkspace(period)), s);
   } else if (name == "shard_slice") {
     const TensorRef &x = ins[0];
     int64_t dim = p.at("dim").get<int64_t>(), outer = 1, inner = 1;
@@ -509,31 +531,31 @@ void CudaDevice::launchKernel(const std::string &name,
     for (size_t k = dim; k < x.shape->size(); ++k)
       inner *= x.dim(int(k));
     int64_t part = inner / ctx.groupSize;
-    sliceColumns(x.f, outer, inner, ctx.groupRank * part, part, out(0), acc[0],
-                 s);
+    sliceColumns(in(0), outer, inner, ctx.groupRank * part, part, out(0), s);
   } else if (name == "rms_norm" || name == "layer_norm") {
     const TensorRef &x = ins[0];
     int64_t h = normWidth(name, x);
-    norm(x.f, ins[1].f, ins.size() > 2 ? ins[2].f : nullptr, out(0), acc[0],
-         rowsOf(x), h, p.at("eps").get<double>(), name == "rms_norm", s);
+    norm(in(0), in(1), ins.size() > 2 ? in(2) : In(), out(0), rowsOf(x), h,
+         p.at("eps").get<double>(), name == "rms_norm", s);
   } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
     const TensorRef &x = ins[1];
     int64_t h = normWidth(name, x);
-    bool bias = outs.size() > 2;
-    normBackward(ins[0].f, x.f, ins[2].f, out(0), acc[0], out(1), acc[1],
-                 bias ? out(2) : nullptr, bias && acc[2], rowsOf(x), h,
-                 p.at("eps").get<double>(), name == "rms_norm_bwd", s);
+    normBackward(in(0), in(1), in(2), out(0), out(1),
+                 outs.size() > 2 ? out(2) : Out(), rowsOf(x), h,
+                 p.at("eps").get<double>(), name == "rms_norm_bwd",
+                 floats(normBackwardWorkspace(h)), s);
   } else if (name == "bias_add") {
     int64_t h = ins[0].dim(-1);
-    addPeriodic(ins[0].f, ins[1].f, h, out(0), acc[0], ins[0].n, s);
+    addPeriodic(in(0), in(1), h, out(0), ins[0].n, s);
   } else if (name == "bias_add_bwd") {
     int64_t h = ins[0].dim(-1);
-    cuda::transposeBlocks(out(0), ins[0].f, 1, 1, ins[0].n, acc[0], s);
-    sumPeriodic(ins[0].f, h, ins[0].n, out(1), h, acc[1], s);
+    cuda::transposeBlocks(in(0), out(0), 1, 1, ins[0].n, s);
+    sumPeriodic(in(0), h, ins[0].n, out(1), h, floats(sumPeriodicWorkspace(h)),
+                s);
   } else if (name == "rotary" || name == "rotary_bwd") {
     const TensorRef &x = ins[0];
     int64_t heads = p.at("num_heads").get<int64_t>();
-    rotary(x.f, out(0), acc[0], x.dim(0), x.dim(1), heads, x.dim(2) / heads,
+    rotary(in(0), out(0), x.dim(0), x.dim(1), heads, x.dim(2) / heads,
            p.at("rotary_dim").get<int64_t>(), inverseFrequencies(p),
            name == "rotary" ? 1.0f : -1.0f, s);
   } else if (name == "attention" || name == "attention_bwd") {
@@ -551,65 +573,64 @@ void CudaDevice::launchKernel(const std::string &name,
       throw std::runtime_error(
           name + " with head dimension " + std::to_string(a.d) +
           ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
-    if (forward) {
-      attention(a, ins[0].f, ins[1].f, ins[2].f, out(0), acc[0], s);
-    } else {
-      float *stats = static_cast<float *>(
-          workspace(attentionBackwardWorkspace(a) * sizeof(float)));
-      attentionBackward(a, ins[0].f, ins[1].f, ins[2].f, ins[3].f, out(0),
-                        acc[0], out(1), acc[1], out(2), acc[2], stats, s);
-    }
+    if (forward)
+      attention(a, in(0), in(1), in(2), out(0), s);
+    else
+      attentionBackward(a, in(0), in(1), in(2), in(3), out(0), out(1), out(2),
+                        floats(attentionBackwardWorkspace(a)), s);
   } else if (name == "gelu" || name == "gelu_bwd") {
     Unary f = p.at("approximate").get<std::string>() == "tanh" ? Unary::GeluTanh
                                                                : Unary::Gelu;
     if (name == "gelu")
-      unary(f, ins[0].f, out(0), acc[0], ins[0].n, s);
+      unary(f, in(0), out(0), ins[0].n, s);
     else
-      unaryBackward(f, ins[0].f, ins[1].f, out(0), acc[0], ins[0].n, s);
+      unaryBackward(f, in(0), in(1), out(0), ins[0].n, s);
   } else if (name == "silu") {
-    unary(Unary::Silu, ins[0].f, out(0), acc[0], ins[0].n, s);
+    unary(Unary::Silu, in(0), out(0), ins[0].n, s);
   } else if (name == "silu_bwd") {
-    unaryBackward(Unary::Silu, ins[0].f, ins[1].f, out(0), acc[0], ins[0].n, s);
+    unaryBackward(Unary::Silu, in(0), in(1), out(0), ins[0].n, s);
   } else if (name == "swiglu") {
-    swiglu(ins[0].f, ins[1].f, out(0), acc[0], ins[0].n, s);
+    swiglu(in(0), in(1), out(0), ins[0].n, s);
   } else if (name == "swiglu_bwd") {
-    swigluBackward(ins[0].f, ins[1].f, ins[2].f, out(0), acc[0], out(1), acc[1],
-                   ins[0].n, s);
+    swigluBackward(in(0), in(1), in(2), out(0), out(1), ins[0].n, s);
   } else if (name == "add") {
-    // Eight inputs a launch; later groups add to the first's result.
-    for (size_t first = 0; first < ins.size(); first += 8) {
-      const float *xs[8];
+    // kMaxSumInputs inputs a launch; later groups add to the first's result
+    // (a bf16 output is then rounded once per group).
+    for (size_t first = 0; first < ins.size(); first += kMaxSumInputs) {
+      In xs[kMaxSumInputs];
       int count = 0;
-      for (size_t k = first; k < ins.size() && count < 8; ++k)
-        xs[count++] = ins[k].f;
-      sum(xs, count, out(0), acc[0] || first > 0, outs[0].n, s);
+      for (size_t k = first; k < ins.size() && count < kMaxSumInputs; ++k)
+        xs[count++] = in(k);
+      Out y = out(0);
+      y.acc = y.acc || first > 0;
+      sum(xs, count, y, outs[0].n, s);
     }
   } else if (name == "copy") {
-    cuda::transposeBlocks(out(0), ins[0].f, 1, 1, ins[0].n, acc[0], s);
+    cuda::transposeBlocks(in(0), out(0), 1, 1, ins[0].n, s);
   } else if (name == "ce_max" || name == "ce_stats" || name == "ce_bwd") {
     const TensorRef &l = ins[0];
     CrossEntropyShape c{rowsOf(l), l.dim(-1), 0,
                         p.at("vocab_size").get<int64_t>()};
     c.start = vocabStart(p, ctx, c.v);
     if (name == "ce_max")
-      crossEntropyMax(c, l.f, out(0), acc[0], s);
+      crossEntropyMax(c, in(0), out(0), s);
     else if (name == "ce_stats")
-      crossEntropyStats(c, l.f, ins[1].f, ins[2].i, out(0), acc[0], s);
+      crossEntropyStats(c, in(0), in(1), ins[2].i, out(0), s);
     else
-      crossEntropyBackward(c, l.f, ins[1].f, ins[2].f, ins[3].i,
-                           p.at("scale").get<float>(), out(0), acc[0], s);
+      crossEntropyBackward(c, in(0), in(1), in(2), ins[3].i,
+                           p.at("scale").get<float>(), out(0), s);
   } else if (name == "ce_loss") {
-    crossEntropyLoss(ins[0].f, ins[1].f, ins[0].n, p.at("scale").get<double>(),
-                     out(0), acc[0], s);
+    crossEntropyLoss(in(0), in(1), ins[0].n, p.at("scale").get<double>(),
+                     out(0), s);
   } else if (name == "grad_sumsq") {
     const nlohmann::json &weights = p.at("weights");
     check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), name);
     for (size_t k = 0; k < ins.size(); ++k)
-      sumSquares(ins[k].f, ins[k].n, weights.at(k).get<double>(),
-                 sumAccumulator, s);
-    storeScalar(sumAccumulator, out(0), acc[0], s);
+      sumSquares(in(k), ins[k].n, weights.at(k).get<double>(), sumAccumulator,
+                 s);
+    storeScalar(sumAccumulator, out(0), s);
   } else if (name == "clip_coefficient") {
-    clipCoefficient(ins[0].f, ctx.optimizer->clipNorm, out(0), acc[0], s);
+    clipCoefficient(in(0), ctx.optimizer->clipNorm, out(0), s);
   } else if (name == "adamw") {
     const Optimizer &o = *ctx.optimizer;
     AdamWStep step;
@@ -625,9 +646,9 @@ void CudaDevice::launchKernel(const std::string &name,
     int64_t chunk = ins[2].n;
     step.begin = p.at("dp_shard").get<bool>() ? ctx.dpRank * chunk : 0;
     bool master = ins.size() > 5;
-    adamw(step, ins[0].f, ins[0].n, ins[1].f, ins[2].f, ins[3].f, chunk,
-          ins[4].f, master ? ins[5].f : nullptr, out(0), acc[0], out(1), acc[1],
-          out(2), acc[2], master ? out(3) : nullptr, master && acc[3], s);
+    adamw(step, in(0), ins[0].n, in(1), in(2), in(3), chunk, in(4),
+          master ? in(5) : In(), out(0), out(1), out(2),
+          master ? out(3) : Out(), s);
   } else {
     throw std::runtime_error("the CUDA backend has no kernel \"" + name + "\"");
   }

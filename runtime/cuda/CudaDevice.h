@@ -3,6 +3,7 @@
 #ifndef PARTITA_RUNTIME_CUDA_CUDADEVICE_H
 #define PARTITA_RUNTIME_CUDA_CUDADEVICE_H
 
+#include "Kernels.h"
 #include "partita/runtime/Cuda.h"
 
 #include <cublasLt.h>
@@ -20,18 +21,21 @@ namespace partita::runtime::cuda {
 /// is cudaSuccess.
 void check(cudaError_t status, const std::string &what);
 
-/// C = op(A) op(B) (+ beta C) (+ bias per row of C), column-major, fp32
-/// storage, through cuBLASLt with the chosen compute precision. Matmul
-/// descriptors and the chosen algorithm are cached per shape.
+/// C (+)= op(A) op(B) (+ bias per row of C), column-major, through
+/// cuBLASLt with f32 accumulation: bf16 A and B on tensor cores as they
+/// are, f32 ones at the chosen precision. Matmul descriptors and the chosen
+/// algorithm are cached per shape and types.
 class Gemm {
 public:
   Gemm(GemmPrecision precision, cudaStream_t stream);
   ~Gemm();
   Gemm(const Gemm &) = delete;
   Gemm &operator=(const Gemm &) = delete;
-  void run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-           float *c, int64_t ldc, const float *bias = nullptr);
+  /// Whether cuBLASLt multiplies these types: A and B alike, and C f32
+  /// unless A and B are bf16.
+  static bool takes(In a, In b, Out c);
+  void run(bool transA, bool transB, int64_t m, int64_t n, int64_t k, In a,
+           int64_t lda, In b, int64_t ldb, Out c, int64_t ldc, In bias = In());
 
 private:
   struct Shape {
@@ -39,10 +43,12 @@ private:
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
-  /// Transposes, m, n, k, leading dimensions, bias, and the alignment of
-  /// A, B and C (arena buffers are only 4-byte aligned).
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, bool, uint32_t, uint32_t, uint32_t>;
+  /// Transposes, m, n, k, leading dimensions, bias, the alignment of A, B
+  /// and C (arena buffers are only 4-byte aligned), and whether A and B,
+  /// and C, are bf16.
+  using Key =
+      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t,
+                 int64_t, bool, uint32_t, uint32_t, uint32_t, bool, bool>;
   Shape &shape(const Key &key);
 
   GemmPrecision precision;
@@ -89,8 +95,9 @@ private:
   /// Device scratch of at least `bytes`, reused across launches on the
   /// compute stream.
   void *workspace(int64_t bytes);
-  /// A launch with bf16 buffers, run on f32 copies of them (in `staging`)
-  /// and rounded back once.
+  /// A GEMM whose buffers mix dtypes in a way cuBLASLt does not take, run
+  /// on f32 copies of its bf16 buffers (in `staging`) and rounded back
+  /// once. Plans keep a GEMM's buffers in one dtype, so this is a fallback.
   void launchOnF32Copies(const std::string &name,
                          const std::vector<TensorRef> &ins,
                          const std::vector<TensorRef> &outs,

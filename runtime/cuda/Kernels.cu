@@ -1,15 +1,17 @@
 //===- Kernels.cu - CUDA kernels of the plan format -----------------------===//
 //
-// fp32 storage, fp32 arithmetic (double where the CPU kernels use double),
-// so that a plan's losses on the GPU track the CPU backend's. Every kernel
-// writes each output element from one thread, after reading what that
-// element depends on, so outputs may alias inputs element for element.
+// f32 arithmetic (double where the CPU kernels use double) on f32 or bf16
+// operands read in place, so that a plan's losses on the GPU track the CPU
+// backend's in either dtype. Every kernel writes each output element from
+// one thread, after reading what that element depends on, so outputs may
+// alias inputs element for element.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
 #include "LaunchConfig.h"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -20,9 +22,27 @@ namespace partita::runtime::cuda {
 
 namespace {
 
-__device__ __forceinline__ void store(float *y, int64_t i, float v, bool acc) {
-  y[i] = acc ? y[i] + v : v;
+__device__ __forceinline__ float load(In x, int64_t i) {
+  return x.bf16
+             ? __bfloat162float(static_cast<const __nv_bfloat16 *>(x.data)[i])
+             : static_cast<const float *>(x.data)[i];
 }
+
+/// y[i] = v, or y[i] + v with y.acc; a bf16 element is rounded once, to
+/// nearest even.
+__device__ __forceinline__ void store(Out y, int64_t i, float v) {
+  if (y.bf16) {
+    auto *h = static_cast<__nv_bfloat16 *>(y.data);
+    if (y.acc)
+      v += __bfloat162float(h[i]);
+    h[i] = __float2bfloat16_rn(v);
+  } else {
+    auto *f = static_cast<float *>(y.data);
+    f[i] = y.acc ? f[i] + v : v;
+  }
+}
+
+int64_t elementBytes(bool bf16) { return bf16 ? 2 : 4; }
 
 #define GRID_STRIDE(i, n)                                                      \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
@@ -63,58 +83,53 @@ __device__ float unaryGrad(Unary f, float x) {
   return 0;
 }
 
-__global__ void unaryKernel(Unary f, const float *x, float *y, bool acc,
-                            int64_t n) {
-  GRID_STRIDE(i, n) store(y, i, unaryValue(f, x[i]), acc);
+__global__ void unaryKernel(Unary f, In x, Out y, int64_t n) {
+  GRID_STRIDE(i, n) store(y, i, unaryValue(f, load(x, i)));
 }
 
-__global__ void unaryBackwardKernel(Unary f, const float *dy, const float *x,
-                                    float *dx, bool acc, int64_t n) {
-  GRID_STRIDE(i, n) store(dx, i, dy[i] * unaryGrad(f, x[i]), acc);
+__global__ void unaryBackwardKernel(Unary f, In dy, In x, Out dx, int64_t n) {
+  GRID_STRIDE(i, n) store(dx, i, load(dy, i) * unaryGrad(f, load(x, i)));
 }
 
-__global__ void swigluKernel(const float *gate, const float *up, float *y,
-                             bool acc, int64_t n) {
+__global__ void swigluKernel(In gate, In up, Out y, int64_t n) {
   GRID_STRIDE(i, n) {
-    float g = gate[i];
-    store(y, i, g * sigmoidf(g) * up[i], acc);
+    float g = load(gate, i);
+    store(y, i, g * sigmoidf(g) * load(up, i));
   }
 }
 
-__global__ void swigluBackwardKernel(const float *dy, const float *gate,
-                                     const float *up, float *dgate,
-                                     bool accGate, float *dup, bool accUp,
+__global__ void swigluBackwardKernel(In dy, In gate, In up, Out dgate, Out dup,
                                      int64_t n) {
   GRID_STRIDE(i, n) {
-    float d = dy[i], g = gate[i], u = up[i], s = sigmoidf(g);
-    store(dgate, i, d * u * (s + g * s * (1 - s)), accGate);
-    store(dup, i, d * g * s, accUp);
+    float d = load(dy, i), g = load(gate, i), u = load(up, i), s = sigmoidf(g);
+    store(dgate, i, d * u * (s + g * s * (1 - s)));
+    store(dup, i, d * g * s);
   }
 }
 
 struct Inputs {
-  const float *x[8];
+  In x[kMaxSumInputs];
   int count;
 };
 
-__global__ void sumKernel(Inputs in, float *y, bool acc, int64_t n) {
+__global__ void sumKernel(Inputs in, Out y, int64_t n) {
   GRID_STRIDE(i, n) {
     float s = 0;
     for (int k = 0; k < in.count; ++k)
-      s += in.x[k][i];
-    store(y, i, s, acc);
+      s += load(in.x[k], i);
+    store(y, i, s);
   }
 }
 
-__global__ void addPeriodicKernel(const float *x, const float *bias,
-                                  int64_t period, float *y, bool acc,
+__global__ void addPeriodicKernel(In x, In bias, int64_t period, Out y,
                                   int64_t n) {
-  GRID_STRIDE(i, n) store(y, i, x[i] + bias[i % period], acc);
+  GRID_STRIDE(i, n) store(y, i, load(x, i) + load(bias, i % period));
 }
 
-/// Column sums of a [rows][period] matrix, a slab of rows per blockIdx.y.
-__global__ void sumPeriodicKernel(const float *x, int64_t period, int64_t rows,
-                                  int64_t rowsPerSlab, float *out) {
+/// Column sums of a [rows][period] matrix into `sums` (f32), a slab of rows
+/// per blockIdx.y.
+__global__ void sumPeriodicKernel(In x, int64_t period, int64_t rows,
+                                  int64_t rowsPerSlab, float *sums) {
   int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= period)
     return;
@@ -122,39 +137,30 @@ __global__ void sumPeriodicKernel(const float *x, int64_t period, int64_t rows,
   int64_t end = min(rows, begin + rowsPerSlab);
   float s = 0;
   for (int64_t r = begin; r < end; ++r)
-    s += x[r * period + c];
-  atomicAdd(out + c, s);
+    s += load(x, r * period + c);
+  atomicAdd(sums + c, s);
 }
 
-__global__ void transposeBlocksKernel(float *dst, const float *src, int64_t a,
-                                      int64_t b, int64_t inner, bool acc) {
+/// out[c] (+)= sums[c] for c < period, and 0 after it.
+__global__ void storeSumsKernel(const float *sums, int64_t period, Out out,
+                                int64_t outCount) {
+  GRID_STRIDE(c, outCount) store(out, c, c < period ? sums[c] : 0.0f);
+}
+
+__global__ void transposeBlocksKernel(In src, Out dst, int64_t a, int64_t b,
+                                      int64_t inner) {
   int64_t n = a * b * inner;
   GRID_STRIDE(e, n) {
     int64_t i = e / (b * inner), j = (e / inner) % b, k = e % inner;
-    store(dst, (j * a + i) * inner + k, src[e], acc);
+    store(dst, (j * a + i) * inner + k, load(src, e));
   }
 }
 
-__global__ void widenKernel(float *dst, const uint16_t *src, int64_t n) {
-  GRID_STRIDE(e, n) { dst[e] = __bfloat162float(__ushort_as_bfloat16(src[e])); }
-}
-
-__global__ void narrowKernel(uint16_t *dst, const float *src, int64_t n,
-                             bool acc) {
-  GRID_STRIDE(e, n) {
-    float x = src[e];
-    if (acc)
-      x += __bfloat162float(__ushort_as_bfloat16(dst[e]));
-    dst[e] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  }
-}
-
-__global__ void sliceColumnsKernel(const float *x, int64_t outer, int64_t inner,
-                                   int64_t begin, int64_t width, float *y,
-                                   bool acc) {
+__global__ void sliceColumnsKernel(In x, int64_t outer, int64_t inner,
+                                   int64_t begin, int64_t width, Out y) {
   GRID_STRIDE(e, outer * width) {
     int64_t o = e / width, k = e % width;
-    store(y, e, x[o * inner + begin + k], acc);
+    store(y, e, load(x, o * inner + begin + k));
   }
 }
 
@@ -206,46 +212,47 @@ __device__ float blockMax(float v, float *shared) {
 
 // -- Norms -------------------------------------------------------------------
 //
-// A block per slab of rows; thread t owns columns t, t + blockDim, ... of
-// every row, so that it can keep its columns' dw and db sums in registers
-// and add them to the output once per slab.
+// A block per row (forward) or slab of rows (backward); thread t owns
+// columns t, t + blockDim, ... of every row, so that it can keep its
+// columns' dw and db sums in registers and add them to the f32 sums once
+// per slab.
 
-/// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of row `xr`.
-__device__ void rowStatistics(const float *xr, int64_t h, bool rms, double eps,
-                              double *shared, double &mean, double &inv) {
+/// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of the row at `row0`.
+__device__ void rowStatistics(In x, int64_t row0, int64_t h, bool rms,
+                              double eps, double *shared, double &mean,
+                              double &inv) {
   double s = 0;
   if (!rms) {
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
-      s += xr[j];
+      s += load(x, row0 + j);
     s = blockSum(s, shared) / h;
   }
   mean = rms ? 0.0 : s;
   double var = 0;
   for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-    double c = xr[j] - mean;
+    double c = load(x, row0 + j) - mean;
     var += c * c;
   }
   var = blockSum(var, shared);
   inv = 1.0 / sqrt(var / h + eps);
 }
 
-__global__ void normKernel(const float *x, const float *w, const float *b,
-                           float *y, bool acc, int64_t h, double eps,
+__global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
                            bool rms) {
   __shared__ double shared[32];
-  int64_t r = blockIdx.x;
-  const float *xr = x + r * h;
+  int64_t row0 = blockIdx.x * h;
   double mean, inv;
-  rowStatistics(xr, h, rms, eps, shared, mean, inv);
+  rowStatistics(x, row0, h, rms, eps, shared, mean, inv);
   for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
-    store(y, r * h + j, float((xr[j] - mean) * inv) * w[j] + (b ? b[j] : 0.0f),
-          acc);
+    store(y, row0 + j,
+          float((load(x, row0 + j) - mean) * inv) * load(w, j) +
+              (b.data ? load(b, j) : 0.0f));
 }
 
+/// dx per row; dw and db summed into sums[0, h) and sums[h, 2h).
 __global__ void __launch_bounds__(kNormThreads)
-    normBackwardKernel(const float *dy, const float *x, const float *w,
-                       float *dx, bool accDx, float *dw, float *db,
-                       int64_t rows, int64_t h, double eps, bool rms) {
+    normBackwardKernel(In dy, In x, In w, Out dx, bool withBias, int64_t rows,
+                       int64_t h, double eps, bool rms, float *sums) {
   __shared__ double shared[32];
   float dwPart[kNormColumnsPerThread], dbPart[kNormColumnsPerThread];
   for (int c = 0; c < kNormColumnsPerThread; ++c)
@@ -253,19 +260,21 @@ __global__ void __launch_bounds__(kNormThreads)
   int64_t begin = blockIdx.x * kNormRowsPerBlock;
   int64_t end = min(rows, begin + kNormRowsPerBlock);
   for (int64_t r = begin; r < end; ++r) {
-    const float *xr = x + r * h, *g = dy + r * h;
+    int64_t row0 = r * h;
     double mean, inv;
-    rowStatistics(xr, h, rms, eps, shared, mean, inv);
+    rowStatistics(x, row0, h, rms, eps, shared, mean, inv);
     double dot = 0, sum = 0;
     for (int c = 0; c < kNormColumnsPerThread; ++c) {
       int64_t j = threadIdx.x + int64_t(c) * blockDim.x;
       if (j >= h)
         break;
-      double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
+      float g = load(dy, row0 + j);
+      double xhat = (load(x, row0 + j) - mean) * inv,
+             dxhat = double(g) * load(w, j);
       dot += dxhat * xhat;
       sum += dxhat;
-      dwPart[c] += float(g[j] * xhat);
-      dbPart[c] += g[j];
+      dwPart[c] += float(g * xhat);
+      dbPart[c] += g;
     }
     dot = blockSum(dot, shared);
     if (!rms)
@@ -274,26 +283,27 @@ __global__ void __launch_bounds__(kNormThreads)
       int64_t j = threadIdx.x + int64_t(c) * blockDim.x;
       if (j >= h)
         break;
-      double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
+      double xhat = (load(x, row0 + j) - mean) * inv,
+             dxhat = double(load(dy, row0 + j)) * load(w, j);
       double v = dxhat - dot / h * xhat - (rms ? 0.0 : sum / h);
-      store(dx, r * h + j, float(inv * v), accDx);
+      store(dx, row0 + j, float(inv * v));
     }
   }
   for (int c = 0; c < kNormColumnsPerThread; ++c) {
     int64_t j = threadIdx.x + int64_t(c) * blockDim.x;
     if (j >= h)
       break;
-    atomicAdd(dw + j, dwPart[c]);
-    if (db)
-      atomicAdd(db + j, dbPart[c]);
+    atomicAdd(sums + j, dwPart[c]);
+    if (withBias)
+      atomicAdd(sums + h + j, dbPart[c]);
   }
 }
 
 // -- Rotary ------------------------------------------------------------------
 
-__global__ void rotaryKernel(const float *x, float *y, bool acc, int64_t b,
-                             int64_t s, int64_t heads, int64_t d, int64_t rd,
-                             const double *invFreq, float sign) {
+__global__ void rotaryKernel(In x, Out y, int64_t b, int64_t s, int64_t heads,
+                             int64_t d, int64_t rd, const double *invFreq,
+                             float sign) {
   int64_t half = rd / 2, width = heads * d;
   // One thread per (row, head, column of the rotated half) and one per
   // column outside the rotated part.
@@ -304,36 +314,60 @@ __global__ void rotaryKernel(const float *x, float *y, bool acc, int64_t b,
     int64_t base = row * width + hh * d;
     if (i >= half) { // not rotated
       int64_t at = base + 2 * half + (i - half);
-      store(y, at, x[at], acc);
+      store(y, at, load(x, at));
       continue;
     }
     double angle = double(t) * invFreq[i];
     float cs = float(cos(angle)), sn = sign * float(sin(angle));
-    float x1 = x[base + i], x2 = x[base + half + i];
-    store(y, base + i, x1 * cs - x2 * sn, acc);
-    store(y, base + half + i, x2 * cs + x1 * sn, acc);
+    float x1 = load(x, base + i), x2 = load(x, base + half + i);
+    store(y, base + i, x1 * cs - x2 * sn);
+    store(y, base + half + i, x2 * cs + x1 * sn);
   }
 }
 
 // -- Embedding ---------------------------------------------------------------
 
-__global__ void embeddingKernel(const float *table, const int32_t *tokens,
-                                int64_t count, int64_t rows, int64_t h,
-                                int64_t start, float *y, bool acc) {
+__global__ void embeddingKernel(In table, const int32_t *tokens, int64_t count,
+                                int64_t rows, int64_t h, int64_t start,
+                                Out y) {
   GRID_STRIDE(e, count * h) {
     int64_t t = e / h, j = e % h, local = int64_t(tokens[t]) - start;
-    float v = local >= 0 && local < rows ? table[local * h + j] : 0.0f;
-    store(y, e, v, acc);
+    store(y, e, local >= 0 && local < rows ? load(table, local * h + j) : 0.0f);
   }
 }
 
-__global__ void embeddingBackwardKernel(const float *dy, const int32_t *tokens,
+/// The sort keys of the embedding backward: a token's row of this rank's
+/// table, or `rows` for a token another rank holds; the values are the
+/// tokens' positions.
+__global__ void tokenKeysKernel(const int32_t *tokens, int64_t count,
+                                int64_t rows, int64_t start, uint32_t *keys,
+                                uint32_t *positions) {
+  GRID_STRIDE(t, count) {
+    int64_t local = int64_t(tokens[t]) - start;
+    keys[t] = uint32_t(local >= 0 && local < rows ? local : rows);
+    positions[t] = uint32_t(t);
+  }
+}
+
+/// A block per run of equal sorted keys: the run's dy rows summed, in token
+/// order, into that row of dtable.
+__global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
+                                        const uint32_t *positions,
                                         int64_t count, int64_t rows, int64_t h,
-                                        int64_t start, float *dtable) {
-  GRID_STRIDE(e, count * h) {
-    int64_t t = e / h, j = e % h, local = int64_t(tokens[t]) - start;
-    if (local >= 0 && local < rows)
-      atomicAdd(dtable + local * h + j, dy[e]);
+                                        Out dtable) {
+  for (int64_t first = blockIdx.x; first < count; first += gridDim.x) {
+    uint32_t key = keys[first];
+    if (key >= rows || (first > 0 && keys[first - 1] == key))
+      continue;
+    int64_t end = first + 1;
+    while (end < count && keys[end] == key)
+      ++end;
+    for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+      float s = 0;
+      for (int64_t p = first; p < end; ++p)
+        s += load(dy, int64_t(positions[p]) * h + j);
+      store(dtable, int64_t(key) * h + j, s);
+    }
   }
 }
 
@@ -341,7 +375,7 @@ __global__ void embeddingBackwardKernel(const float *dy, const int32_t *tokens,
 //
 // Flash-style: a thread per query row (forward, dq) or key row (dk, dv)
 // streams the other side through shared memory in tiles and keeps its
-// softmax statistics online, so memory is O(s) per row. fp32 throughout.
+// softmax statistics online, so memory is O(s) per row. f32 arithmetic.
 
 struct AttentionDims {
   int64_t b, s, heads, kvHeads, d;
@@ -359,31 +393,32 @@ struct AttentionDims {
   }
 };
 
-/// Loads rows [first, first + T) of a [*, ld]-strided tensor into `tile`.
+/// Loads rows [first, first + T) of a [*, stride]-strided tensor starting
+/// at element `base` of x into `tile` (as f32).
 template <int D, int T>
-__device__ void loadTile(float (*tile)[D], const float *base, int64_t first,
+__device__ void loadTile(float (*tile)[D], In x, int64_t base, int64_t first,
                          int64_t limit, int64_t stride, int64_t d) {
   for (int e = threadIdx.x; e < T * D; e += blockDim.x) {
     int r = e / D, k = e % D;
     int64_t row = first + r;
-    tile[r][k] = row < limit && k < d ? base[row * stride + k] : 0.0f;
+    tile[r][k] = row < limit && k < d ? load(x, base + row * stride + k) : 0.0f;
   }
 }
 
-/// Streams keys and values [jBegin, jEnd) through the block's shared
-/// tiles and calls visit(key row, value row) for each key query row i sees.
-/// Every thread of the block must call it (it synchronises the block).
+/// Streams keys and values [jBegin, jEnd) (of the head at element `kvBase`)
+/// through the block's shared tiles and calls visit(key row, value row) for
+/// each key query row i sees. Every thread of the block must call it (it
+/// synchronises the block).
 template <int D, typename Visit>
-__device__ void forEachKey(const AttentionDims &a, int64_t i, bool valid,
-                           const float *kBase, const float *vBase,
-                           int64_t jBegin, int64_t jEnd, float (*kTile)[D],
-                           float (*vTile)[D], Visit visit) {
+__device__ void forEachKey(const AttentionDims &a, int64_t i, bool valid, In k,
+                           In v, int64_t kvBase, int64_t jBegin, int64_t jEnd,
+                           float (*kTile)[D], float (*vTile)[D], Visit visit) {
   constexpr int T = keyTile<D>();
   int64_t stride = a.kvHeads * a.d;
   for (int64_t j0 = jBegin; j0 < jEnd; j0 += T) {
     __syncthreads();
-    loadTile<D, T>(kTile, kBase, j0, jEnd, stride, a.d);
-    loadTile<D, T>(vTile, vBase, j0, jEnd, stride, a.d);
+    loadTile<D, T>(kTile, k, kvBase, j0, jEnd, stride, a.d);
+    loadTile<D, T>(vTile, v, kvBase, j0, jEnd, stride, a.d);
     __syncthreads();
     if (!valid)
       continue;
@@ -397,23 +432,23 @@ __device__ void forEachKey(const AttentionDims &a, int64_t i, bool valid,
 /// denominator l and the unnormalised output o.
 template <int D>
 __device__ void attendRow(const AttentionDims &a, const float *q, int64_t i,
-                          bool valid, const float *kBase, const float *vBase,
+                          bool valid, In k, In v, int64_t kvBase,
                           int64_t jBegin, int64_t jEnd, float (*kTile)[D],
                           float (*vTile)[D], float &m, float &l, float *o) {
   m = -INFINITY;
   l = 0;
-  for (int k = 0; k < D; ++k)
-    o[k] = 0;
-  forEachKey<D>(a, i, valid, kBase, vBase, jBegin, jEnd, kTile, vTile,
+  for (int c = 0; c < D; ++c)
+    o[c] = 0;
+  forEachKey<D>(a, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile,
                 [&](const float *kRow, const float *vRow) {
                   float score = 0;
-                  for (int k = 0; k < D; ++k)
-                    score += q[k] * kRow[k];
+                  for (int c = 0; c < D; ++c)
+                    score += q[c] * kRow[c];
                   float mNew = fmaxf(m, score);
                   float correction = expf(m - mNew), p = expf(score - mNew);
                   l = l * correction + p;
-                  for (int k = 0; k < D; ++k)
-                    o[k] = o[k] * correction + p * vRow[k];
+                  for (int c = 0; c < D; ++c)
+                    o[c] = o[c] * correction + p * vRow[c];
                   m = mNew;
                 });
 }
@@ -425,54 +460,58 @@ __device__ void keyRange(const AttentionDims &a, int64_t first, int64_t last,
   end = a.causal ? min(a.s, last + 1) : a.s;
 }
 
+/// Query row i of head hh, scaled, as f32 (zero past d or for invalid rows).
 template <int D>
-__global__ void attentionKernel(AttentionDims a, const float *q, const float *k,
-                                const float *v, float *o, bool acc) {
+__device__ void loadQueryRow(const AttentionDims &a, In q, int64_t bb,
+                             int64_t i, int64_t hh, bool valid, float *qr) {
+  for (int c = 0; c < D; ++c)
+    qr[c] = valid && c < a.d ? load(q, a.qOffset(bb, i, hh) + c) * a.scale
+                             : 0.0f;
+}
+
+template <int D>
+__global__ void attentionKernel(AttentionDims a, In q, In k, In v, Out o) {
   int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
   int64_t first = int64_t(blockIdx.x) * blockDim.x, i = first + threadIdx.x;
   bool valid = i < a.s;
   constexpr int T = keyTile<D>();
   __shared__ float kTile[T][D], vTile[T][D];
   float qr[D], out[D], m, l;
-  for (int c = 0; c < D; ++c)
-    qr[c] = valid && c < a.d ? q[a.qOffset(bb, i, hh) + c] * a.scale : 0.0f;
+  loadQueryRow<D>(a, q, bb, i, hh, valid, qr);
   int64_t jBegin, jEnd;
   keyRange(a, first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
            jEnd);
-  attendRow<D>(a, qr, i, valid, k + a.kOffset(bb, 0, kh),
-               v + a.kOffset(bb, 0, kh), jBegin, jEnd, kTile, vTile, m, l, out);
+  attendRow<D>(a, qr, i, valid, k, v, a.kOffset(bb, 0, kh), jBegin, jEnd,
+               kTile, vTile, m, l, out);
   if (!valid)
     return;
   for (int c = 0; c < D && c < a.d; ++c)
-    store(o, a.qOffset(bb, i, hh) + c, out[c] / l, acc);
+    store(o, a.qOffset(bb, i, hh) + c, out[c] / l);
 }
 
 /// Per query row: the log-sum-exp and D = dO . O into `stats`, then dq.
 template <int D>
-__global__ void attentionBackwardQueryKernel(AttentionDims a, const float *dout,
-                                             const float *q, const float *k,
-                                             const float *v, float *dq,
-                                             bool accDq, float *stats) {
+__global__ void attentionBackwardQueryKernel(AttentionDims a, In dout, In q,
+                                             In k, In v, Out dq,
+                                             float *stats) {
   constexpr int T = keyTile<D>();
   __shared__ float kTile[T][D], vTile[T][D];
   int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
   int64_t first = int64_t(blockIdx.x) * blockDim.x, i = first + threadIdx.x;
   bool valid = i < a.s;
   float qr[D], acc[D], m, l;
-  for (int c = 0; c < D; ++c)
-    qr[c] = valid && c < a.d ? q[a.qOffset(bb, i, hh) + c] * a.scale : 0.0f;
+  loadQueryRow<D>(a, q, bb, i, hh, valid, qr);
   int64_t jBegin, jEnd;
   keyRange(a, first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
            jEnd);
-  const float *kBase = k + a.kOffset(bb, 0, kh),
-              *vBase = v + a.kOffset(bb, 0, kh);
-  attendRow<D>(a, qr, i, valid, kBase, vBase, jBegin, jEnd, kTile, vTile, m, l,
+  int64_t kvBase = a.kOffset(bb, 0, kh);
+  attendRow<D>(a, qr, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile, m, l,
                acc);
   float dor[D] = {}, lse = 0, rowD = 0;
   if (valid) {
     lse = m + logf(l);
     for (int c = 0; c < D; ++c) {
-      dor[c] = c < a.d ? dout[a.qOffset(bb, i, hh) + c] : 0.0f;
+      dor[c] = c < a.d ? load(dout, a.qOffset(bb, i, hh) + c) : 0.0f;
       rowD += dor[c] * acc[c] / l;
     }
     int64_t row = (bb * a.heads + hh) * a.s + i;
@@ -482,7 +521,7 @@ __global__ void attentionBackwardQueryKernel(AttentionDims a, const float *dout,
   // dq = scale * sum_j p_ij (dO_i . v_j - D_i) k_j.
   for (int c = 0; c < D; ++c)
     acc[c] = 0;
-  forEachKey<D>(a, i, valid, kBase, vBase, jBegin, jEnd, kTile, vTile,
+  forEachKey<D>(a, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile,
                 [&](const float *kRow, const float *vRow) {
                   float score = 0, dp = 0;
                   for (int c = 0; c < D; ++c) {
@@ -496,16 +535,14 @@ __global__ void attentionBackwardQueryKernel(AttentionDims a, const float *dout,
   if (!valid)
     return;
   for (int c = 0; c < D && c < a.d; ++c)
-    store(dq, a.qOffset(bb, i, hh) + c, acc[c] * a.scale, accDq);
+    store(dq, a.qOffset(bb, i, hh) + c, acc[c] * a.scale);
 }
 
 /// Per key row of a kv head: dk and dv over every query row of the heads
 /// that share it.
 template <int D>
-__global__ void attentionBackwardKeyKernel(AttentionDims a, const float *dout,
-                                           const float *q, const float *k,
-                                           const float *v, float *dk,
-                                           bool accDk, float *dv, bool accDv,
+__global__ void attentionBackwardKeyKernel(AttentionDims a, In dout, In q,
+                                           In k, In v, Out dk, Out dv,
                                            const float *stats) {
   constexpr int T = keyTile<D>();
   __shared__ float qTile[T][D], doTile[T][D];
@@ -517,8 +554,8 @@ __global__ void attentionBackwardKeyKernel(AttentionDims a, const float *dout,
   float kr[D], vr[D], dkAcc[D], dvAcc[D];
   for (int c = 0; c < D; ++c) {
     bool in = valid && c < a.d;
-    kr[c] = in ? k[a.kOffset(bb, j, kh) + c] : 0.0f;
-    vr[c] = in ? v[a.kOffset(bb, j, kh) + c] : 0.0f;
+    kr[c] = in ? load(k, a.kOffset(bb, j, kh) + c) : 0.0f;
+    vr[c] = in ? load(v, a.kOffset(bb, j, kh) + c) : 0.0f;
     dkAcc[c] = dvAcc[c] = 0;
   }
   // The query rows that can see keys [first, last].
@@ -526,13 +563,12 @@ __global__ void attentionBackwardKeyKernel(AttentionDims a, const float *dout,
   int64_t iEnd = a.window > 0 ? min(a.s, last + a.window) : a.s;
   int64_t stride = a.heads * a.d;
   for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
-    const float *qBase = q + a.qOffset(bb, 0, hh);
-    const float *doBase = dout + a.qOffset(bb, 0, hh);
+    int64_t qBase = a.qOffset(bb, 0, hh);
     const float *rowStats = stats + 2 * (bb * a.heads + hh) * a.s;
     for (int64_t i0 = iBegin; i0 < iEnd; i0 += T) {
       __syncthreads();
-      loadTile<D, T>(qTile, qBase, i0, iEnd, stride, a.d);
-      loadTile<D, T>(doTile, doBase, i0, iEnd, stride, a.d);
+      loadTile<D, T>(qTile, q, qBase, i0, iEnd, stride, a.d);
+      loadTile<D, T>(doTile, dout, qBase, i0, iEnd, stride, a.d);
       for (int r = threadIdx.x; r < T; r += blockDim.x) {
         bool in = i0 + r < iEnd;
         lseTile[r] = in ? rowStats[2 * (i0 + r)] : 0.0f;
@@ -562,8 +598,8 @@ __global__ void attentionBackwardKeyKernel(AttentionDims a, const float *dout,
   if (!valid)
     return;
   for (int c = 0; c < D && c < a.d; ++c) {
-    store(dk, a.kOffset(bb, j, kh) + c, dkAcc[c], accDk);
-    store(dv, a.kOffset(bb, j, kh) + c, dvAcc[c], accDv);
+    store(dk, a.kOffset(bb, j, kh) + c, dkAcc[c]);
+    store(dv, a.kOffset(bb, j, kh) + c, dvAcc[c]);
   }
 }
 
@@ -587,185 +623,176 @@ void byHeadDim(int64_t d, Args &&...args) {
 }
 
 template <int D> struct LaunchForward {
-  static void run(const AttentionDims &a, const float *q, const float *k,
-                  const float *v, float *o, bool acc, cudaStream_t stream) {
+  static void run(const AttentionDims &a, In q, In k, In v, Out o,
+                  cudaStream_t stream) {
     dim3 grid(rowBlocks(a.s), unsigned(a.heads), unsigned(a.b));
-    attentionKernel<D><<<grid, kRowsPerBlock, 0, stream>>>(a, q, k, v, o, acc);
+    attentionKernel<D><<<grid, kRowsPerBlock, 0, stream>>>(a, q, k, v, o);
   }
 };
 
 template <int D> struct LaunchBackward {
-  static void run(const AttentionDims &a, const float *dout, const float *q,
-                  const float *k, const float *v, float *dq, bool accDq,
-                  float *dk, bool accDk, float *dv, bool accDv, float *stats,
-                  cudaStream_t stream) {
+  static void run(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
+                  Out dk, Out dv, float *stats, cudaStream_t stream) {
     unsigned tiles = rowBlocks(a.s);
     attentionBackwardQueryKernel<D>
         <<<dim3(tiles, unsigned(a.heads), unsigned(a.b)), kRowsPerBlock, 0,
-           stream>>>(a, dout, q, k, v, dq, accDq, stats);
+           stream>>>(a, dout, q, k, v, dq, stats);
     attentionBackwardKeyKernel<D>
         <<<dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)), kRowsPerBlock, 0,
-           stream>>>(a, dout, q, k, v, dk, accDk, dv, accDv, stats);
+           stream>>>(a, dout, q, k, v, dk, dv, stats);
   }
 };
 
 // -- Cross-entropy -----------------------------------------------------------
 
-__global__ void ceMaxKernel(CrossEntropyShape c, const float *logits,
-                            float *max, bool acc) {
+__global__ void ceMaxKernel(CrossEntropyShape c, In logits, Out max) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x, valid = min(c.v, c.vocabSize - c.start);
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
-    m = fmaxf(m, logits[r * c.v + j]);
+    m = fmaxf(m, load(logits, r * c.v + j));
   m = blockMax(m, shared);
   if (threadIdx.x == 0)
-    store(max, r, m, acc);
+    store(max, r, m);
 }
 
-__global__ void ceStatsKernel(CrossEntropyShape c, const float *logits,
-                              const float *max, const int32_t *labels,
-                              float *stats, bool acc) {
+__global__ void ceStatsKernel(CrossEntropyShape c, In logits, In max,
+                              const int32_t *labels, Out stats) {
   __shared__ double shared[32];
   int64_t r = blockIdx.x, valid = min(c.v, c.vocabSize - c.start);
-  double s = 0;
+  double rowMax = load(max, r), s = 0;
   for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
-    s += exp(double(logits[r * c.v + j]) - max[r]);
+    s += exp(double(load(logits, r * c.v + j)) - rowMax);
   s = blockSum(s, shared);
   if (threadIdx.x == 0) {
     int64_t local = int64_t(labels[r]) - c.start;
-    store(stats, 2 * r, float(s), acc);
+    store(stats, 2 * r, float(s));
     store(stats, 2 * r + 1,
-          local >= 0 && local < c.v ? logits[r * c.v + local] : 0.0f, acc);
+          local >= 0 && local < c.v ? load(logits, r * c.v + local) : 0.0f);
   }
 }
 
 __global__ void __launch_bounds__(1024)
-    ceLossKernel(const float *max, const float *stats, int64_t rows,
-                 double scale, float *loss, bool acc) {
+    ceLossKernel(In max, In stats, int64_t rows, double scale, Out loss) {
   __shared__ double shared[32];
   double s = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    s += log(double(stats[2 * r])) + max[r] - stats[2 * r + 1];
+    s += log(double(load(stats, 2 * r))) + load(max, r) -
+         load(stats, 2 * r + 1);
   s = blockSum(s, shared);
   if (threadIdx.x == 0)
-    store(loss, 0, float(scale * s), acc);
+    store(loss, 0, float(scale * s));
 }
 
-__global__ void ceBackwardKernel(CrossEntropyShape c, const float *logits,
-                                 const float *max, const float *stats,
-                                 const int32_t *labels, float scale,
-                                 float *dlogits, bool acc) {
+__global__ void ceBackwardKernel(CrossEntropyShape c, In logits, In max,
+                                 In stats, const int32_t *labels, float scale,
+                                 Out dlogits) {
   GRID_STRIDE(e, c.rows * c.v) {
     int64_t r = e / c.v, j = e % c.v;
     float g = c.start + j < c.vocabSize
-                  ? scale * expf(logits[e] - max[r]) / stats[2 * r]
+                  ? scale * expf(load(logits, e) - load(max, r)) /
+                        load(stats, 2 * r)
                   : 0.0f;
     if (j == int64_t(labels[r]) - c.start)
       g -= scale;
-    store(dlogits, e, g, acc);
+    store(dlogits, e, g);
   }
 }
 
 // -- Optimizer ---------------------------------------------------------------
 
-__global__ void sumSquaresKernel(const float *x, int64_t n, double weight,
+__global__ void sumSquaresKernel(In x, int64_t n, double weight,
                                  double *acc64) {
   __shared__ double shared[32];
   double s = 0;
-  GRID_STRIDE(i, n) s += double(x[i]) * x[i];
+  GRID_STRIDE(i, n) {
+    double v = load(x, i);
+    s += v * v;
+  }
   s = blockSum(s, shared);
   if (threadIdx.x == 0)
     atomicAdd(acc64, weight * s);
 }
 
-__global__ void storeScalarKernel(const double *acc64, float *out, bool acc) {
-  store(out, 0, float(*acc64), acc);
+__global__ void storeScalarKernel(const double *acc64, Out out) {
+  store(out, 0, float(*acc64));
 }
 
-__global__ void clipCoefficientKernel(const float *sumsq, double clip,
-                                      float *out, bool acc) {
-  double norm = sqrt(double(sumsq[0]));
-  store(out, 0, clip == 0 ? 1.0f : float(fmin(1.0, clip / (norm + 1e-6))), acc);
+__global__ void clipCoefficientKernel(In sumsq, double clip, Out out) {
+  double norm = sqrt(double(load(sumsq, 0)));
+  store(out, 0, clip == 0 ? 1.0f : float(fmin(1.0, clip / (norm + 1e-6))));
 }
 
-__global__ void adamwKernel(AdamWStep s, const float *p, int64_t pn,
-                            const float *g, const float *m, const float *v,
-                            int64_t chunk, const float *clip, const float *w,
-                            float *np, bool accP, float *nm, bool accM,
-                            float *nv, bool accV, float *nw, bool accW) {
-  float coefficient = clip[0];
+__global__ void adamwKernel(AdamWStep s, In p, int64_t pn, In g, In m, In v,
+                            int64_t chunk, In clip, In w, Out np, Out nm,
+                            Out nv, Out nw) {
+  float coefficient = load(clip, 0);
+  bool master = w.data != nullptr;
   GRID_STRIDE(t, max(pn, chunk)) {
     if (t < chunk) {
-      double gi = double(g[t]) * coefficient;
-      double mi = s.beta1 * m[t] + (1 - s.beta1) * gi;
-      double vi = s.beta2 * v[t] + (1 - s.beta2) * gi * gi;
-      store(nm, t, float(mi), accM);
-      store(nv, t, float(vi), accV);
+      double gi = double(load(g, t)) * coefficient;
+      double mi = s.beta1 * load(m, t) + (1 - s.beta1) * gi;
+      double vi = s.beta2 * load(v, t) + (1 - s.beta2) * gi * gi;
+      store(nm, t, float(mi));
+      store(nv, t, float(vi));
       int64_t at = s.begin + t;
       if (at < pn) { // else the padding of the last shard
         // Below f32 the update applies to the master copy w.
-        double pi = w ? w[t] : p[at];
+        double pi = master ? load(w, t) : load(p, at);
         if (s.decay)
           pi *= 1 - s.lr * s.weightDecay;
         pi -= s.lr * (mi / s.c1) / (sqrt(vi / s.c2) + s.eps);
-        store(np, at, float(pi), accP);
-        if (w)
-          store(nw, t, float(pi), accW);
-      } else if (w) {
-        store(nw, t, w[t], accW);
+        store(np, at, float(pi));
+        if (master)
+          store(nw, t, float(pi));
+      } else if (master) {
+        store(nw, t, load(w, t));
       }
     }
     // Elements outside this rank's slice keep their value.
     if (t < pn && (t < s.begin || t >= s.begin + chunk))
-      store(np, t, p[t], accP);
+      store(np, t, load(p, t));
   }
 }
 
 } // namespace
 
-void unary(Unary f, const float *x, float *y, bool acc, int64_t n,
-           cudaStream_t stream) {
-  unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, x, y, acc, n);
+void unary(Unary f, In x, Out y, int64_t n, cudaStream_t stream) {
+  unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, x, y, n);
 }
 
-void unaryBackward(Unary f, const float *dy, const float *x, float *dx,
-                   bool acc, int64_t n, cudaStream_t stream) {
-  unaryBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, dy, x, dx, acc,
-                                                             n);
+void unaryBackward(Unary f, In dy, In x, Out dx, int64_t n,
+                   cudaStream_t stream) {
+  unaryBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, dy, x, dx, n);
 }
 
-void swiglu(const float *gate, const float *up, float *y, bool acc, int64_t n,
-            cudaStream_t stream) {
-  swigluKernel<<<blocksFor(n), kThreads, 0, stream>>>(gate, up, y, acc, n);
+void swiglu(In gate, In up, Out y, int64_t n, cudaStream_t stream) {
+  swigluKernel<<<blocksFor(n), kThreads, 0, stream>>>(gate, up, y, n);
 }
 
-void swigluBackward(const float *dy, const float *gate, const float *up,
-                    float *dgate, bool accGate, float *dup, bool accUp,
-                    int64_t n, cudaStream_t stream) {
-  swigluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(
-      dy, gate, up, dgate, accGate, dup, accUp, n);
+void swigluBackward(In dy, In gate, In up, Out dgate, Out dup, int64_t n,
+                    cudaStream_t stream) {
+  swigluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(dy, gate, up,
+                                                              dgate, dup, n);
 }
 
-void sum(const float *const *xs, int count, float *y, bool acc, int64_t n,
-         cudaStream_t stream) {
+void sum(const In *xs, int count, Out y, int64_t n, cudaStream_t stream) {
   Inputs in{};
-  in.count = count;
-  for (int k = 0; k < count; ++k)
+  in.count = std::min(count, kMaxSumInputs);
+  for (int k = 0; k < in.count; ++k)
     in.x[k] = xs[k];
-  sumKernel<<<blocksFor(n), kThreads, 0, stream>>>(in, y, acc, n);
+  sumKernel<<<blocksFor(n), kThreads, 0, stream>>>(in, y, n);
 }
 
-void addPeriodic(const float *x, const float *bias, int64_t period, float *y,
-                 bool acc, int64_t n, cudaStream_t stream) {
+void addPeriodic(In x, In bias, int64_t period, Out y, int64_t n,
+                 cudaStream_t stream) {
   addPeriodicKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, bias, period, y,
-                                                           acc, n);
+                                                           n);
 }
 
-void sumPeriodic(const float *x, int64_t period, int64_t n, float *out,
-                 int64_t outCount, bool acc, cudaStream_t stream) {
-  if (!acc)
-    cudaMemsetAsync(out, 0, outCount * sizeof(float), stream);
+void sumPeriodic(In x, int64_t period, int64_t n, Out out, int64_t outCount,
+                 float *workspace, cudaStream_t stream) {
+  cudaMemsetAsync(workspace, 0, period * sizeof(float), stream);
   // At least 256 rows a slab, and at most 65535 slabs (gridDim.y).
   int64_t rows = n / period;
   int64_t rowsPerSlab = std::max<int64_t>(256, (rows + 65534) / 65535);
@@ -773,165 +800,211 @@ void sumPeriodic(const float *x, int64_t period, int64_t n, float *out,
             unsigned((rows + rowsPerSlab - 1) / rowsPerSlab));
   if (rows > 0)
     sumPeriodicKernel<<<grid, kThreads, 0, stream>>>(x, period, rows,
-                                                     rowsPerSlab, out);
+                                                     rowsPerSlab, workspace);
+  storeSumsKernel<<<blocksFor(outCount), kThreads, 0, stream>>>(
+      workspace, period, out, outCount);
 }
 
-void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
-                     int64_t inner, bool acc, cudaStream_t stream) {
+void transposeBlocks(In src, Out dst, int64_t a, int64_t b, int64_t inner,
+                     cudaStream_t stream) {
   int64_t n = a * b * inner;
   if (n == 0)
     return;
-  if ((a == 1 || b == 1) && !acc) {
-    if (dst != src)
-      cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                      stream);
+  if ((a == 1 || b == 1) && !dst.acc && src.bf16 == dst.bf16) {
+    if (dst.data != src.data)
+      cudaMemcpyAsync(dst.data, src.data, n * elementBytes(src.bf16),
+                      cudaMemcpyDeviceToDevice, stream);
     return;
   }
-  transposeBlocksKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, a, b,
-                                                               inner, acc);
+  transposeBlocksKernel<<<blocksFor(n), kThreads, 0, stream>>>(src, dst, a, b,
+                                                               inner);
 }
 
-void widen(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream) {
-  if (n > 0)
-    widenKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, n);
-}
-
-void narrow(uint16_t *dst, const float *src, int64_t n, bool acc,
-            cudaStream_t stream) {
-  if (n > 0)
-    narrowKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, n, acc);
-}
-
-void sliceColumns(const float *x, int64_t outer, int64_t inner, int64_t begin,
-                  int64_t width, float *y, bool acc, cudaStream_t stream) {
+void sliceColumns(In x, int64_t outer, int64_t inner, int64_t begin,
+                  int64_t width, Out y, cudaStream_t stream) {
   sliceColumnsKernel<<<blocksFor(outer * width), kThreads, 0, stream>>>(
-      x, outer, inner, begin, width, y, acc);
+      x, outer, inner, begin, width, y);
 }
 
 int64_t maxNormWidth() { return kMaxNormWidth; }
 
-void norm(const float *x, const float *w, const float *b, float *y, bool acc,
-          int64_t rows, int64_t h, double eps, bool rms, cudaStream_t stream) {
+void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
+          bool rms, cudaStream_t stream) {
   if (rows == 0)
     return;
   int threads = normThreads(h);
-  normKernel<<<unsigned(rows), threads, 0, stream>>>(x, w, b, y, acc, h, eps,
-                                                     rms);
+  normKernel<<<unsigned(rows), threads, 0, stream>>>(x, w, b, y, h, eps, rms);
 }
 
-void normBackward(const float *dy, const float *x, const float *w, float *dx,
-                  bool accDx, float *dw, bool accDw, float *db, bool accDb,
-                  int64_t rows, int64_t h, double eps, bool rms,
+void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
+                  int64_t h, double eps, bool rms, float *workspace,
                   cudaStream_t stream) {
-  if (!accDw)
-    cudaMemsetAsync(dw, 0, h * sizeof(float), stream);
-  if (db && !accDb)
-    cudaMemsetAsync(db, 0, h * sizeof(float), stream);
-  if (rows == 0)
-    return;
-  unsigned blocks =
-      unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
-  normBackwardKernel<<<blocks, kNormThreads, 0, stream>>>(
-      dy, x, w, dx, accDx, dw, db, rows, h, eps, rms);
+  bool withBias = db.data != nullptr;
+  cudaMemsetAsync(workspace, 0, normBackwardWorkspace(h) * sizeof(float),
+                  stream);
+  if (rows > 0) {
+    unsigned blocks =
+        unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
+    normBackwardKernel<<<blocks, kNormThreads, 0, stream>>>(
+        dy, x, w, dx, withBias, rows, h, eps, rms, workspace);
+  }
+  storeSumsKernel<<<blocksFor(h), kThreads, 0, stream>>>(workspace, h, dw, h);
+  if (withBias)
+    storeSumsKernel<<<blocksFor(h), kThreads, 0, stream>>>(workspace + h, h,
+                                                           db, h);
 }
 
-void rotary(const float *x, float *y, bool acc, int64_t b, int64_t s,
-            int64_t heads, int64_t d, int64_t rd, const double *invFreq,
-            float sign, cudaStream_t stream) {
+void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
+            int64_t rd, const double *invFreq, float sign,
+            cudaStream_t stream) {
   int64_t n = b * s * heads * (rd / 2 + d - rd / 2 * 2);
-  rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, acc, b, s, heads, d,
-                                                      rd, invFreq, sign);
+  rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, b, s, heads, d, rd,
+                                                      invFreq, sign);
 }
 
-void embedding(const float *table, const int32_t *tokens, int64_t count,
-               int64_t rows, int64_t h, int64_t start, float *y, bool acc,
-               cudaStream_t stream) {
+void embedding(In table, const int32_t *tokens, int64_t count, int64_t rows,
+               int64_t h, int64_t start, Out y, cudaStream_t stream) {
   embeddingKernel<<<blocksFor(count * h), kThreads, 0, stream>>>(
-      table, tokens, count, rows, h, start, y, acc);
+      table, tokens, count, rows, h, start, y);
 }
 
-void embeddingBackward(const float *dy, const int32_t *tokens, int64_t count,
-                       int64_t rows, int64_t h, int64_t start, float *dtable,
-                       bool acc, cudaStream_t stream) {
-  if (!acc)
-    cudaMemsetAsync(dtable, 0, rows * h * sizeof(float), stream);
-  embeddingBackwardKernel<<<blocksFor(count * h), kThreads, 0, stream>>>(
-      dy, tokens, count, rows, h, start, dtable);
+namespace {
+
+/// The embedding backward's workspace: keys and positions before and after
+/// the sort, then the sort's own scratch, each 256-byte aligned.
+struct EmbeddingWorkspace {
+  uint32_t *keys[2], *positions[2];
+  void *sortScratch;
+  size_t sortBytes;
+};
+
+int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// The key bits of the embedding backward's sort: keys run up to `rows`
+/// (other ranks' tokens), and only those bits are sorted.
+int sortBits(int64_t rows) {
+  int bits = 1;
+  while (bits < 32 && (int64_t(1) << bits) <= rows)
+    ++bits;
+  return bits;
+}
+
+size_t sortScratchBytes(int64_t count, int64_t rows) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), count, 0, sortBits(rows));
+  return bytes;
+}
+
+EmbeddingWorkspace embeddingWorkspace(void *base, int64_t count,
+                                      int64_t rows) {
+  EmbeddingWorkspace w;
+  char *at = static_cast<char *>(base);
+  for (uint32_t **array :
+       {&w.keys[0], &w.keys[1], &w.positions[0], &w.positions[1]}) {
+    *array = reinterpret_cast<uint32_t *>(at);
+    at += aligned(count * int64_t(sizeof(uint32_t)));
+  }
+  w.sortScratch = at;
+  w.sortBytes = sortScratchBytes(count, rows);
+  return w;
+}
+
+} // namespace
+
+int64_t embeddingBackwardWorkspace(int64_t count, int64_t rows) {
+  return 4 * aligned(count * int64_t(sizeof(uint32_t))) +
+         int64_t(sortScratchBytes(count, rows));
+}
+
+void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
+                       int64_t rows, int64_t h, int64_t start, Out dtable,
+                       void *workspace, cudaStream_t stream) {
+  if (!dtable.acc)
+    cudaMemsetAsync(dtable.data, 0, rows * h * elementBytes(dtable.bf16),
+                    stream);
+  dtable.acc = true;
+  if (count == 0)
+    return;
+  EmbeddingWorkspace w = embeddingWorkspace(workspace, count, rows);
+  tokenKeysKernel<<<blocksFor(count), kThreads, 0, stream>>>(
+      tokens, count, rows, start, w.keys[0], w.positions[0]);
+  // The sort is stable, so each run of a key keeps token order.
+  cub::DeviceRadixSort::SortPairs(w.sortScratch, w.sortBytes, w.keys[0],
+                                  w.keys[1], w.positions[0], w.positions[1],
+                                  count, 0, sortBits(rows), stream);
+  unsigned blocks = unsigned(std::min<int64_t>(count, kMaxBlocks));
+  embeddingBackwardKernel<<<blocks, kThreads, 0, stream>>>(
+      dy, w.keys[1], w.positions[1], count, rows, h, dtable);
 }
 
 int64_t maxHeadDim() { return kMaxHeadDim; }
 
-void attention(const AttentionShape &s, const float *q, const float *k,
-               const float *v, float *o, bool acc, cudaStream_t stream) {
-  byHeadDim<LaunchForward>(s.d, dims(s), q, k, v, o, acc, stream);
+void attention(const AttentionShape &s, In q, In k, In v, Out o,
+               cudaStream_t stream) {
+  byHeadDim<LaunchForward>(s.d, dims(s), q, k, v, o, stream);
 }
 
 int64_t attentionBackwardWorkspace(const AttentionShape &s) {
   return 2 * s.b * s.heads * s.s;
 }
 
-void attentionBackward(const AttentionShape &s, const float *dout,
-                       const float *q, const float *k, const float *v,
-                       float *dq, bool accDq, float *dk, bool accDk, float *dv,
-                       bool accDv, float *workspace, cudaStream_t stream) {
-  byHeadDim<LaunchBackward>(s.d, dims(s), dout, q, k, v, dq, accDq, dk, accDk,
-                            dv, accDv, workspace, stream);
+void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v,
+                       Out dq, Out dk, Out dv, float *workspace,
+                       cudaStream_t stream) {
+  byHeadDim<LaunchBackward>(s.d, dims(s), dout, q, k, v, dq, dk, dv, workspace,
+                            stream);
 }
 
-void crossEntropyMax(const CrossEntropyShape &c, const float *logits,
-                     float *max, bool acc, cudaStream_t stream) {
+void crossEntropyMax(const CrossEntropyShape &c, In logits, Out max,
+                     cudaStream_t stream) {
   if (c.rows == 0)
     return;
-  ceMaxKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max, acc);
+  ceMaxKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max);
 }
 
-void crossEntropyStats(const CrossEntropyShape &c, const float *logits,
-                       const float *max, const int32_t *labels, float *stats,
-                       bool acc, cudaStream_t stream) {
+void crossEntropyStats(const CrossEntropyShape &c, In logits, In max,
+                       const int32_t *labels, Out stats, cudaStream_t stream) {
   if (c.rows == 0)
     return;
   ceStatsKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max,
-                                                           labels, stats, acc);
+                                                           labels, stats);
 }
 
-void crossEntropyLoss(const float *max, const float *stats, int64_t rows,
-                      double scale, float *loss, bool acc,
+void crossEntropyLoss(In max, In stats, int64_t rows, double scale, Out loss,
                       cudaStream_t stream) {
-  ceLossKernel<<<1, 1024, 0, stream>>>(max, stats, rows, scale, loss, acc);
+  ceLossKernel<<<1, 1024, 0, stream>>>(max, stats, rows, scale, loss);
 }
 
-void crossEntropyBackward(const CrossEntropyShape &c, const float *logits,
-                          const float *max, const float *stats,
-                          const int32_t *labels, float scale, float *dlogits,
-                          bool acc, cudaStream_t stream) {
+void crossEntropyBackward(const CrossEntropyShape &c, In logits, In max,
+                          In stats, const int32_t *labels, float scale,
+                          Out dlogits, cudaStream_t stream) {
   ceBackwardKernel<<<blocksFor(c.rows * c.v), kThreads, 0, stream>>>(
-      c, logits, max, stats, labels, scale, dlogits, acc);
+      c, logits, max, stats, labels, scale, dlogits);
 }
 
-void sumSquares(const float *x, int64_t n, double weight, double *acc64,
+void sumSquares(In x, int64_t n, double weight, double *acc64,
                 cudaStream_t stream) {
   unsigned blocks = blocksFor(n) > 1024 ? 1024 : blocksFor(n);
   sumSquaresKernel<<<blocks, kThreads, 0, stream>>>(x, n, weight, acc64);
 }
 
-void storeScalar(const double *acc64, float *out, bool acc,
-                 cudaStream_t stream) {
-  storeScalarKernel<<<1, 1, 0, stream>>>(acc64, out, acc);
+void storeScalar(const double *acc64, Out out, cudaStream_t stream) {
+  storeScalarKernel<<<1, 1, 0, stream>>>(acc64, out);
 }
 
-void clipCoefficient(const float *sumsq, double clip, float *out, bool acc,
-                     cudaStream_t stream) {
-  clipCoefficientKernel<<<1, 1, 0, stream>>>(sumsq, clip, out, acc);
+void clipCoefficient(In sumsq, double clip, Out out, cudaStream_t stream) {
+  clipCoefficientKernel<<<1, 1, 0, stream>>>(sumsq, clip, out);
 }
 
-void adamw(const AdamWStep &s, const float *p, int64_t pn, const float *g,
-           const float *m, const float *v, int64_t chunk, const float *clip,
-           const float *w, float *np, bool accP, float *nm, bool accM,
-           float *nv, bool accV, float *nw, bool accW, cudaStream_t stream) {
+void adamw(const AdamWStep &s, In p, int64_t pn, In g, In m, In v,
+           int64_t chunk, In clip, In w, Out np, Out nm, Out nv, Out nw,
+           cudaStream_t stream) {
   int64_t n = pn > chunk ? pn : chunk;
-  adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(
-      s, p, pn, g, m, v, chunk, clip, w, np, accP, nm, accM, nv, accV, nw,
-      accW);
+  adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(s, p, pn, g, m, v, chunk,
+                                                     clip, w, np, nm, nv, nw);
 }
 
 } // namespace partita::runtime::cuda
