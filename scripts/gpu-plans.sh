@@ -28,8 +28,10 @@ compile tiny-llama-tp2 "$tiny" --topology=cpu:2 --strategy=dp=1,tp=2,pp=1
 compile tiny-llama-pp2 "$tiny" --topology=cpu:2 --strategy=dp=1,tp=1,pp=2
 compile tiny-llama-zero3 "$tiny" --topology=cpu:2 --strategy=dp=2,tp=1,pp=1,zero=3
 # One Llama-3-8B-shaped block (seq 8192) and a GPT-2 small step, each on
-# one H200; f32, the buffers the runtime keeps (GEMMs run in bf16).
+# one H200: in bf16, and in f32 buffers for comparison.
 one="$root/bench/gpu/one-h200.json"
-compile llama3-8b-block "$root/bench/gpu/llama3-8b-block.json" --topology="$one" --strategy=dp=1,tp=1,pp=1 --dtype=f32
-compile gpt2-small "$root/bench/gpu/gpt2-small.json" --topology="$one" --strategy=dp=1,tp=1,pp=1 --dtype=f32
+for model in llama3-8b-block gpt2-small; do
+  compile "$model" "$root/bench/gpu/$model.json" --topology="$one" --strategy=dp=1,tp=1,pp=1 --dtype=bf16
+  compile "$model-f32" "$root/bench/gpu/$model.json" --topology="$one" --strategy=dp=1,tp=1,pp=1 --dtype=f32
+done
 echo "gpu-plans: $(ls "$out"/*.json | wc -l) plans in $out"

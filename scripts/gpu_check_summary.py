@@ -67,33 +67,41 @@ if os.path.exists(gemm):
     g = json.load(open(gemm))
     result["gemm"] = g
     for row in g.get("gemms", []):
-        lines.append(
-            f"GEMM {row['gemm']} ({row['m']}x{row['n']}x{row['k']}): ours bf16 "
-            f"{row['ours_bf16_tflops']:.0f} TFLOP/s = "
-            f"{row['ours_vs_cublas_bf16']:.2f}x plain cuBLAS; bf16 buffers "
-            f"{row['cublas_bf16_buffers_tflops']:.0f} TFLOP/s")
+        line = (f"GEMM {row['gemm']} ({row['m']}x{row['n']}x{row['k']}): ours "
+                f"bf16 {row['ours_bf16_tflops']:.0f} TFLOP/s = "
+                f"{row['ours_vs_cublas_bf16']:.2f}x plain cuBLAS; bf16 buffers "
+                f"{row['cublas_bf16_buffers_tflops']:.0f} TFLOP/s")
+        if "ours_bf16_buffers_tflops" in row:
+            line += (f", ours {row['ours_bf16_buffers_tflops']:.0f} = "
+                     f"{row['ours_vs_cublas_bf16_buffers']:.2f}x")
+        lines.append(line)
 
-for model in ("llama3-8b-block", "gpt2-small"):
+# The models in bf16 (the runtime's bf16 path: bf16 GEMMs on bf16 buffers,
+# tensor-core attention) and in f32 buffers (f32 kernels, bf16 GEMMs).
+for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
+              "gpt2-small-f32"):
     steps = log(f"{model}.jsonl")
     if len(steps) < 2:
         continue
     plan = json.load(open(os.path.join(plans, f"{model}.json")))
     predicted = plan["predicted"]
+    dtype = plan.get("training", {}).get("dtype", "f32")
     # The first step pays for allocation and cuBLASLt's heuristics.
     measured = statistics.median(s["step_time_s"] for s in steps[1:])
     # The cost model's FLOPs of one step on this GPU, against the GPU's
-    # dense bf16 peak (the plans are f32, so their own MFU is against the
-    # fp32 peak).
+    # dense bf16 peak (an f32 plan's own MFU is against the fp32 peak).
     tflop = predicted["tflops_per_gpu"] * predicted["step_time_s"]
     peak = bf16_peak(gpu)
     mfu = tflop / measured / peak
     result[model] = {"step_time_s": measured, "tflop_per_step": tflop,
                      "achieved_tflops": tflop / measured,
                      "bf16_peak_tflops": peak, "mfu": mfu,
-                     "predicted_step_time_s": predicted["step_time_s"]}
+                     "predicted_step_time_s": predicted["step_time_s"],
+                     "dtype": dtype}
     lines.append(f"{model}: forward + backward + AdamW {measured * 1e3:.1f} ms, "
                  f"{tflop / measured:.0f} TFLOP/s, MFU {mfu:.1%} of {peak:.0f} "
-                 f"(cost model, fp32: {predicted['step_time_s'] * 1e3:.1f} ms)")
+                 f"(cost model, {dtype}: {predicted['step_time_s'] * 1e3:.1f} "
+                 f"ms)")
 
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):

@@ -594,17 +594,21 @@ void CudaDevice::launchKernel(const std::string &name,
   } else if (name == "swiglu_bwd") {
     swigluBackward(in(0), in(1), in(2), out(0), out(1), ins[0].n, s);
   } else if (name == "add") {
-    // kMaxSumInputs inputs a launch; later groups add to the first's result
-    // (a bf16 output is then rounded once per group).
+    // kMaxSumInputs inputs a launch. More gather group by group in an f32
+    // sum, which reaches the output once: rounded once, and read after
+    // every input (the output may alias one).
+    int64_t n = outs[0].n;
+    bool grouped = ins.size() > size_t(kMaxSumInputs);
+    float *partial = grouped ? floats(n) : nullptr;
     for (size_t first = 0; first < ins.size(); first += kMaxSumInputs) {
       In xs[kMaxSumInputs];
       int count = 0;
       for (size_t k = first; k < ins.size() && count < kMaxSumInputs; ++k)
         xs[count++] = in(k);
-      Out y = out(0);
-      y.acc = y.acc || first > 0;
-      sum(xs, count, y, outs[0].n, s);
+      sum(xs, count, grouped ? f32Out(partial, first > 0) : out(0), n, s);
     }
+    if (grouped)
+      cuda::transposeBlocks(f32In(partial), out(0), 1, 1, n, s);
   } else if (name == "copy") {
     cuda::transposeBlocks(in(0), out(0), 1, 1, ins[0].n, s);
   } else if (name == "ce_max" || name == "ce_stats" || name == "ce_bwd") {

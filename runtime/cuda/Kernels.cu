@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
+#include "KernelSupport.cuh"
 #include "LaunchConfig.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -17,30 +18,12 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace partita::runtime::cuda {
 
 namespace {
-
-__device__ __forceinline__ float load(In x, int64_t i) {
-  return x.bf16
-             ? __bfloat162float(static_cast<const __nv_bfloat16 *>(x.data)[i])
-             : static_cast<const float *>(x.data)[i];
-}
-
-/// y[i] = v, or y[i] + v with y.acc; a bf16 element is rounded once, to
-/// nearest even.
-__device__ __forceinline__ void store(Out y, int64_t i, float v) {
-  if (y.bf16) {
-    auto *h = static_cast<__nv_bfloat16 *>(y.data);
-    if (y.acc)
-      v += __bfloat162float(h[i]);
-    h[i] = __float2bfloat16_rn(v);
-  } else {
-    auto *f = static_cast<float *>(y.data);
-    f[i] = y.acc ? f[i] + v : v;
-  }
-}
 
 int64_t elementBytes(bool bf16) { return bf16 ? 2 : 4; }
 
@@ -349,12 +332,16 @@ __global__ void tokenKeysKernel(const int32_t *tokens, int64_t count,
   }
 }
 
-/// A block per run of equal sorted keys: the run's dy rows summed, in token
-/// order, into that row of dtable.
+/// A block per run of equal sorted keys and slice of blockDim.x columns
+/// (blockIdx.y): the run's dy rows summed, in token order, into that row of
+/// dtable.
 __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
                                         const uint32_t *positions,
                                         int64_t count, int64_t rows, int64_t h,
                                         Out dtable) {
+  int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x;
+  if (j >= h)
+    return;
   for (int64_t first = blockIdx.x; first < count; first += gridDim.x) {
     uint32_t key = keys[first];
     if (key >= rows || (first > 0 && keys[first - 1] == key))
@@ -362,12 +349,10 @@ __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
     int64_t end = first + 1;
     while (end < count && keys[end] == key)
       ++end;
-    for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-      float s = 0;
-      for (int64_t p = first; p < end; ++p)
-        s += load(dy, int64_t(positions[p]) * h + j);
-      store(dtable, int64_t(key) * h + j, s);
-    }
+    float s = 0;
+    for (int64_t p = first; p < end; ++p)
+      s += load(dy, int64_t(positions[p]) * h + j);
+    store(dtable, int64_t(key) * h + j, s);
   }
 }
 
@@ -376,22 +361,6 @@ __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
 // Flash-style: a thread per query row (forward, dq) or key row (dk, dv)
 // streams the other side through shared memory in tiles and keeps its
 // softmax statistics online, so memory is O(s) per row. f32 arithmetic.
-
-struct AttentionDims {
-  int64_t b, s, heads, kvHeads, d;
-  bool causal;
-  int64_t window;
-  float scale;
-  __device__ bool masked(int64_t i, int64_t j) const {
-    return (causal && j > i) || (window > 0 && j <= i - window);
-  }
-  __device__ int64_t qOffset(int64_t bb, int64_t i, int64_t hh) const {
-    return ((bb * s + i) * heads + hh) * d;
-  }
-  __device__ int64_t kOffset(int64_t bb, int64_t j, int64_t kh) const {
-    return ((bb * s + j) * kvHeads + kh) * d;
-  }
-};
 
 /// Loads rows [first, first + T) of a [*, stride]-strided tensor starting
 /// at element `base` of x into `tile` (as f32).
@@ -453,13 +422,6 @@ __device__ void attendRow(const AttentionDims &a, const float *q, int64_t i,
                 });
 }
 
-/// The keys query rows [first, last] of a block can see.
-__device__ void keyRange(const AttentionDims &a, int64_t first, int64_t last,
-                         int64_t &begin, int64_t &end) {
-  begin = a.window > 0 ? max(int64_t(0), first - a.window + 1) : 0;
-  end = a.causal ? min(a.s, last + 1) : a.s;
-}
-
 /// Query row i of head hh, scaled, as f32 (zero past d or for invalid rows).
 template <int D>
 __device__ void loadQueryRow(const AttentionDims &a, In q, int64_t bb,
@@ -479,8 +441,8 @@ __global__ void attentionKernel(AttentionDims a, In q, In k, In v, Out o) {
   float qr[D], out[D], m, l;
   loadQueryRow<D>(a, q, bb, i, hh, valid, qr);
   int64_t jBegin, jEnd;
-  keyRange(a, first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
-           jEnd);
+  a.keyRange(first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
+             jEnd);
   attendRow<D>(a, qr, i, valid, k, v, a.kOffset(bb, 0, kh), jBegin, jEnd,
                kTile, vTile, m, l, out);
   if (!valid)
@@ -502,8 +464,8 @@ __global__ void attentionBackwardQueryKernel(AttentionDims a, In dout, In q,
   float qr[D], acc[D], m, l;
   loadQueryRow<D>(a, q, bb, i, hh, valid, qr);
   int64_t jBegin, jEnd;
-  keyRange(a, first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
-           jEnd);
+  a.keyRange(first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
+             jEnd);
   int64_t kvBase = a.kOffset(bb, 0, kh);
   attendRow<D>(a, qr, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile, m, l,
                acc);
@@ -558,9 +520,8 @@ __global__ void attentionBackwardKeyKernel(AttentionDims a, In dout, In q,
     vr[c] = in ? load(v, a.kOffset(bb, j, kh) + c) : 0.0f;
     dkAcc[c] = dvAcc[c] = 0;
   }
-  // The query rows that can see keys [first, last].
-  int64_t iBegin = a.causal ? first : 0;
-  int64_t iEnd = a.window > 0 ? min(a.s, last + a.window) : a.s;
+  int64_t iBegin, iEnd;
+  a.queryRange(first, last, iBegin, iEnd);
   int64_t stride = a.heads * a.d;
   for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
     int64_t qBase = a.qOffset(bb, 0, hh);
@@ -601,11 +562,6 @@ __global__ void attentionBackwardKeyKernel(AttentionDims a, In dout, In q,
     store(dk, a.kOffset(bb, j, kh) + c, dkAcc[c]);
     store(dv, a.kOffset(bb, j, kh) + c, dvAcc[c]);
   }
-}
-
-AttentionDims dims(const AttentionShape &s) {
-  return {s.b, s.s,      s.heads,  s.kvHeads,
-          s.d, s.causal, s.window, float(1.0 / std::sqrt(double(s.d)))};
 }
 
 template <template <int> class Launch, typename... Args>
@@ -932,10 +888,14 @@ void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
   tokenKeysKernel<<<blocksFor(count), kThreads, 0, stream>>>(
       tokens, count, rows, start, w.keys[0], w.positions[0]);
   // The sort is stable, so each run of a key keeps token order.
-  cub::DeviceRadixSort::SortPairs(w.sortScratch, w.sortBytes, w.keys[0],
-                                  w.keys[1], w.positions[0], w.positions[1],
-                                  count, 0, sortBits(rows), stream);
-  unsigned blocks = unsigned(std::min<int64_t>(count, kMaxBlocks));
+  cudaError_t sorted = cub::DeviceRadixSort::SortPairs(
+      w.sortScratch, w.sortBytes, w.keys[0], w.keys[1], w.positions[0],
+      w.positions[1], count, 0, sortBits(rows), stream);
+  if (sorted != cudaSuccess)
+    throw std::runtime_error(std::string("sorting the embedding's tokens: ") +
+                             cudaGetErrorString(sorted));
+  dim3 blocks(unsigned(std::min<int64_t>(count, kMaxBlocks)),
+              unsigned((h + kThreads - 1) / kThreads));
   embeddingBackwardKernel<<<blocks, kThreads, 0, stream>>>(
       dy, w.keys[1], w.positions[1], count, rows, h, dtable);
 }
@@ -944,7 +904,9 @@ int64_t maxHeadDim() { return kMaxHeadDim; }
 
 void attention(const AttentionShape &s, In q, In k, In v, Out o,
                cudaStream_t stream) {
-  byHeadDim<LaunchForward>(s.d, dims(s), q, k, v, o, stream);
+  if (attentionOnTensorCores(s, q, k, v))
+    return tensorCoreAttention(s, q, k, v, o, stream);
+  byHeadDim<LaunchForward>(s.d, attentionDims(s), q, k, v, o, stream);
 }
 
 int64_t attentionBackwardWorkspace(const AttentionShape &s) {
@@ -954,7 +916,10 @@ int64_t attentionBackwardWorkspace(const AttentionShape &s) {
 void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v,
                        Out dq, Out dk, Out dv, float *workspace,
                        cudaStream_t stream) {
-  byHeadDim<LaunchBackward>(s.d, dims(s), dout, q, k, v, dq, dk, dv, workspace,
+  if (attentionOnTensorCores(s, q, k, v) && dout.bf16)
+    return tensorCoreAttentionBackward(s, dout, q, k, v, dq, dk, dv, workspace,
+                                       stream);
+  byHeadDim<LaunchBackward>(s.d, attentionDims(s), dout, q, k, v, dq, dk, dv, workspace,
                             stream);
 }
 

@@ -109,6 +109,10 @@ struct AttentionShape {
 };
 /// The head dimension the attention kernels take at most.
 int64_t maxHeadDim();
+/// Whether attention runs on tensor cores (TensorCoreAttention.cu): bf16
+/// q, k and v (and dO) with head dimension 64 or 128. Other launches run
+/// the f32 CUDA-core kernels.
+bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// Flash-style attention: O(s) memory per row, the s x s scores never
 /// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d].
 void attention(const AttentionShape &a, In q, In k, In v, Out o,

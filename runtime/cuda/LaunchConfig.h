@@ -57,6 +57,39 @@ inline unsigned rowBlocks(int64_t s) {
   return unsigned((s + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
+/// Tensor-core attention (bf16, head dimension 64 or 128): 64 query (or
+/// key) rows a block, a warp per 16 of them, the other side streamed in
+/// tiles of 64 rows. Shared-memory rows are padded against bank conflicts
+/// and kept at multiples of 16 bytes, as WMMA wants; each region starts
+/// 128-byte aligned.
+constexpr int kTcRows = 64, kTcWarps = 4, kTcTile = 64;
+constexpr int kTcThreads = kTcWarps * 32;
+/// The opt-in dynamic shared memory of a block on sm_80 (163 KiB); sm_90
+/// allows more.
+constexpr int kMaxSharedBytes = 163 * 1024;
+template <int D> struct TcLayout {
+  static_assert(D % 16 == 0, "WMMA tiles are 16 wide");
+  static constexpr int ldh = D + 8;       // a [64][D] bf16 tile
+  static constexpr int lds = kTcTile + 4; // a warp's [16][64] f32 scores
+  static constexpr int ldp = kTcTile + 8; // a warp's [16][64] bf16 values
+  static constexpr int ldo = D + 4;       // a warp's [16][D] f32 rows
+  static constexpr int region(int bytes) { return (bytes + 127) / 128 * 128; }
+  static constexpr int tile = region(kTcRows * ldh * 2);
+  static constexpr int scores = region(kTcWarps * 16 * lds * 4);
+  static constexpr int probs = region(kTcWarps * 16 * ldp * 2);
+  static constexpr int rows = region(kTcWarps * 16 * ldo * 4);
+  static constexpr int column = region(kTcTile * 4);
+  /// Forward (and the backward's statistics): q, k, v tiles, scores,
+  /// probabilities, output rows.
+  static constexpr int forwardBytes = 3 * tile + scores + probs + rows;
+  /// dq: q, dO, k, v tiles, scores and dP, dS, dq rows.
+  static constexpr int queryBytes = 4 * tile + 2 * scores + probs + rows;
+  /// dk, dv: k, v, q, dO tiles, the queries' statistics, S^T and dP^T,
+  /// P^T and dS^T, dk or dv rows.
+  static constexpr int keyBytes =
+      4 * tile + 2 * column + 2 * scores + 2 * probs + rows;
+};
+
 } // namespace partita::runtime::cuda
 
 #endif // PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H

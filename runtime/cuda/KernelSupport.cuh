@@ -1,0 +1,83 @@
+//===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA -*-===//
+//
+// Reading and writing In / Out operands, and the attention kernels' shape
+// and masks, for Kernels.cu and TensorCoreAttention.cu.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_CUDA_KERNELSUPPORT_CUH
+#define PARTITA_RUNTIME_CUDA_KERNELSUPPORT_CUH
+
+#include "Kernels.h"
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+namespace partita::runtime::cuda {
+
+__device__ __forceinline__ float load(In x, int64_t i) {
+  return x.bf16
+             ? __bfloat162float(static_cast<const __nv_bfloat16 *>(x.data)[i])
+             : static_cast<const float *>(x.data)[i];
+}
+
+/// y[i] = v, or y[i] + v with y.acc; a bf16 element is rounded once, to
+/// nearest even.
+__device__ __forceinline__ void store(Out y, int64_t i, float v) {
+  if (y.bf16) {
+    auto *h = static_cast<__nv_bfloat16 *>(y.data);
+    if (y.acc)
+      v += __bfloat162float(h[i]);
+    h[i] = __float2bfloat16_rn(v);
+  } else {
+    auto *f = static_cast<float *>(y.data);
+    f[i] = y.acc ? f[i] + v : v;
+  }
+}
+
+/// An attention launch's shape on the device, with the softmax scale.
+struct AttentionDims {
+  int64_t b, s, heads, kvHeads, d;
+  bool causal;
+  int64_t window;
+  float scale;
+  __device__ bool masked(int64_t i, int64_t j) const {
+    return (causal && j > i) || (window > 0 && j <= i - window);
+  }
+  __device__ int64_t qOffset(int64_t bb, int64_t i, int64_t hh) const {
+    return ((bb * s + i) * heads + hh) * d;
+  }
+  __device__ int64_t kOffset(int64_t bb, int64_t j, int64_t kh) const {
+    return ((bb * s + j) * kvHeads + kh) * d;
+  }
+  /// The keys query rows [first, last] can see: [begin, end).
+  __device__ void keyRange(int64_t first, int64_t last, int64_t &begin,
+                           int64_t &end) const {
+    begin = window > 0 ? max(int64_t(0), first - window + 1) : 0;
+    end = causal ? min(s, last + 1) : s;
+  }
+  /// The query rows that can see keys [first, last]: [begin, end).
+  __device__ void queryRange(int64_t first, int64_t last, int64_t &begin,
+                             int64_t &end) const {
+    begin = causal ? first : 0;
+    end = window > 0 ? min(s, last + window) : s;
+  }
+};
+
+inline AttentionDims attentionDims(const AttentionShape &s) {
+  return {s.b, s.s,      s.heads,  s.kvHeads,
+          s.d, s.causal, s.window, float(1.0 / std::sqrt(double(s.d)))};
+}
+
+/// The tensor-core attention, for launches attentionOnTensorCores takes;
+/// `stats` holds attentionBackwardWorkspace floats.
+void tensorCoreAttention(const AttentionShape &a, In q, In k, In v, Out o,
+                         cudaStream_t stream);
+void tensorCoreAttentionBackward(const AttentionShape &a, In dout, In q, In k,
+                                 In v, Out dq, Out dk, Out dv, float *stats,
+                                 cudaStream_t stream);
+
+} // namespace partita::runtime::cuda
+
+#endif // PARTITA_RUNTIME_CUDA_KERNELSUPPORT_CUH

@@ -1,0 +1,411 @@
+//===- TensorCoreAttention.cu - Flash attention on tensor cores -----------===//
+//
+// For bf16 q, k, v (and dO) with head dimension 64 or 128, the products of
+// attention - Q K^T and P V forward; dO V^T, dS K, P^T dO and dS^T Q
+// backward - run as 16x16x16 bf16 WMMA tiles with f32 accumulation. The
+// softmax and its statistics stay f32; P and dS are rounded to bf16 for
+// their products, as FlashAttention-2 does. The s x s scores are never
+// stored: 64 query (or key) rows a block, a warp per 16 of them, stream the
+// other side through shared memory 64 rows at a time (LaunchConfig.h).
+//
+// Within a warp's [16][64] score tile, lane l owns row l / 2 and columns
+// 32 (l % 2) to 32 (l % 2) + 31; both lanes of a row keep its running max
+// and sum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelSupport.cuh"
+#include "LaunchConfig.h"
+
+#include <mma.h>
+
+namespace partita::runtime::cuda {
+
+namespace {
+
+using namespace nvcuda;
+using bf16 = __nv_bfloat16;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBT =
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+constexpr int kLaneColumns = kTcTile / 2;
+
+/// Successive regions of dynamic shared memory, each TcLayout-sized.
+struct Carve {
+  char *at;
+  template <typename T> __device__ T *take(int bytes) {
+    T *p = reinterpret_cast<T *>(at);
+    at += bytes;
+    return p;
+  }
+};
+
+/// Rows [first, first + 64) of a bf16 tensor whose row r starts at element
+/// base + r * stride, into a [64][ldh] tile; rows at or past `limit` are
+/// zero (they are masked, and zero keeps NaN out of the products).
+template <int D>
+__device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
+                         int64_t stride, int64_t first, int64_t limit) {
+  for (int e = threadIdx.x; e < kTcRows * D; e += blockDim.x) {
+    int r = e / D, c = e % D;
+    int64_t row = first + r;
+    tile[r * TcLayout<D>::ldh + c] = row < limit
+                                         ? x[base + row * stride + c]
+                                         : __float2bfloat16_rn(0.0f);
+  }
+}
+
+template <int N> __device__ void zero(FragC (&c)[N]) {
+  for (int n = 0; n < N; ++n)
+    wmma::fill_fragment(c[n], 0.0f);
+}
+
+/// c[n] += A B^T for a warp: A is [16][K] (row stride lda), B is [16 N][K]
+/// (row stride ldb), so c[n] is columns [16 n, 16 n + 16) of the product.
+template <int K, int N>
+__device__ void multiplyTransposed(FragC (&c)[N], const bf16 *a, int lda,
+                                   const bf16 *b, int ldb) {
+  for (int k = 0; k < K / 16; ++k) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + k * 16, lda);
+    for (int n = 0; n < N; ++n) {
+      FragBT fb;
+      wmma::load_matrix_sync(fb, b + n * 16 * ldb + k * 16, ldb);
+      wmma::mma_sync(c[n], fa, fb, c[n]);
+    }
+  }
+}
+
+/// c[n] += A B for a warp: A is [16][K] (row stride lda), B is [K][16 N]
+/// (row stride ldb).
+template <int K, int N>
+__device__ void multiply(FragC (&c)[N], const bf16 *a, int lda, const bf16 *b,
+                         int ldb) {
+  for (int k = 0; k < K / 16; ++k) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + k * 16, lda);
+    for (int n = 0; n < N; ++n) {
+      FragB fb;
+      wmma::load_matrix_sync(fb, b + k * 16 * ldb + n * 16, ldb);
+      wmma::mma_sync(c[n], fa, fb, c[n]);
+    }
+  }
+}
+
+template <int N>
+__device__ void storeFragments(float *to, int ld, const FragC (&c)[N]) {
+  for (int n = 0; n < N; ++n)
+    wmma::store_matrix_sync(to + n * 16, c[n], ld, wmma::mem_row_major);
+}
+
+/// Forward over a block of 64 query rows. Without `Stats`, o = softmax(Q
+/// K^T scale) V; with it, each row's log-sum-exp and D = dO . O go to
+/// `stats` (the backward's first pass) and o is not written.
+template <int D, bool Stats>
+__global__ void __launch_bounds__(kTcThreads)
+    forwardKernel(AttentionDims a, const bf16 *q, const bf16 *k, const bf16 *v,
+                  Out o, const bf16 *dout, float *stats) {
+  using L = TcLayout<D>;
+  extern __shared__ __align__(128) char shared[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve carve{shared};
+  bf16 *qs = carve.take<bf16>(L::tile), *ks = carve.take<bf16>(L::tile),
+       *vs = carve.take<bf16>(L::tile);
+  float *scores = carve.take<float>(L::scores) + warp * 16 * L::lds;
+  bf16 *probs = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
+  float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
+
+  int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
+  int64_t first = int64_t(blockIdx.x) * kTcRows;
+  int64_t last = min(a.s - 1, first + kTcRows - 1);
+  loadRows<D>(qs, q, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
+  for (int e = lane; e < 16 * D; e += 32)
+    out[(e / D) * L::ldo + e % D] = 0;
+  int r = lane / 2, half = lane % 2;
+  int64_t i = first + warp * 16 + r;
+  float m = -INFINITY, l = 0;
+  int64_t jBegin, jEnd;
+  a.keyRange(first, last, jBegin, jEnd);
+  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kTcTile) {
+    __syncthreads();
+    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd);
+    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd);
+    __syncthreads();
+    FragC s[kTcTile / 16];
+    zero(s);
+    multiplyTransposed<D>(s, qs + warp * 16 * L::ldh, L::ldh, ks, L::ldh);
+    storeFragments(scores, L::lds, s);
+    __syncwarp();
+    // Online softmax of row i over this tile's keys.
+    float x[kLaneColumns], tileMax = -INFINITY;
+    for (int c = 0; c < kLaneColumns; ++c) {
+      int col = half * kLaneColumns + c;
+      int64_t j = j0 + col;
+      bool seen = i < a.s && j < jEnd && !a.masked(i, j);
+      x[c] = seen ? scores[r * L::lds + col] * a.scale : -INFINITY;
+      tileMax = fmaxf(tileMax, x[c]);
+    }
+    tileMax = fmaxf(tileMax, __shfl_xor_sync(kFullWarp, tileMax, 1));
+    float mNew = fmaxf(m, tileMax);
+    // Rows that have seen no key yet keep zeros (and no NaN).
+    float reference = mNew == -INFINITY ? 0.0f : mNew;
+    float correction = expf(m - reference), sum = 0;
+    for (int c = 0; c < kLaneColumns; ++c) {
+      float p = expf(x[c] - reference);
+      sum += p;
+      probs[r * L::ldp + half * kLaneColumns + c] = __float2bfloat16_rn(p);
+    }
+    sum += __shfl_xor_sync(kFullWarp, sum, 1);
+    l = l * correction + sum;
+    m = mNew;
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+      out[r * L::ldo + c] *= correction;
+    __syncwarp();
+    FragC acc[D / 16];
+    for (int n = 0; n < D / 16; ++n)
+      wmma::load_matrix_sync(acc[n], out + n * 16, L::ldo,
+                             wmma::mem_row_major);
+    multiply<kTcTile>(acc, probs, L::ldp, vs, L::ldh);
+    storeFragments(out, L::ldo, acc);
+    __syncwarp();
+  }
+  bool valid = i < a.s;
+  int64_t at = valid ? a.qOffset(bb, i, hh) : 0;
+  if (!Stats) {
+    if (valid)
+      for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+        store(o, at + c, out[r * L::ldo + c] / l);
+    return;
+  }
+  float dot = 0;
+  if (valid)
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+      dot += __bfloat162float(dout[at + c]) * (out[r * L::ldo + c] / l);
+  dot += __shfl_xor_sync(kFullWarp, dot, 1);
+  if (valid && half == 0) {
+    int64_t row = (bb * a.heads + hh) * a.s + i;
+    stats[2 * row] = m + logf(l);
+    stats[2 * row + 1] = dot;
+  }
+}
+
+/// dq for a block of 64 query rows: sum over keys of dS K scale, with
+/// dS = P (dO V^T - D).
+template <int D>
+__global__ void __launch_bounds__(kTcThreads)
+    queryGradientKernel(AttentionDims a, const bf16 *dout, const bf16 *q,
+                        const bf16 *k, const bf16 *v, Out dq,
+                        const float *stats) {
+  using L = TcLayout<D>;
+  extern __shared__ __align__(128) char shared[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve carve{shared};
+  bf16 *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile),
+       *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile);
+  float *scores = carve.take<float>(L::scores) + warp * 16 * L::lds;
+  float *dp = carve.take<float>(L::scores) + warp * 16 * L::lds;
+  bf16 *ds = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
+  float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
+
+  int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
+  int64_t first = int64_t(blockIdx.x) * kTcRows;
+  int64_t last = min(a.s - 1, first + kTcRows - 1);
+  loadRows<D>(qs, q, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
+  loadRows<D>(dos, dout, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
+  int r = lane / 2, half = lane % 2;
+  int64_t i = first + warp * 16 + r;
+  bool valid = i < a.s;
+  int64_t row = (bb * a.heads + hh) * a.s + i;
+  float lse = valid ? stats[2 * row] : 0.0f;
+  float rowD = valid ? stats[2 * row + 1] : 0.0f;
+  FragC acc[D / 16];
+  zero(acc);
+  int64_t jBegin, jEnd;
+  a.keyRange(first, last, jBegin, jEnd);
+  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kTcTile) {
+    __syncthreads();
+    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd);
+    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd);
+    __syncthreads();
+    FragC s[kTcTile / 16];
+    zero(s);
+    multiplyTransposed<D>(s, qs + warp * 16 * L::ldh, L::ldh, ks, L::ldh);
+    storeFragments(scores, L::lds, s);
+    zero(s);
+    multiplyTransposed<D>(s, dos + warp * 16 * L::ldh, L::ldh, vs, L::ldh);
+    storeFragments(dp, L::lds, s);
+    __syncwarp();
+    for (int c = 0; c < kLaneColumns; ++c) {
+      int col = half * kLaneColumns + c;
+      int64_t j = j0 + col;
+      bool seen = valid && j < jEnd && !a.masked(i, j);
+      float p = seen ? expf(scores[r * L::lds + col] * a.scale - lse) : 0.0f;
+      ds[r * L::ldp + col] =
+          __float2bfloat16_rn(p * (dp[r * L::lds + col] - rowD));
+    }
+    __syncwarp();
+    multiply<kTcTile>(acc, ds, L::ldp, ks, L::ldh);
+  }
+  storeFragments(out, L::ldo, acc);
+  __syncwarp();
+  if (valid)
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+      store(dq, a.qOffset(bb, i, hh) + c, out[r * L::ldo + c] * a.scale);
+}
+
+/// dk and dv for a block of 64 key rows of one kv head, over every query
+/// row of the heads that share it: dv = P^T dO, dk = dS^T Q scale.
+template <int D>
+__global__ void __launch_bounds__(kTcThreads)
+    keyGradientKernel(AttentionDims a, const bf16 *dout, const bf16 *q,
+                      const bf16 *k, const bf16 *v, Out dk, Out dv,
+                      const float *stats) {
+  using L = TcLayout<D>;
+  extern __shared__ __align__(128) char shared[];
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve carve{shared};
+  bf16 *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile),
+       *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile);
+  float *lseTile = carve.take<float>(L::column);
+  float *dTile = carve.take<float>(L::column);
+  float *scores = carve.take<float>(L::scores) + warp * 16 * L::lds;
+  float *dp = carve.take<float>(L::scores) + warp * 16 * L::lds;
+  bf16 *probs = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
+  bf16 *ds = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
+  float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
+
+  int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
+  int64_t first = int64_t(blockIdx.x) * kTcRows;
+  int64_t last = min(a.s - 1, first + kTcRows - 1);
+  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
+  loadRows<D>(ks, k, kvBase, kvStride, first, a.s);
+  loadRows<D>(vs, v, kvBase, kvStride, first, a.s);
+  int r = lane / 2, half = lane % 2;
+  int64_t j = first + warp * 16 + r;
+  FragC dkAcc[D / 16], dvAcc[D / 16];
+  zero(dkAcc);
+  zero(dvAcc);
+  int64_t iBegin, iEnd;
+  a.queryRange(first, last, iBegin, iEnd);
+  for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
+    int64_t qBase = a.qOffset(bb, 0, hh), qStride = a.heads * D;
+    const float *rowStats = stats + 2 * (bb * a.heads + hh) * a.s;
+    for (int64_t i0 = iBegin; i0 < iEnd; i0 += kTcTile) {
+      __syncthreads();
+      loadRows<D>(qs, q, qBase, qStride, i0, iEnd);
+      loadRows<D>(dos, dout, qBase, qStride, i0, iEnd);
+      for (int t = threadIdx.x; t < kTcTile; t += blockDim.x) {
+        bool in = i0 + t < iEnd;
+        lseTile[t] = in ? rowStats[2 * (i0 + t)] : 0.0f;
+        dTile[t] = in ? rowStats[2 * (i0 + t) + 1] : 0.0f;
+      }
+      __syncthreads();
+      // S^T and dP^T: this warp's 16 keys against the tile's 64 queries.
+      FragC s[kTcTile / 16];
+      zero(s);
+      multiplyTransposed<D>(s, ks + warp * 16 * L::ldh, L::ldh, qs, L::ldh);
+      storeFragments(scores, L::lds, s);
+      zero(s);
+      multiplyTransposed<D>(s, vs + warp * 16 * L::ldh, L::ldh, dos, L::ldh);
+      storeFragments(dp, L::lds, s);
+      __syncwarp();
+      for (int c = 0; c < kLaneColumns; ++c) {
+        int col = half * kLaneColumns + c;
+        int64_t i = i0 + col;
+        bool seen = j < a.s && i < iEnd && !a.masked(i, j);
+        float p = seen ? expf(scores[r * L::lds + col] * a.scale - lseTile[col])
+                       : 0.0f;
+        probs[r * L::ldp + col] = __float2bfloat16_rn(p);
+        ds[r * L::ldp + col] =
+            __float2bfloat16_rn(p * (dp[r * L::lds + col] - dTile[col]));
+      }
+      __syncwarp();
+      multiply<kTcTile>(dvAcc, probs, L::ldp, dos, L::ldh);
+      multiply<kTcTile>(dkAcc, ds, L::ldp, qs, L::ldh);
+    }
+  }
+  bool valid = j < a.s;
+  int64_t at = valid ? a.kOffset(bb, j, kh) : 0;
+  storeFragments(out, L::ldo, dkAcc);
+  __syncwarp();
+  if (valid)
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+      store(dk, at + c, out[r * L::ldo + c] * a.scale);
+  __syncwarp();
+  storeFragments(out, L::ldo, dvAcc);
+  __syncwarp();
+  if (valid)
+    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+      store(dv, at + c, out[r * L::ldo + c]);
+}
+
+/// Launches `kernel` with `bytes` of dynamic shared memory, above the
+/// 48 KiB a launch gets without asking.
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, dim3 grid, int bytes, cudaStream_t stream,
+            Args... args) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       bytes);
+  kernel<<<grid, kTcThreads, bytes, stream>>>(args...);
+}
+
+const bf16 *bf16s(In x) { return static_cast<const bf16 *>(x.data); }
+
+template <int D>
+void forward(const AttentionDims &a, In q, In k, In v, Out o,
+             cudaStream_t stream) {
+  dim3 grid(unsigned((a.s + kTcRows - 1) / kTcRows), unsigned(a.heads),
+            unsigned(a.b));
+  launch(forwardKernel<D, false>, grid, TcLayout<D>::forwardBytes, stream, a,
+         bf16s(q), bf16s(k), bf16s(v), o, static_cast<const bf16 *>(nullptr),
+         static_cast<float *>(nullptr));
+}
+
+template <int D>
+void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
+              Out dk, Out dv, float *stats, cudaStream_t stream) {
+  using L = TcLayout<D>;
+  unsigned tiles = unsigned((a.s + kTcRows - 1) / kTcRows);
+  dim3 queries(tiles, unsigned(a.heads), unsigned(a.b));
+  launch(forwardKernel<D, true>, queries, L::forwardBytes, stream, a, bf16s(q),
+         bf16s(k), bf16s(v), Out(), bf16s(dout), stats);
+  launch(queryGradientKernel<D>, queries, L::queryBytes, stream, a,
+         bf16s(dout), bf16s(q), bf16s(k), bf16s(v), dq,
+         static_cast<const float *>(stats));
+  launch(keyGradientKernel<D>, dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
+         L::keyBytes, stream, a, bf16s(dout), bf16s(q), bf16s(k), bf16s(v), dk,
+         dv, static_cast<const float *>(stats));
+}
+
+} // namespace
+
+bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
+  return q.bf16 && k.bf16 && v.bf16 && (a.d == 64 || a.d == 128);
+}
+
+void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,
+                         cudaStream_t stream) {
+  AttentionDims a = attentionDims(shape);
+  if (a.d == 64)
+    forward<64>(a, q, k, v, o, stream);
+  else
+    forward<128>(a, q, k, v, o, stream);
+}
+
+void tensorCoreAttentionBackward(const AttentionShape &shape, In dout, In q,
+                                 In k, In v, Out dq, Out dk, Out dv,
+                                 float *stats, cudaStream_t stream) {
+  AttentionDims a = attentionDims(shape);
+  if (a.d == 64)
+    backward<64>(a, dout, q, k, v, dq, dk, dv, stats, stream);
+  else
+    backward<128>(a, dout, q, k, v, dq, dk, dv, stats, stream);
+}
+
+} // namespace partita::runtime::cuda
