@@ -8,9 +8,10 @@
 // stored: 64 query (or key) rows a block, a warp per 16 of them, stream the
 // other side through shared memory 64 rows at a time (LaunchConfig.h).
 //
-// Within a warp's [16][64] score tile, lane l owns row l / 2 and columns
-// 32 (l % 2) to 32 (l % 2) + 31; both lanes of a row keep its running max
-// and sum.
+// Within a warp's [16][64] score tile, lane l owns row l / 2 and the
+// columns of parity l % 2 (neighbouring lanes read neighbouring words, in
+// different banks); both lanes of a row keep its running max and sum. The
+// same holds for a warp's [16][D] output rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,9 @@
 #include "LaunchConfig.h"
 
 #include <mma.h>
+
+#include <stdexcept>
+#include <string>
 
 namespace partita::runtime::cuda {
 
@@ -50,6 +54,20 @@ struct Carve {
 template <int D>
 __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
                          int64_t stride, int64_t first, int64_t limit) {
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    // 8 values a load: base and stride are multiples of D, so every row
+    // starts 16-byte aligned, in the tensor and in the tile.
+    constexpr int perRow = D / 8;
+    for (int e = threadIdx.x; e < kTcRows * perRow; e += blockDim.x) {
+      int r = e / perRow, c = e % perRow * 8;
+      int64_t row = first + r;
+      uint4 v = row < limit ? *reinterpret_cast<const uint4 *>(
+                                  x + base + row * stride + c)
+                            : make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4 *>(tile + r * TcLayout<D>::ldh + c) = v;
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < kTcRows * D; e += blockDim.x) {
     int r = e / D, c = e % D;
     int64_t row = first + r;
@@ -125,7 +143,7 @@ __global__ void __launch_bounds__(kTcThreads)
   loadRows<D>(qs, q, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
   for (int e = lane; e < 16 * D; e += 32)
     out[(e / D) * L::ldo + e % D] = 0;
-  int r = lane / 2, half = lane % 2;
+  int r = lane / 2, parity = lane % 2;
   int64_t i = first + warp * 16 + r;
   float m = -INFINITY, l = 0;
   int64_t jBegin, jEnd;
@@ -143,8 +161,9 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncwarp();
     // Online softmax of row i over this tile's keys.
     float x[kLaneColumns], tileMax = -INFINITY;
+#pragma unroll
     for (int c = 0; c < kLaneColumns; ++c) {
-      int col = half * kLaneColumns + c;
+      int col = 2 * c + parity;
       int64_t j = j0 + col;
       bool seen = i < a.s && j < jEnd && !a.masked(i, j);
       x[c] = seen ? scores[r * L::lds + col] * a.scale : -INFINITY;
@@ -155,15 +174,16 @@ __global__ void __launch_bounds__(kTcThreads)
     // Rows that have seen no key yet keep zeros (and no NaN).
     float reference = mNew == -INFINITY ? 0.0f : mNew;
     float correction = expf(m - reference), sum = 0;
+#pragma unroll
     for (int c = 0; c < kLaneColumns; ++c) {
       float p = expf(x[c] - reference);
       sum += p;
-      probs[r * L::ldp + half * kLaneColumns + c] = __float2bfloat16_rn(p);
+      probs[r * L::ldp + 2 * c + parity] = __float2bfloat16_rn(p);
     }
     sum += __shfl_xor_sync(kFullWarp, sum, 1);
     l = l * correction + sum;
     m = mNew;
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+    for (int c = parity; c < D; c += 2)
       out[r * L::ldo + c] *= correction;
     __syncwarp();
     FragC acc[D / 16];
@@ -178,16 +198,16 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t at = valid ? a.qOffset(bb, i, hh) : 0;
   if (!Stats) {
     if (valid)
-      for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+      for (int c = parity; c < D; c += 2)
         store(o, at + c, out[r * L::ldo + c] / l);
     return;
   }
   float dot = 0;
   if (valid)
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+    for (int c = parity; c < D; c += 2)
       dot += __bfloat162float(dout[at + c]) * (out[r * L::ldo + c] / l);
   dot += __shfl_xor_sync(kFullWarp, dot, 1);
-  if (valid && half == 0) {
+  if (valid && parity == 0) {
     int64_t row = (bb * a.heads + hh) * a.s + i;
     stats[2 * row] = m + logf(l);
     stats[2 * row + 1] = dot;
@@ -217,7 +237,7 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t last = min(a.s - 1, first + kTcRows - 1);
   loadRows<D>(qs, q, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
   loadRows<D>(dos, dout, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
-  int r = lane / 2, half = lane % 2;
+  int r = lane / 2, parity = lane % 2;
   int64_t i = first + warp * 16 + r;
   bool valid = i < a.s;
   int64_t row = (bb * a.heads + hh) * a.s + i;
@@ -242,7 +262,7 @@ __global__ void __launch_bounds__(kTcThreads)
     storeFragments(dp, L::lds, s);
     __syncwarp();
     for (int c = 0; c < kLaneColumns; ++c) {
-      int col = half * kLaneColumns + c;
+      int col = 2 * c + parity;
       int64_t j = j0 + col;
       bool seen = valid && j < jEnd && !a.masked(i, j);
       float p = seen ? expf(scores[r * L::lds + col] * a.scale - lse) : 0.0f;
@@ -255,7 +275,7 @@ __global__ void __launch_bounds__(kTcThreads)
   storeFragments(out, L::ldo, acc);
   __syncwarp();
   if (valid)
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+    for (int c = parity; c < D; c += 2)
       store(dq, a.qOffset(bb, i, hh) + c, out[r * L::ldo + c] * a.scale);
 }
 
@@ -286,7 +306,7 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
   loadRows<D>(ks, k, kvBase, kvStride, first, a.s);
   loadRows<D>(vs, v, kvBase, kvStride, first, a.s);
-  int r = lane / 2, half = lane % 2;
+  int r = lane / 2, parity = lane % 2;
   int64_t j = first + warp * 16 + r;
   FragC dkAcc[D / 16], dvAcc[D / 16];
   zero(dkAcc);
@@ -316,7 +336,7 @@ __global__ void __launch_bounds__(kTcThreads)
       storeFragments(dp, L::lds, s);
       __syncwarp();
       for (int c = 0; c < kLaneColumns; ++c) {
-        int col = half * kLaneColumns + c;
+        int col = 2 * c + parity;
         int64_t i = i0 + col;
         bool seen = j < a.s && i < iEnd && !a.masked(i, j);
         float p = seen ? expf(scores[r * L::lds + col] * a.scale - lseTile[col])
@@ -335,13 +355,13 @@ __global__ void __launch_bounds__(kTcThreads)
   storeFragments(out, L::ldo, dkAcc);
   __syncwarp();
   if (valid)
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+    for (int c = parity; c < D; c += 2)
       store(dk, at + c, out[r * L::ldo + c] * a.scale);
   __syncwarp();
   storeFragments(out, L::ldo, dvAcc);
   __syncwarp();
   if (valid)
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
+    for (int c = parity; c < D; c += 2)
       store(dv, at + c, out[r * L::ldo + c]);
 }
 
@@ -350,8 +370,13 @@ __global__ void __launch_bounds__(kTcThreads)
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, dim3 grid, int bytes, cudaStream_t stream,
             Args... args) {
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       bytes);
+  cudaError_t status = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (status != cudaSuccess)
+    throw std::runtime_error("the tensor-core attention's " +
+                             std::to_string(bytes) +
+                             " bytes of shared memory: " +
+                             cudaGetErrorString(status));
   kernel<<<grid, kTcThreads, bytes, stream>>>(args...);
 }
 
@@ -387,6 +412,18 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
   return q.bf16 && k.bf16 && v.bf16 && (a.d == 64 || a.d == 128);
+}
+
+bool tensorCoreAttentionFits(int64_t d) {
+  // sm_80 and sm_90 allow every kernel's shared memory; sm_86 and sm_89
+  // (99 KiB a block) not all of them.
+  int device = 0, optIn = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optIn, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device) != cudaSuccess)
+    return false;
+  int needed = d == 64 ? TcLayout<64>::keyBytes : TcLayout<128>::keyBytes;
+  return optIn >= needed;
 }
 
 void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,
