@@ -145,10 +145,11 @@ std::unique_ptr<TokenSource> fileTokens(const std::string &path,
 }
 
 Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
-                 TokenSource &data)
+                 TokenSource &data, int64_t collectiveChunk)
     : plan(plan), device(device), comm(comm), data(data),
       program(plan.programs[plan.devices[comm.worldRank()].pp]),
-      coords(plan.devices[comm.worldRank()]) {
+      coords(plan.devices[comm.worldRank()]),
+      collectiveChunk(std::max<int64_t>(1, collectiveChunk)) {
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
       if (l.op == Launch::Op::Kernel && !device.hasKernel(l.kernel))
@@ -196,27 +197,16 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     }
     buffers.push_back(std::move(s));
   }
-  // Collectives reorder blocks through scratch memory: one area for those
-  // run on the comm stream, one for those run in line.
-  // bf16 collectives run on f32 copies of their buffers.
-  int64_t scratch = 0, wide = 0;
+  // Collectives reorder blocks, and widen bf16, through workspace: one
+  // area for those run on the comm stream, one for those run in line.
+  int64_t work = 0;
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
-      if (l.op == Launch::Op::Collective) {
-        scratch = std::max(scratch, scratchElements(l));
-        const BufferSpec &in = program.buffers[l.input];
-        const BufferSpec &out = program.buffers[l.output];
-        if (in.isBf16 || out.isBf16)
-          wide = std::max(wide, in.elements +
-                                    (l.input == l.output ? 0 : out.elements));
-      }
-  if (scratch > 0) {
-    computeScratch = static_cast<float *>(device.allocateArena(scratch * 4));
-    commScratch = static_cast<float *>(device.allocateArena(scratch * 4));
-  }
-  if (wide > 0) {
-    computeWide = static_cast<float *>(device.allocateArena(wide * 4));
-    commWide = static_cast<float *>(device.allocateArena(wide * 4));
+      if (l.op == Launch::Op::Collective)
+        work = std::max(work, chunking(l).workspace);
+  if (work > 0) {
+    computeWork = static_cast<float *>(device.allocateArena(work * 4));
+    commWork = static_cast<float *>(device.allocateArena(work * 4));
   }
   initialise();
 }
@@ -337,110 +327,173 @@ void Trainer::fillInputs(int64_t step, int64_t microBatch) {
   }
 }
 
+Trainer::Chunking Trainer::chunking(const Launch &l) const {
+  const BufferSpec &in = program.buffers[l.input];
+  const BufferSpec &out = program.buffers[l.output];
+  int64_t g = comm.groupSize(l.group);
+  auto chunked = [&](int64_t count, int64_t perUnit) {
+    int64_t per = std::max<int64_t>(1, collectiveChunk / perUnit);
+    per = std::min(per, std::max<int64_t>(1, count));
+    return Chunking{count, per, per * perUnit};
+  };
+  // f32 elements of workspace per unit: bf16 slices widened, blocks
+  // reordered for the collective, its result.
+  switch (l.collective) {
+  case Launch::Collective::AllReduce:
+    // In place: f32 needs no workspace, and runs whole.
+    if (!in.isBf16)
+      return {in.elements, std::max<int64_t>(1, in.elements), 0};
+    return chunked(in.elements, 1);
+  case Launch::Collective::AllGather:
+    if (l.dim) { // [outer][inner] -> [outer][g][inner], rows of inner
+      int64_t rows = 1;
+      for (int64_t k = 0; k < *l.dim; ++k)
+        rows *= out.shape[k];
+      int64_t inner = out.elements / rows / g;
+      return chunked(rows, (in.isBf16 ? inner : 0) + g * inner +
+                               (out.isBf16 ? g * inner : 0));
+    }
+    // A shard of ceil(out / g) -> every rank's shard.
+    return chunked((out.elements + g - 1) / g, 1 + g);
+  case Launch::Collective::ReduceScatter:
+    if (l.dim) { // [outer][g][inner] -> [outer][inner]
+      int64_t rows = 1;
+      for (int64_t k = 0; k < *l.dim; ++k)
+        rows *= in.shape[k];
+      int64_t inner = in.elements / rows / g;
+      return chunked(rows, (in.isBf16 ? g * inner : 0) + g * inner + inner);
+    }
+    // Every rank's block of `out` elements -> this rank's.
+    return chunked(out.elements, g + 1);
+  }
+  return {0, 1, 0};
+}
+
 void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
                          Stream stream) {
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
-  const Storage &in = storage(l.input, microBatch);
-  const Storage &out = storage(l.output, microBatch);
-  if (!inSpec.isBf16 && !outSpec.isBf16) {
-    collectiveF32(l, c, stream, in.f.data(), out.f.data());
-    return;
-  }
-  // bf16: on f32 copies (the reduction sums in f32), rounded back once.
-  float *wide = stream == Stream::Comm ? commWide : computeWide;
-  float *inF = wide;
-  float *outF = l.input == l.output ? inF : wide + inSpec.elements;
-  auto load = [&](float *dst, const BufferSpec &spec, const Storage &s) {
-    if (spec.isBf16)
-      device.widen(dst, s.h.data(), spec.elements, stream);
-    else
-      device.transposeBlocks(dst, s.f.data(), 1, 1, spec.elements, false,
-                             stream);
-  };
-  load(inF, inSpec, in);
-  if (l.accumulateOutput && outF != inF)
-    load(outF, outSpec, out);
-  collectiveF32(l, c, stream, inF, outF);
-  if (outSpec.isBf16)
-    device.narrow(out.h.data(), outF, outSpec.elements, false, stream);
-  else
-    device.transposeBlocks(out.f.data(), outF, 1, 1, outSpec.elements, false,
-                           stream);
-}
-
-void Trainer::collectiveF32(const Launch &l, Communicator &c, Stream stream,
-                            float *in, float *out) {
-  const BufferSpec &inSpec = program.buffers[l.input];
-  const BufferSpec &outSpec = program.buffers[l.output];
-  int64_t inSize = inSpec.elements, outSize = outSpec.elements;
+  Storage &in = storage(l.input, microBatch);
+  Storage &out = storage(l.output, microBatch);
   int64_t g = c.groupSize(l.group), r = c.groupRank(l.group);
-  float *scratch = (stream == Stream::Comm ? commScratch : computeScratch);
-  auto store = [&](const float *value) {
-    device.transposeBlocks(out, value, 1, 1, outSize, l.accumulateOutput,
-                           stream);
-  };
-  if (l.collective == Launch::Collective::AllReduce) {
-    c.allReduce(l.group, in, inSize, l.reduceMax);
-    return;
-  }
-  // Blocks along `dim`: outer x (g x inner) on the gathered side.
-  int64_t outer = 1, inner = 1;
-  if (l.dim) {
-    const BufferSpec &whole =
-        l.collective == Launch::Collective::AllGather ? outSpec : inSpec;
-    for (int64_t k = 0; k < *l.dim; ++k)
-      outer *= whole.shape[k];
-    for (size_t k = *l.dim; k < whole.shape.size(); ++k)
-      inner *= whole.shape[k];
-    inner /= g;
-  }
-  if (l.collective == Launch::Collective::AllGather) {
-    if (l.dim) {
-      // Gathered as [g][outer][inner]; the tensor is [outer][g][inner].
-      c.allGather(l.group, in, inSize, scratch);
-      device.transposeBlocks(out, scratch, g, outer, inner, l.accumulateOutput,
-                             stream);
+  float *work = stream == Stream::Comm ? commWork : computeWork;
+  bool acc = l.accumulateOutput;
+  // Slices of a buffer as f32: copied (bf16 widened) into the workspace,
+  // and written back (bf16 rounded once).
+  auto read = [&](const Storage &s, const BufferSpec &spec, int64_t at,
+                  int64_t n, float *to) {
+    if (n <= 0)
       return;
+    if (spec.isBf16)
+      device.widen(to, s.h.data() + at, n, stream);
+    else
+      device.transposeBlocks(to, s.f.data() + at, 1, 1, n, false, stream);
+  };
+  auto write = [&](Storage &s, const BufferSpec &spec, int64_t at, int64_t n,
+                   const float *from, bool accumulate) {
+    if (n <= 0)
+      return;
+    if (spec.isBf16)
+      device.narrow(s.h.data() + at, from, n, accumulate, stream);
+    else
+      device.transposeBlocks(s.f.data() + at, from, 1, 1, n, accumulate,
+                             stream);
+  };
+  auto clamp = [](int64_t v, int64_t hi) {
+    return std::max<int64_t>(0, std::min(v, hi));
+  };
+  Chunking chunks = chunking(l);
+  for (int64_t first = 0; first < chunks.count; first += chunks.perChunk) {
+    int64_t n = std::min(chunks.perChunk, chunks.count - first);
+    switch (l.collective) {
+    case Launch::Collective::AllReduce:
+      // In place (Plan.cpp checks), element by element.
+      if (!inSpec.isBf16) {
+        c.allReduce(l.group, in.f.data() + first, n, l.reduceMax);
+        break;
+      }
+      read(in, inSpec, first, n, work);
+      c.allReduce(l.group, work, n, l.reduceMax);
+      write(in, inSpec, first, n, work, false);
+      break;
+    case Launch::Collective::AllGather: {
+      if (l.dim) {
+        // Rows [first, first + n) of [outer][inner], gathered as
+        // [g][n][inner]; the output rows are [n][g][inner].
+        int64_t inner = inSpec.elements / chunks.count;
+        float *mine = work;
+        const float *source = in.f.data() + first * inner;
+        if (inSpec.isBf16) {
+          read(in, inSpec, first * inner, n * inner, mine);
+          source = mine;
+        }
+        float *gathered = mine + (inSpec.isBf16 ? n * inner : 0);
+        c.allGather(l.group, source, n * inner, gathered);
+        int64_t at = first * g * inner;
+        if (!outSpec.isBf16) {
+          device.transposeBlocks(out.f.data() + at, gathered, g, n, inner, acc,
+                                 stream);
+          break;
+        }
+        float *rows = gathered + g * n * inner;
+        device.transposeBlocks(rows, gathered, g, n, inner, false, stream);
+        write(out, outSpec, at, g * n * inner, rows, acc);
+        break;
+      }
+      // Elements [first, first + n) of every rank's shard of S. In place,
+      // this rank's shard is its slice of the whole; else the input, short
+      // of S where the whole is padded.
+      int64_t shard = chunks.count;
+      int64_t from = l.input == l.output ? r * shard : 0;
+      int64_t valid = clamp(inSpec.elements - from, shard);
+      float *mine = work, *gathered = work + n;
+      int64_t have = clamp(valid - first, n);
+      if (have < n)
+        device.fillZero(mine + have, (n - have) * 4, stream);
+      read(in, inSpec, from + first, have, mine);
+      c.allGather(l.group, mine, n, gathered);
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t at = k * shard + first;
+        write(out, outSpec, at, clamp(outSpec.elements - at, n),
+              gathered + k * n, acc);
+      }
+      break;
     }
-    int64_t chunk = (outSize + g - 1) / g;
-    float *mine = scratch, *gathered = scratch + chunk;
-    // In place, this rank's slice of the whole; else the shard, padded.
-    int64_t from = l.input == l.output ? r * chunk : 0;
-    int64_t count = std::max<int64_t>(0, std::min(chunk, inSize - from));
-    device.fillZero(mine, chunk * 4, stream);
-    device.transposeBlocks(mine, in + from, 1, 1, count, false, stream);
-    c.allGather(l.group, mine, chunk, gathered);
-    store(gathered);
-    return;
+    case Launch::Collective::ReduceScatter: {
+      if (l.dim) {
+        // Rows [first, first + n) of [outer][g][inner], reordered as
+        // [g][n][inner] for the collective.
+        int64_t inner = outSpec.elements / chunks.count;
+        const float *source = in.f.data() + first * g * inner;
+        float *blocks = work;
+        if (inSpec.isBf16) {
+          read(in, inSpec, first * g * inner, n * g * inner, work);
+          source = work;
+          blocks = work + n * g * inner;
+        }
+        float *value = blocks + g * n * inner;
+        device.transposeBlocks(blocks, source, n, g, inner, false, stream);
+        c.reduceScatter(l.group, blocks, n * inner, value);
+        write(out, outSpec, first * inner, n * inner, value, acc);
+        break;
+      }
+      // Elements [first, first + n) of every rank's block of S (the input
+      // is [g][S], short where the last block is padded); this rank's sum
+      // lands in `value`.
+      int64_t shard = chunks.count;
+      float *blocks = work, *value = work + g * n;
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t have = clamp(inSpec.elements - (k * shard + first), n);
+        if (have < n)
+          device.fillZero(blocks + k * n + have, (n - have) * 4, stream);
+        read(in, inSpec, k * shard + first, have, blocks + k * n);
+      }
+      c.reduceScatter(l.group, blocks, n, value);
+      write(out, outSpec, first, n, value, acc);
+      break;
+    }
+    }
   }
-  // Reduce-scatter: this rank's block of the sum lands in `value`.
-  float *value = scratch, *blocks = scratch + outSize;
-  if (l.dim) {
-    // The tensor is [outer][g][inner]; the collective wants [g][outer][inner].
-    device.transposeBlocks(blocks, in, outer, g, inner, false, stream);
-    c.reduceScatter(l.group, blocks, outer * inner, value);
-  } else {
-    device.fillZero(blocks, outSize * g * 4, stream);
-    device.transposeBlocks(blocks, in, 1, 1, inSize, false, stream);
-    c.reduceScatter(l.group, blocks, outSize, value);
-  }
-  store(value);
-}
-
-int64_t Trainer::scratchElements(const Launch &l) const {
-  int64_t in = program.buffers[l.input].elements;
-  int64_t out = program.buffers[l.output].elements;
-  int64_t g = comm.groupSize(l.group);
-  switch (l.collective) {
-  case Launch::Collective::AllReduce:
-    return 0;
-  case Launch::Collective::AllGather:
-    return l.dim ? in * g : (out + g - 1) / g * (g + 1);
-  case Launch::Collective::ReduceScatter:
-    return out + std::max(in, out * g);
-  }
-  return 0;
 }
 
 void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {

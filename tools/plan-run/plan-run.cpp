@@ -49,6 +49,7 @@ struct Options {
   int64_t checkpointEvery = 0;
   bool resume = false;
   double collectiveTimeout = 300;
+  int64_t collectiveChunk = kDefaultCollectiveChunk;
   int64_t maxRestarts = 0;
   std::string trace;
   std::string device = "auto";
@@ -64,7 +65,7 @@ struct Options {
                "                [--checkpoint-dir DIR [--checkpoint-every K] "
                "[--resume]]\n"
                "                [--collective-timeout SECONDS] "
-               "[--max-restarts R]\n"
+               "[--collective-chunk ELEMENTS] [--max-restarts R]\n"
                "                [--trace FILE] [--device auto|cpu|cuda] "
                "[--gemm-precision fp32|tf32|bf16]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
@@ -113,6 +114,14 @@ Options parse(int argc, char **argv) {
       o.collectiveTimeout = std::strtod(v.c_str(), &end);
       if (*end || o.collectiveTimeout < 0)
         usage("--collective-timeout must be seconds >= 0, got \"" + v + "\"");
+    } else if (a.rfind("--collective-chunk", 0) == 0) {
+      std::string v = value("--collective-chunk");
+      char *end;
+      o.collectiveChunk = std::strtoll(v.c_str(), &end, 10);
+      if (*end || v.empty() || o.collectiveChunk <= 0)
+        usage("--collective-chunk must be a positive number of elements, "
+              "got \"" +
+              v + "\"");
     } else if (a.rfind("--max-restarts", 0) == 0) {
       std::string v = value("--max-restarts");
       char *end;
@@ -484,7 +493,7 @@ int main(int argc, char **argv) {
       comm->abort("cannot write " + o.logJson);
   }
   try {
-    Trainer trainer(plan, *device, *comm, *data);
+    Trainer trainer(plan, *device, *comm, *data, o.collectiveChunk);
     if (reporter)
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
                 << ") on " << size << " ranks (" << where << "); "

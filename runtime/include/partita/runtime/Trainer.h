@@ -51,14 +51,21 @@ struct StepResult {
   bool hasLoss = false;
 };
 
+/// Elements of f32 workspace per stream a collective moves through at a
+/// time by default (128 MiB): collectives of larger buffers run in chunks,
+/// so the workspace outside the memory plan stays bounded.
+constexpr int64_t kDefaultCollectiveChunk = int64_t(32) << 20;
+
 /// One rank's executor: the buffers of its program (allocated once), the
 /// parameters initialised as the plan says, and the schedule run per step.
 class Trainer {
 public:
   /// Throws std::runtime_error, before any step, when the plan needs a
-  /// kernel the device lacks.
+  /// kernel the device lacks. `collectiveChunk` bounds each stream's
+  /// collective workspace, in f32 elements (a single row of a collective
+  /// split along an inner dimension may need more).
   Trainer(const Plan &plan, Device &device, Communicator &comm,
-          TokenSource &data);
+          TokenSource &data, int64_t collectiveChunk = kDefaultCollectiveChunk);
   /// Waits for the collectives a step leaves in flight for the next,
   /// without recording them or rethrowing their errors.
   ~Trainer();
@@ -134,11 +141,17 @@ private:
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
   /// Runs the collective with `c`: the communicator itself, or, for an
   /// async launch, the one its comm thread hands the work; the data
-  /// movement around it goes on `stream`.
+  /// movement around it goes on `stream`, in chunks through the stream's
+  /// f32 workspace (bf16 widened in, reduced in f32, rounded out once).
   void collective(const Launch &l, int64_t microBatch, Communicator &c,
                   Stream stream);
-  /// Scratch elements the collective `l` needs.
-  int64_t scratchElements(const Launch &l) const;
+  /// How collective `l` is chunked: `count` units (elements of a flat
+  /// shard, or rows along its split dimension) of which each chunk takes
+  /// `perChunk`, with `workspace` f32 elements for one chunk.
+  struct Chunking {
+    int64_t count, perChunk, workspace;
+  };
+  Chunking chunking(const Launch &l) const;
   void fillInputs(int64_t step, int64_t microBatch);
   int64_t peer(bool next) const;
 
@@ -151,12 +164,9 @@ private:
   /// Per buffer: one storage, or one per micro-batch slot.
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
-  float *computeScratch = nullptr, *commScratch = nullptr;
-  /// f32 copies of a bf16 collective's input and output, per stream.
-  float *computeWide = nullptr, *commWide = nullptr;
-  /// The collective on f32 buffers.
-  void collectiveF32(const Launch &l, Communicator &c, Stream stream, float *in,
-                     float *out);
+  int64_t collectiveChunk;
+  /// Collective workspace, per stream.
+  float *computeWork = nullptr, *commWork = nullptr;
   std::map<std::string, double> seconds;
   std::vector<TraceEvent> *trace = nullptr;
   /// Async collectives started and not yet waited for, by output buffer:
