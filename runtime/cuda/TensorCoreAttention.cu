@@ -61,9 +61,10 @@ __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
     for (int e = threadIdx.x; e < kTcRows * perRow; e += blockDim.x) {
       int r = e / perRow, c = e % perRow * 8;
       int64_t row = first + r;
-      uint4 v = row < limit ? *reinterpret_cast<const uint4 *>(
-                                  x + base + row * stride + c)
-                            : make_uint4(0, 0, 0, 0);
+      uint4 v =
+          row < limit
+              ? *reinterpret_cast<const uint4 *>(x + base + row * stride + c)
+              : make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4 *>(tile + r * TcLayout<D>::ldh + c) = v;
     }
     return;
@@ -71,9 +72,8 @@ __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
   for (int e = threadIdx.x; e < kTcRows * D; e += blockDim.x) {
     int r = e / D, c = e % D;
     int64_t row = first + r;
-    tile[r * TcLayout<D>::ldh + c] = row < limit
-                                         ? x[base + row * stride + c]
-                                         : __float2bfloat16_rn(0.0f);
+    tile[r * TcLayout<D>::ldh + c] =
+        row < limit ? x[base + row * stride + c] : __float2bfloat16_rn(0.0f);
   }
 }
 
@@ -120,6 +120,43 @@ __device__ void storeFragments(float *to, int ld, const FragC (&c)[N]) {
     wmma::store_matrix_sync(to + n * 16, c[n], ld, wmma::mem_row_major);
 }
 
+/// scores ([16][64] f32) = A B^T for a warp: A is 16 rows of a [*][D] tile,
+/// B a whole [64][D] tile.
+template <int D>
+__device__ void scoreTile(float *scores, const bf16 *a, const bf16 *b) {
+  using L = TcLayout<D>;
+  FragC s[kTcTile / 16];
+  zero(s);
+  multiplyTransposed<D>(s, a, L::ldh, b, L::ldh);
+  storeFragments(scores, L::lds, s);
+}
+
+/// A block of 64 query rows of one head (blockIdx: the rows, the head, the
+/// batch entry): where its rows and its kv head's keys are, and which keys
+/// its rows see.
+struct QueryBlock {
+  int64_t bb, hh, first, qBase, qStride, kvBase, kvStride, jBegin, jEnd;
+  __device__ QueryBlock(const AttentionDims &a) {
+    bb = blockIdx.z;
+    hh = blockIdx.y;
+    first = int64_t(blockIdx.x) * kTcRows;
+    qBase = a.qOffset(bb, 0, hh);
+    qStride = a.heads * a.d;
+    kvBase = a.kOffset(bb, 0, hh / (a.heads / a.kvHeads));
+    kvStride = a.kvHeads * a.d;
+    a.keyRange(first, min(a.s - 1, first + kTcRows - 1), jBegin, jEnd);
+  }
+  /// Keys and values [j0, j0 + 64) into the block's tiles.
+  template <int D>
+  __device__ void loadKeys(bf16 *ks, bf16 *vs, const bf16 *k, const bf16 *v,
+                           int64_t j0) const {
+    __syncthreads(); // the last tile's readers are done
+    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd);
+    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd);
+    __syncthreads();
+  }
+};
+
 /// Forward over a block of 64 query rows. Without `Stats`, o = softmax(Q
 /// K^T scale) V; with it, each row's log-sum-exp and D = dO . O go to
 /// `stats` (the backward's first pass) and o is not written.
@@ -137,27 +174,17 @@ __global__ void __launch_bounds__(kTcThreads)
   bf16 *probs = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
   float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
 
-  int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
-  int64_t first = int64_t(blockIdx.x) * kTcRows;
-  int64_t last = min(a.s - 1, first + kTcRows - 1);
-  loadRows<D>(qs, q, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
+  QueryBlock block(a);
+  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s);
   for (int e = lane; e < 16 * D; e += 32)
     out[(e / D) * L::ldo + e % D] = 0;
   int r = lane / 2, parity = lane % 2;
-  int64_t i = first + warp * 16 + r;
+  int64_t i = block.first + warp * 16 + r;
   float m = -INFINITY, l = 0;
-  int64_t jBegin, jEnd;
-  a.keyRange(first, last, jBegin, jEnd);
-  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
-  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kTcTile) {
-    __syncthreads();
-    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd);
-    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd);
-    __syncthreads();
-    FragC s[kTcTile / 16];
-    zero(s);
-    multiplyTransposed<D>(s, qs + warp * 16 * L::ldh, L::ldh, ks, L::ldh);
-    storeFragments(scores, L::lds, s);
+  int64_t jEnd = block.jEnd;
+  for (int64_t j0 = block.jBegin; j0 < jEnd; j0 += kTcTile) {
+    block.loadKeys<D>(ks, vs, k, v, j0);
+    scoreTile<D>(scores, qs + warp * 16 * L::ldh, ks);
     __syncwarp();
     // Online softmax of row i over this tile's keys.
     float x[kLaneColumns], tileMax = -INFINITY;
@@ -188,14 +215,13 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncwarp();
     FragC acc[D / 16];
     for (int n = 0; n < D / 16; ++n)
-      wmma::load_matrix_sync(acc[n], out + n * 16, L::ldo,
-                             wmma::mem_row_major);
+      wmma::load_matrix_sync(acc[n], out + n * 16, L::ldo, wmma::mem_row_major);
     multiply<kTcTile>(acc, probs, L::ldp, vs, L::ldh);
     storeFragments(out, L::ldo, acc);
     __syncwarp();
   }
   bool valid = i < a.s;
-  int64_t at = valid ? a.qOffset(bb, i, hh) : 0;
+  int64_t at = valid ? a.qOffset(block.bb, i, block.hh) : 0;
   if (!Stats) {
     if (valid)
       for (int c = parity; c < D; c += 2)
@@ -208,7 +234,7 @@ __global__ void __launch_bounds__(kTcThreads)
       dot += __bfloat162float(dout[at + c]) * (out[r * L::ldo + c] / l);
   dot += __shfl_xor_sync(kFullWarp, dot, 1);
   if (valid && parity == 0) {
-    int64_t row = (bb * a.heads + hh) * a.s + i;
+    int64_t row = (block.bb * a.heads + block.hh) * a.s + i;
     stats[2 * row] = m + logf(l);
     stats[2 * row + 1] = dot;
   }
@@ -232,34 +258,22 @@ __global__ void __launch_bounds__(kTcThreads)
   bf16 *ds = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
   float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
 
-  int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
-  int64_t first = int64_t(blockIdx.x) * kTcRows;
-  int64_t last = min(a.s - 1, first + kTcRows - 1);
-  loadRows<D>(qs, q, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
-  loadRows<D>(dos, dout, a.qOffset(bb, 0, hh), a.heads * D, first, a.s);
+  QueryBlock block(a);
+  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s);
+  loadRows<D>(dos, dout, block.qBase, block.qStride, block.first, a.s);
   int r = lane / 2, parity = lane % 2;
-  int64_t i = first + warp * 16 + r;
+  int64_t i = block.first + warp * 16 + r;
   bool valid = i < a.s;
-  int64_t row = (bb * a.heads + hh) * a.s + i;
+  int64_t row = (block.bb * a.heads + block.hh) * a.s + i;
   float lse = valid ? stats[2 * row] : 0.0f;
   float rowD = valid ? stats[2 * row + 1] : 0.0f;
   FragC acc[D / 16];
   zero(acc);
-  int64_t jBegin, jEnd;
-  a.keyRange(first, last, jBegin, jEnd);
-  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
-  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kTcTile) {
-    __syncthreads();
-    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd);
-    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd);
-    __syncthreads();
-    FragC s[kTcTile / 16];
-    zero(s);
-    multiplyTransposed<D>(s, qs + warp * 16 * L::ldh, L::ldh, ks, L::ldh);
-    storeFragments(scores, L::lds, s);
-    zero(s);
-    multiplyTransposed<D>(s, dos + warp * 16 * L::ldh, L::ldh, vs, L::ldh);
-    storeFragments(dp, L::lds, s);
+  int64_t jEnd = block.jEnd;
+  for (int64_t j0 = block.jBegin; j0 < jEnd; j0 += kTcTile) {
+    block.loadKeys<D>(ks, vs, k, v, j0);
+    scoreTile<D>(scores, qs + warp * 16 * L::ldh, ks);
+    scoreTile<D>(dp, dos + warp * 16 * L::ldh, vs);
     __syncwarp();
     for (int c = 0; c < kLaneColumns; ++c) {
       int col = 2 * c + parity;
@@ -276,7 +290,8 @@ __global__ void __launch_bounds__(kTcThreads)
   __syncwarp();
   if (valid)
     for (int c = parity; c < D; c += 2)
-      store(dq, a.qOffset(bb, i, hh) + c, out[r * L::ldo + c] * a.scale);
+      store(dq, a.qOffset(block.bb, i, block.hh) + c,
+            out[r * L::ldo + c] * a.scale);
 }
 
 /// dk and dv for a block of 64 key rows of one kv head, over every query
@@ -327,13 +342,8 @@ __global__ void __launch_bounds__(kTcThreads)
       }
       __syncthreads();
       // S^T and dP^T: this warp's 16 keys against the tile's 64 queries.
-      FragC s[kTcTile / 16];
-      zero(s);
-      multiplyTransposed<D>(s, ks + warp * 16 * L::ldh, L::ldh, qs, L::ldh);
-      storeFragments(scores, L::lds, s);
-      zero(s);
-      multiplyTransposed<D>(s, vs + warp * 16 * L::ldh, L::ldh, dos, L::ldh);
-      storeFragments(dp, L::lds, s);
+      scoreTile<D>(scores, ks + warp * 16 * L::ldh, qs);
+      scoreTile<D>(dp, vs + warp * 16 * L::ldh, dos);
       __syncwarp();
       for (int c = 0; c < kLaneColumns; ++c) {
         int col = 2 * c + parity;
@@ -373,10 +383,9 @@ void launch(Kernel kernel, dim3 grid, int bytes, cudaStream_t stream,
   cudaError_t status = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (status != cudaSuccess)
-    throw std::runtime_error("the tensor-core attention's " +
-                             std::to_string(bytes) +
-                             " bytes of shared memory: " +
-                             cudaGetErrorString(status));
+    throw std::runtime_error(
+        "the tensor-core attention's " + std::to_string(bytes) +
+        " bytes of shared memory: " + cudaGetErrorString(status));
   kernel<<<grid, kTcThreads, bytes, stream>>>(args...);
 }
 
@@ -393,16 +402,15 @@ void forward(const AttentionDims &a, In q, In k, In v, Out o,
 }
 
 template <int D>
-void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
-              Out dk, Out dv, float *stats, cudaStream_t stream) {
+void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq, Out dk,
+              Out dv, float *stats, cudaStream_t stream) {
   using L = TcLayout<D>;
   unsigned tiles = unsigned((a.s + kTcRows - 1) / kTcRows);
   dim3 queries(tiles, unsigned(a.heads), unsigned(a.b));
   launch(forwardKernel<D, true>, queries, L::forwardBytes, stream, a, bf16s(q),
          bf16s(k), bf16s(v), Out(), bf16s(dout), stats);
-  launch(queryGradientKernel<D>, queries, L::queryBytes, stream, a,
-         bf16s(dout), bf16s(q), bf16s(k), bf16s(v), dq,
-         static_cast<const float *>(stats));
+  launch(queryGradientKernel<D>, queries, L::queryBytes, stream, a, bf16s(dout),
+         bf16s(q), bf16s(k), bf16s(v), dq, static_cast<const float *>(stats));
   launch(keyGradientKernel<D>, dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
          L::keyBytes, stream, a, bf16s(dout), bf16s(q), bf16s(k), bf16s(v), dk,
          dv, static_cast<const float *>(stats));
