@@ -123,6 +123,11 @@ run tiny-bf16-buffers-cpu 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
 run tiny-bf16-buffers-cuda 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
   --steps 20 --device cuda --gemm-precision fp32 \
   --log-json "$out/tiny-bf16-buffers-cuda.jsonl" || status=1
+say "1. a small Llama with heads of 128 in bf16 (tensor-core attention), 20 steps: CPU and GPU"
+for d in cpu cuda; do
+  run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
+    --steps 20 --device "$d" --log-json "$out/head128-$d.jsonl" || status=1
+done
 
 if [[ "$gpus" -ge 2 ]]; then
   say "2. multi-rank plans on 2 GPUs against the CPU"

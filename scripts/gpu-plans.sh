@@ -23,6 +23,8 @@ compile() { # NAME MODEL ARGS...
 compile tiny-llama-1 "$tiny" --topology=cpu:1
 # ... and with bf16 buffers (f32 master weights and moments).
 compile tiny-llama-bf16 "$tiny" --topology=cpu:1 --dtype=bf16
+# Heads of 128 in bf16: the tensor-core attention inside a training run.
+compile small-llama-head128 "$root/bench/gpu/small-llama-head128.json" --topology=cpu:1
 compile tiny-llama-dp2 "$tiny" --topology=cpu:2 --strategy=dp=2,tp=1,pp=1
 compile tiny-llama-tp2 "$tiny" --topology=cpu:2 --strategy=dp=1,tp=2,pp=1
 compile tiny-llama-pp2 "$tiny" --topology=cpu:2 --strategy=dp=1,tp=1,pp=2

@@ -43,16 +43,22 @@ for p in ("fp32", "bf16"):
                      f"the CPU's over {len(cpu)} steps "
                      f"({gpu_log[0]['loss']:.4f} -> {gpu_log[-1]['loss']:.4f})")
 
-a, b = log("tiny-bf16-buffers-cpu.jsonl"), log("tiny-bf16-buffers-cuda.jsonl")
-if a and len(a) == len(b):
-    worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"])
-                for x, y in zip(a, b))
-    result["tiny_llama_bf16_buffers"] = {"max_relative_loss_difference": worst}
-    lines.append(f"tiny Llama, bf16 buffers: losses within {worst:.2e} of the "
-                 f"CPU's bf16 run over {len(a)} steps")
-elif a:
-    lines.append("tiny Llama, bf16 buffers: the GPU run did not finish "
-                 "(tiny-bf16-buffers-cuda.log)")
+def bf16_run(name, key, label):
+    """The GPU's bf16 run `name` against the CPU's."""
+    a, b = log(f"{name}-cpu.jsonl"), log(f"{name}-cuda.jsonl")
+    if a and len(a) == len(b):
+        worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"])
+                    for x, y in zip(a, b))
+        result[key] = {"max_relative_loss_difference": worst}
+        lines.append(f"{label}: losses within {worst:.2e} of the CPU's bf16 "
+                     f"run over {len(a)} steps")
+    elif a:
+        lines.append(f"{label}: the GPU run did not finish ({name}-cuda.log)")
+
+bf16_run("tiny-bf16-buffers", "tiny_llama_bf16_buffers",
+         "tiny Llama, bf16 buffers")
+bf16_run("head128", "small_llama_head128_bf16",
+         "small Llama, heads of 128 in bf16 (tensor-core attention)")
 
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
