@@ -331,42 +331,51 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
   const BufferSpec &in = program.buffers[l.input];
   const BufferSpec &out = program.buffers[l.output];
   int64_t g = comm.groupSize(l.group);
-  auto chunked = [&](int64_t count, int64_t perUnit) {
-    int64_t per = std::max<int64_t>(1, collectiveChunk / perUnit);
-    per = std::min(per, std::max<int64_t>(1, count));
-    return Chunking{count, per, per * perUnit};
+  Chunking c;
+  // f32 elements of workspace a chunk of n columns takes: this rank's
+  // shard and every rank's.
+  auto byColumns = [&](int64_t rows, int64_t columns) {
+    c.inColumns = true;
+    c.rows = rows;
+    c.columns = columns;
+    c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk / (g + 1), 1,
+                                            std::max<int64_t>(1, columns));
+    c.workspace = c.columnsPerChunk * (g + 1);
+    return c;
   };
-  // f32 elements of workspace per unit: bf16 slices widened, blocks
-  // reordered for the collective, its result.
-  switch (l.collective) {
-  case Launch::Collective::AllReduce:
-    // In place: f32 needs no workspace, and runs whole.
-    if (!in.isBf16)
-      return {in.elements, std::max<int64_t>(1, in.elements), 0};
-    return chunked(in.elements, 1);
-  case Launch::Collective::AllGather:
-    if (l.dim) { // [outer][inner] -> [outer][g][inner], rows of inner
-      int64_t rows = 1;
-      for (int64_t k = 0; k < *l.dim; ++k)
-        rows *= out.shape[k];
-      int64_t inner = out.elements / rows / g;
-      return chunked(rows, (in.isBf16 ? inner : 0) + g * inner +
-                               (out.isBf16 ? g * inner : 0));
+  if (l.collective == Launch::Collective::AllReduce) {
+    // In place: f32 runs whole with no workspace, bf16 in slices.
+    c.rows = 1;
+    c.columns = in.elements;
+    c.columnsPerChunk = std::max<int64_t>(1, in.elements);
+    if (in.isBf16) {
+      c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk, 1, c.columns);
+      c.workspace = c.columnsPerChunk;
     }
-    // A shard of ceil(out / g) -> every rank's shard.
-    return chunked((out.elements + g - 1) / g, 1 + g);
-  case Launch::Collective::ReduceScatter:
-    if (l.dim) { // [outer][g][inner] -> [outer][inner]
-      int64_t rows = 1;
-      for (int64_t k = 0; k < *l.dim; ++k)
-        rows *= in.shape[k];
-      int64_t inner = in.elements / rows / g;
-      return chunked(rows, (in.isBf16 ? g * inner : 0) + g * inner + inner);
-    }
-    // Every rank's block of `out` elements -> this rank's.
-    return chunked(out.elements, g + 1);
+    return c;
   }
-  return {0, 1, 0};
+  bool gather = l.collective == Launch::Collective::AllGather;
+  if (!l.dim) // one row: a shard per rank, ceil(whole / g) of a gather
+    return byColumns(1, gather ? (out.elements + g - 1) / g : out.elements);
+  // [rows][g][inner] on the gathered side, [rows][inner] on the other.
+  const BufferSpec &whole = gather ? out : in;
+  int64_t rows = 1;
+  for (int64_t k = 0; k < *l.dim; ++k)
+    rows *= whole.shape[k];
+  int64_t inner = rows > 0 ? whole.elements / rows / g : 0;
+  // Whole rows: the shard's rows widened (bf16), the rank blocks reordered,
+  // and the result (an all-gather's reordered again to round it to bf16).
+  int64_t perRow = gather ? (in.isBf16 ? inner : 0) + g * inner +
+                                (out.isBf16 ? g * inner : 0)
+                          : (in.isBf16 ? g * inner : 0) + g * inner + inner;
+  if (perRow == 0 || perRow > collectiveChunk || rows <= 1) // in columns
+    return byColumns(rows, inner);
+  c.rows = rows;
+  c.columns = inner;
+  c.columnsPerChunk = std::max<int64_t>(1, inner);
+  c.rowsPerChunk = std::clamp<int64_t>(collectiveChunk / perRow, 1, rows);
+  c.workspace = c.rowsPerChunk * perRow;
+  return c;
 }
 
 void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
@@ -402,97 +411,115 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   auto clamp = [](int64_t v, int64_t hi) {
     return std::max<int64_t>(0, std::min(v, hi));
   };
+  // Columns [first, first + n) of one row of shards of S elements: this
+  // rank's starts at inAt (elements past inEnd are zero), rank k's at
+  // outAt + k S (written up to outEnd).
+  auto allGatherColumns = [&](int64_t inAt, int64_t inEnd, int64_t outAt,
+                              int64_t outEnd, int64_t shard, int64_t first,
+                              int64_t n) {
+    float *mine = work, *gathered = work + n;
+    int64_t have = clamp(inEnd - (inAt + first), n);
+    if (have < n)
+      device.fillZero(mine + have, (n - have) * 4, stream);
+    read(in, inSpec, inAt + first, have, mine);
+    c.allGather(l.group, mine, n, gathered);
+    for (int64_t k = 0; k < g; ++k) {
+      int64_t at = outAt + k * shard + first;
+      write(out, outSpec, at, clamp(outEnd - at, n), gathered + k * n, acc);
+    }
+  };
+  // ... and the reduce-scatter of rank blocks at inAt + k S (zero past
+  // inEnd) into this rank's at outAt.
+  auto reduceScatterColumns = [&](int64_t inAt, int64_t inEnd, int64_t outAt,
+                                  int64_t shard, int64_t first, int64_t n) {
+    float *blocks = work, *value = work + g * n;
+    for (int64_t k = 0; k < g; ++k) {
+      int64_t at = inAt + k * shard + first;
+      int64_t have = clamp(inEnd - at, n);
+      if (have < n)
+        device.fillZero(blocks + k * n + have, (n - have) * 4, stream);
+      read(in, inSpec, at, have, blocks + k * n);
+    }
+    c.reduceScatter(l.group, blocks, n, value);
+    write(out, outSpec, outAt + first, n, value, acc);
+  };
+
   Chunking chunks = chunking(l);
-  for (int64_t first = 0; first < chunks.count; first += chunks.perChunk) {
-    int64_t n = std::min(chunks.perChunk, chunks.count - first);
-    switch (l.collective) {
-    case Launch::Collective::AllReduce:
-      // In place (Plan.cpp checks), element by element.
+  int64_t inner = chunks.columns;
+  if (l.collective == Launch::Collective::AllReduce) {
+    // In place (Plan.cpp checks), element by element.
+    for (int64_t first = 0; first < inner; first += chunks.columnsPerChunk) {
+      int64_t n = std::min(chunks.columnsPerChunk, inner - first);
       if (!inSpec.isBf16) {
         c.allReduce(l.group, in.f.data() + first, n, l.reduceMax);
-        break;
+        continue;
       }
       read(in, inSpec, first, n, work);
       c.allReduce(l.group, work, n, l.reduceMax);
       write(in, inSpec, first, n, work, false);
-      break;
-    case Launch::Collective::AllGather: {
-      if (l.dim) {
-        // Rows [first, first + n) of [outer][inner], gathered as
-        // [g][n][inner]; the output rows are [n][g][inner].
-        int64_t inner = inSpec.elements / chunks.count;
-        float *mine = work;
-        const float *source = in.f.data() + first * inner;
-        if (inSpec.isBf16) {
-          read(in, inSpec, first * inner, n * inner, mine);
-          source = mine;
-        }
-        float *gathered = mine + (inSpec.isBf16 ? n * inner : 0);
-        c.allGather(l.group, source, n * inner, gathered);
-        int64_t at = first * g * inner;
-        if (!outSpec.isBf16) {
-          device.transposeBlocks(out.f.data() + at, gathered, g, n, inner, acc,
-                                 stream);
-          break;
-        }
-        float *rows = gathered + g * n * inner;
-        device.transposeBlocks(rows, gathered, g, n, inner, false, stream);
-        write(out, outSpec, at, g * n * inner, rows, acc);
-        break;
-      }
-      // Elements [first, first + n) of every rank's shard of S. In place,
-      // this rank's shard is its slice of the whole; else the input, short
-      // of S where the whole is padded.
-      int64_t shard = chunks.count;
-      int64_t from = l.input == l.output ? r * shard : 0;
-      int64_t valid = clamp(inSpec.elements - from, shard);
-      float *mine = work, *gathered = work + n;
-      int64_t have = clamp(valid - first, n);
-      if (have < n)
-        device.fillZero(mine + have, (n - have) * 4, stream);
-      read(in, inSpec, from + first, have, mine);
-      c.allGather(l.group, mine, n, gathered);
-      for (int64_t k = 0; k < g; ++k) {
-        int64_t at = k * shard + first;
-        write(out, outSpec, at, clamp(outSpec.elements - at, n),
-              gathered + k * n, acc);
-      }
-      break;
     }
-    case Launch::Collective::ReduceScatter: {
-      if (l.dim) {
-        // Rows [first, first + n) of [outer][g][inner], reordered as
-        // [g][n][inner] for the collective.
-        int64_t inner = outSpec.elements / chunks.count;
-        const float *source = in.f.data() + first * g * inner;
-        float *blocks = work;
-        if (inSpec.isBf16) {
-          read(in, inSpec, first * g * inner, n * g * inner, work);
-          source = work;
-          blocks = work + n * g * inner;
+    return;
+  }
+  bool gather = l.collective == Launch::Collective::AllGather;
+  if (chunks.inColumns) {
+    // Row by row, in columns. Flat: one row, this rank's shard of the
+    // whole (in place, its slice of the whole; else the input, short of S
+    // where the whole is padded).
+    for (int64_t row = 0; row < chunks.rows; ++row)
+      for (int64_t first = 0; first < inner; first += chunks.columnsPerChunk) {
+        int64_t n = std::min(chunks.columnsPerChunk, inner - first);
+        if (!l.dim && gather) {
+          int64_t from = l.input == l.output ? r * inner : 0;
+          allGatherColumns(from, from + clamp(inSpec.elements - from, inner), 0,
+                           outSpec.elements, inner, first, n);
+        } else if (!l.dim) {
+          reduceScatterColumns(0, inSpec.elements, 0, inner, first, n);
+        } else if (gather) {
+          allGatherColumns(row * inner, (row + 1) * inner, row * g * inner,
+                           (row + 1) * g * inner, inner, first, n);
+        } else {
+          reduceScatterColumns(row * g * inner, (row + 1) * g * inner,
+                               row * inner, inner, first, n);
         }
-        float *value = blocks + g * n * inner;
-        device.transposeBlocks(blocks, source, n, g, inner, false, stream);
-        c.reduceScatter(l.group, blocks, n * inner, value);
-        write(out, outSpec, first * inner, n * inner, value, acc);
-        break;
       }
-      // Elements [first, first + n) of every rank's block of S (the input
-      // is [g][S], short where the last block is padded); this rank's sum
-      // lands in `value`.
-      int64_t shard = chunks.count;
-      float *blocks = work, *value = work + g * n;
-      for (int64_t k = 0; k < g; ++k) {
-        int64_t have = clamp(inSpec.elements - (k * shard + first), n);
-        if (have < n)
-          device.fillZero(blocks + k * n + have, (n - have) * 4, stream);
-        read(in, inSpec, k * shard + first, have, blocks + k * n);
+    return;
+  }
+  // Whole rows [first, first + n) of a split collective at a time.
+  for (int64_t first = 0; first < chunks.rows; first += chunks.rowsPerChunk) {
+    int64_t n = std::min(chunks.rowsPerChunk, chunks.rows - first);
+    if (gather) {
+      // Gathered as [g][n][inner]; the output rows are [n][g][inner].
+      float *mine = work;
+      const float *source = in.f.data() + first * inner;
+      if (inSpec.isBf16) {
+        read(in, inSpec, first * inner, n * inner, mine);
+        source = mine;
       }
-      c.reduceScatter(l.group, blocks, n, value);
-      write(out, outSpec, first, n, value, acc);
-      break;
+      float *gathered = mine + (inSpec.isBf16 ? n * inner : 0);
+      c.allGather(l.group, source, n * inner, gathered);
+      int64_t at = first * g * inner;
+      if (!outSpec.isBf16) {
+        device.transposeBlocks(out.f.data() + at, gathered, g, n, inner, acc,
+                               stream);
+        continue;
+      }
+      float *rows = gathered + g * n * inner;
+      device.transposeBlocks(rows, gathered, g, n, inner, false, stream);
+      write(out, outSpec, at, g * n * inner, rows, acc);
+      continue;
     }
+    // [n][g][inner] reordered as [g][n][inner] for the collective.
+    const float *source = in.f.data() + first * g * inner;
+    float *blocks = work;
+    if (inSpec.isBf16) {
+      read(in, inSpec, first * g * inner, n * g * inner, work);
+      source = work;
+      blocks = work + n * g * inner;
     }
+    float *value = blocks + g * n * inner;
+    device.transposeBlocks(blocks, source, n, g, inner, false, stream);
+    c.reduceScatter(l.group, blocks, n * inner, value);
+    write(out, outSpec, first * inner, n * inner, value, acc);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -117,8 +118,9 @@ Options parse(int argc, char **argv) {
     } else if (a.rfind("--collective-chunk", 0) == 0) {
       std::string v = value("--collective-chunk");
       char *end;
+      errno = 0;
       o.collectiveChunk = std::strtoll(v.c_str(), &end, 10);
-      if (*end || v.empty() || o.collectiveChunk <= 0)
+      if (*end || v.empty() || errno == ERANGE || o.collectiveChunk <= 0)
         usage("--collective-chunk must be a positive number of elements, "
               "got \"" +
               v + "\"");

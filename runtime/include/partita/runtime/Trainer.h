@@ -145,11 +145,15 @@ private:
   /// f32 workspace (bf16 widened in, reduced in f32, rounded out once).
   void collective(const Launch &l, int64_t microBatch, Communicator &c,
                   Stream stream);
-  /// How collective `l` is chunked: `count` units (elements of a flat
-  /// shard, or rows along its split dimension) of which each chunk takes
-  /// `perChunk`, with `workspace` f32 elements for one chunk.
+  /// How collective `l` is chunked. Its buffers are `rows` rows (outer
+  /// dimensions of a split; 1 for a flat collective) of `columns` elements
+  /// per rank; a chunk is `columnsPerChunk` columns of one row
+  /// (`inColumns`) or else `rowsPerChunk` whole rows, and uses `workspace`
+  /// f32 elements.
   struct Chunking {
-    int64_t count, perChunk, workspace;
+    int64_t rows = 0, columns = 0, rowsPerChunk = 1, columnsPerChunk = 1;
+    int64_t workspace = 0;
+    bool inColumns = false;
   };
   Chunking chunking(const Launch &l) const;
   void fillInputs(int64_t step, int64_t microBatch);
