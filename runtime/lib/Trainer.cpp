@@ -349,7 +349,8 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
     c.columns = in.elements;
     c.columnsPerChunk = std::max<int64_t>(1, in.elements);
     if (in.isBf16) {
-      c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk, 1, c.columns);
+      c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk, 1,
+                                              std::max<int64_t>(1, c.columns));
       c.workspace = c.columnsPerChunk;
     }
     return c;
