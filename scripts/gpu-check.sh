@@ -68,16 +68,17 @@ fi
 
 # 1. Build: the runtime alone (no MLIR needed), with CUDA.
 start=$(date +%s)
-if [[ ! -x "$build/bin/plan-run" || ! -x "$build/bin/partita-cuda-tests" ]]; then
-  say "building the runtime with CUDA in $build"
+# Configured once; built every time, so a build left from older sources
+# is brought up to date (and costs nothing when it is).
+say "building the runtime with CUDA in $build"
+{ [[ -f "$build/CMakeCache.txt" ]] ||
   cmake -S "$root/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    > "$out/configure.log" 2>&1 &&
-    cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
-    say "error: the build failed; see $out/configure.log and $out/build.log"
-    tail -20 "$out/build.log" "$out/configure.log" 2> /dev/null
-    exit 1
-  }
-fi
+    > "$out/configure.log" 2>&1; } &&
+  cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
+  say "error: the build failed; see $out/configure.log and $out/build.log"
+  tail -20 "$out/build.log" "$out/configure.log" 2> /dev/null
+  exit 1
+}
 bin="$build/bin"
 say "built in $(($(date +%s) - start)) s"
 
