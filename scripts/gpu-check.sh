@@ -15,20 +15,22 @@ set -uo pipefail
 usage() {
   cat <<'EOF'
 usage: scripts/gpu-check.sh [--build DIR] [--plans DIR] [--out DIR]
-                            [--deps DIR] [--require-gpu]
-  --build DIR    where to build (default: ./build-gpu); a build that has
-                 bin/plan-run and bin/partita-cuda-tests is reused
+                            [--deps DIR | --debs DIR] [--require-gpu]
+  --build DIR    where to build (default: ./build-gpu); configured once,
+                 brought up to date every time
   --plans DIR    plans from scripts/gpu-plans.sh (default: compiled here
                  when plan-opt is built, in OUT/plans)
   --out DIR      results (default: BUILD/gpu-check)
   --deps DIR     a prefix of unpacked packages (MPI, OpenBLAS, nlohmann-json,
                  GoogleTest) for machines without them installed
+  --debs DIR     those packages as .deb files (scripts/gpu-deps.sh), unpacked
+                 into OUT/deps and used as --deps
   --require-gpu  fail instead of skipping when there is no GPU
 EOF
 }
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="$root/build-gpu" plans="" out="" deps="" require=0
+build="$root/build-gpu" plans="" out="" deps="" debs="" require=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
   -h | --help) usage; exit 0 ;;
@@ -36,6 +38,7 @@ while [[ $# -gt 0 ]]; do
   --plans) plans="${2:?--plans needs a directory}"; shift 2 ;;
   --out) out="${2:?--out needs a directory}"; shift 2 ;;
   --deps) deps="${2:?--deps needs a directory}"; shift 2 ;;
+  --debs) debs="$(cd "${2:?--debs needs a directory}" && pwd)"; shift 2 ;;
   --require-gpu) require=1; shift ;;
   *) echo "gpu-check: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -58,12 +61,29 @@ fi
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 say "$gpus GPU(s): $gpu_name"
 
+if [[ -n "$debs" ]]; then
+  deps="$out/deps"
+  say "unpacking $(ls "$debs"/*.deb | wc -l) packages from $debs into $deps"
+  mkdir -p "$deps"
+  for f in "$debs"/*.deb; do dpkg -x "$f" "$deps"; done
+fi
+configure_deps=()
 if [[ -n "$deps" ]]; then
   deps="$(cd "$deps" && pwd)"
   multiarch=$(gcc -print-multiarch 2> /dev/null || echo x86_64-linux-gnu)
-  export CMAKE_PREFIX_PATH="$deps/usr:$deps/usr/lib/$multiarch/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$deps/usr/lib/$multiarch:$deps/usr/lib/$multiarch/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  lib="$deps/usr/lib/$multiarch"
+  export CMAKE_PREFIX_PATH="$deps/usr:$lib/cmake${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$deps/usr/bin:$PATH" OPAL_PREFIX="$deps/usr"
+  # Unpacked, Debian's alternatives links are missing: name the MPI
+  # wrapper and OpenBLAS directly.
+  [[ -x "$deps/usr/bin/mpicc.openmpi" ]] &&
+    configure_deps+=(-DMPI_C_COMPILER="$deps/usr/bin/mpicc.openmpi")
+  [[ -f "$lib/openblas-pthread/libopenblas.so" ]] &&
+    configure_deps+=(-DBLAS_LIBRARIES="$lib/openblas-pthread/libopenblas.so"
+      -DPARTITA_CBLAS_INCLUDE="$deps/usr/include/$multiarch/openblas-pthread")
+  [[ -x "$deps/usr/bin/mpirun.openmpi" && ! -e "$deps/usr/bin/mpirun" ]] &&
+    ln -s mpirun.openmpi "$deps/usr/bin/mpirun"
 fi
 
 # 1. Build: the runtime alone (no MLIR needed), with CUDA.
@@ -73,7 +93,7 @@ start=$(date +%s)
 say "building the runtime with CUDA in $build"
 { [[ -f "$build/CMakeCache.txt" ]] ||
   cmake -S "$root/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    > "$out/configure.log" 2>&1; } &&
+    "${configure_deps[@]}" > "$out/configure.log" 2>&1; } &&
   cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
   say "error: the build failed; see $out/configure.log and $out/build.log"
   tail -20 "$out/build.log" "$out/configure.log" 2> /dev/null
