@@ -38,7 +38,10 @@ while [[ $# -gt 0 ]]; do
   --plans) plans="${2:?--plans needs a directory}"; shift 2 ;;
   --out) out="${2:?--out needs a directory}"; shift 2 ;;
   --deps) deps="${2:?--deps needs a directory}"; shift 2 ;;
-  --debs) debs="$(cd "${2:?--debs needs a directory}" && pwd)"; shift 2 ;;
+  --debs)
+    debs="${2:?--debs needs a directory}"
+    [[ -d "$debs" ]] || { echo "gpu-check: error: --debs: no directory '$debs'" >&2; exit 2; }
+    debs="$(cd "$debs" && pwd)"; shift 2 ;;
   --require-gpu) require=1; shift ;;
   *) echo "gpu-check: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
