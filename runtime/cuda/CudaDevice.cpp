@@ -298,6 +298,9 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
                              " requested but this machine has " +
                              std::to_string(count));
   check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
+  check(cudaDeviceGetAttribute(&sharedBytesOptIn,
+                               cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
+        "the shared memory a block may have");
   check(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking),
         "the compute stream");
   check(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
@@ -569,6 +572,7 @@ void CudaDevice::launchKernel(const std::string &name,
     a.d = q.dim(2) / a.heads;
     a.causal = p.value("causal", false);
     a.window = p.value("window", int64_t(0));
+    a.sharedBytes = sharedBytesOptIn;
     if (a.d > maxHeadDim())
       throw std::runtime_error(
           name + " with head dimension " + std::to_string(a.d) +

@@ -107,6 +107,8 @@ private:
   const double *inverseFrequencies(const nlohmann::json &params);
 
   int device;
+  /// The shared memory a block may opt into on this GPU.
+  int sharedBytesOptIn = 0;
   cudaStream_t computeStream = nullptr, commStream = nullptr;
   Gemm *matmul = nullptr;
   std::list<void *> allocations;

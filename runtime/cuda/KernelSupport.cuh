@@ -70,11 +70,8 @@ inline AttentionDims attentionDims(const AttentionShape &s) {
           s.d, s.causal, s.window, float(1.0 / std::sqrt(double(s.d)))};
 }
 
-/// Whether this GPU gives a block the tensor-core attention's shared memory
-/// for heads of d.
-bool tensorCoreAttentionFits(int64_t d);
-/// The tensor-core attention, for launches attentionOnTensorCores takes
-/// where it fits; `stats` holds attentionBackwardWorkspace floats.
+/// The tensor-core attention, for launches attentionOnTensorCores takes;
+/// `stats` holds attentionBackwardWorkspace floats.
 void tensorCoreAttention(const AttentionShape &a, In q, In k, In v, Out o,
                          cudaStream_t stream);
 void tensorCoreAttentionBackward(const AttentionShape &a, In dout, In q, In k,

@@ -904,7 +904,7 @@ int64_t maxHeadDim() { return kMaxHeadDim; }
 
 void attention(const AttentionShape &s, In q, In k, In v, Out o,
                cudaStream_t stream) {
-  if (attentionOnTensorCores(s, q, k, v) && tensorCoreAttentionFits(s.d))
+  if (attentionOnTensorCores(s, q, k, v))
     return tensorCoreAttention(s, q, k, v, o, stream);
   byHeadDim<LaunchForward>(s.d, attentionDims(s), q, k, v, o, stream);
 }
@@ -916,8 +916,7 @@ int64_t attentionBackwardWorkspace(const AttentionShape &s) {
 void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v,
                        Out dq, Out dk, Out dv, float *workspace,
                        cudaStream_t stream) {
-  if (attentionOnTensorCores(s, q, k, v) && dout.bf16 &&
-      tensorCoreAttentionFits(s.d))
+  if (attentionOnTensorCores(s, q, k, v) && dout.bf16)
     return tensorCoreAttentionBackward(s, dout, q, k, v, dq, dk, dv, workspace,
                                        stream);
   byHeadDim<LaunchBackward>(s.d, attentionDims(s), dout, q, k, v, dq, dk, dv, workspace,

@@ -419,19 +419,11 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq, Out dk,
 } // namespace
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
-  return q.bf16 && k.bf16 && v.bf16 && (a.d == 64 || a.d == 128);
-}
-
-bool tensorCoreAttentionFits(int64_t d) {
-  // sm_80 and sm_90 allow every kernel's shared memory; sm_86 and sm_89
-  // (99 KiB a block) not all of them.
-  int device = 0, optIn = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optIn, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                             device) != cudaSuccess)
+  if (!q.bf16 || !k.bf16 || !v.bf16 || (a.d != 64 && a.d != 128))
     return false;
-  int needed = d == 64 ? TcLayout<64>::keyBytes : TcLayout<128>::keyBytes;
-  return optIn >= needed;
+  // The dk, dv kernel takes the most.
+  return a.sharedBytes >=
+         (a.d == 64 ? TcLayout<64>::keyBytes : TcLayout<128>::keyBytes);
 }
 
 void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,

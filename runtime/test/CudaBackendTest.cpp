@@ -69,10 +69,14 @@ TEST(CudaHost, LaunchConfiguration) {
 TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimension64Or128) {
   using namespace partita::runtime::cuda;
   In f32, bf16{nullptr, true};
-  AttentionShape shape{1, 8192, 32, 8, 128, true, 0};
+  AttentionShape shape{1, 8192, 32, 8, 128, true, 0, kMaxSharedBytes};
   EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16));
   EXPECT_FALSE(attentionOnTensorCores(shape, f32, bf16, bf16));
   EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, f32));
+  // An sm_86 or sm_89 block (99 KiB) is too small for heads of 128.
+  shape.sharedBytes = 99 * 1024;
+  EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, bf16));
+  shape.sharedBytes = kMaxSharedBytes;
   shape.d = 64;
   EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16));
   for (int64_t d : {16, 32, 80, 96, 256}) {
