@@ -198,16 +198,20 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     buffers.push_back(std::move(s));
   }
   // Collectives reorder blocks, and widen bf16, through workspace: one
-  // area for those run on the comm stream, one for those run in line.
-  int64_t work = 0;
+  // area for those run on the comm stream (async), one for those run in
+  // line.
+  int64_t work[2] = {0, 0};
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
-      if (l.op == Launch::Op::Collective)
-        work = std::max(work, chunking(l).workspace);
-  if (work > 0) {
-    computeWork = static_cast<float *>(device.allocateArena(work * 4));
-    commWork = static_cast<float *>(device.allocateArena(work * 4));
-  }
+      if (l.op == Launch::Op::Collective) {
+        Chunking c = chunking(l);
+        work[l.async] = std::max(work[l.async], c.workspace);
+        chunkings.emplace(&l, c);
+      }
+  if (work[0] > 0)
+    computeWork = static_cast<float *>(device.allocateArena(work[0] * 4));
+  if (work[1] > 0)
+    commWork = static_cast<float *>(device.allocateArena(work[1] * 4));
   initialise();
 }
 
@@ -347,7 +351,6 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
     // In place: f32 runs whole with no workspace, bf16 in slices.
     c.rows = 1;
     c.columns = in.elements;
-    c.columnsPerChunk = std::max<int64_t>(1, in.elements);
     if (in.isBf16) {
       c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk, 1,
                                               std::max<int64_t>(1, c.columns));
@@ -373,7 +376,6 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
     return byColumns(rows, inner);
   c.rows = rows;
   c.columns = inner;
-  c.columnsPerChunk = std::max<int64_t>(1, inner);
   c.rowsPerChunk = std::clamp<int64_t>(collectiveChunk / perRow, 1, rows);
   c.workspace = c.rowsPerChunk * perRow;
   return c;
@@ -409,8 +411,9 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
       device.transposeBlocks(s.f.data() + at, from, 1, 1, n, accumulate,
                              stream);
   };
+  // v within [0, hi] (hi >= 0).
   auto clamp = [](int64_t v, int64_t hi) {
-    return std::max<int64_t>(0, std::min(v, hi));
+    return std::clamp<int64_t>(v, 0, hi);
   };
   // Columns [first, first + n) of one row of shards of S elements: this
   // rank's starts at inAt (elements past inEnd are zero), rank k's at
@@ -445,16 +448,16 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
     write(out, outSpec, outAt + first, n, value, acc);
   };
 
-  Chunking chunks = chunking(l);
+  const Chunking &chunks = chunkings.at(&l);
   int64_t inner = chunks.columns;
   if (l.collective == Launch::Collective::AllReduce) {
     // In place (Plan.cpp checks), element by element.
+    if (!inSpec.isBf16) {
+      c.allReduce(l.group, in.f.data(), inner, l.reduceMax);
+      return;
+    }
     for (int64_t first = 0; first < inner; first += chunks.columnsPerChunk) {
       int64_t n = std::min(chunks.columnsPerChunk, inner - first);
-      if (!inSpec.isBf16) {
-        c.allReduce(l.group, in.f.data() + first, n, l.reduceMax);
-        continue;
-      }
       read(in, inSpec, first, n, work);
       c.allReduce(l.group, work, n, l.reduceMax);
       write(in, inSpec, first, n, work, false);
@@ -463,26 +466,32 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   }
   bool gather = l.collective == Launch::Collective::AllGather;
   if (chunks.inColumns) {
-    // Row by row, in columns. Flat: one row, this rank's shard of the
-    // whole (in place, its slice of the whole; else the input, short of S
-    // where the whole is padded).
-    for (int64_t row = 0; row < chunks.rows; ++row)
+    // Row by row, in columns. Flat: one row whose blocks are shards of the
+    // whole; this rank's gather input is, in place, its slice of the
+    // whole, else the input, short of S where the whole is padded.
+    for (int64_t row = 0; row < chunks.rows; ++row) {
+      int64_t split = gather ? row * inner : row * g * inner;
+      int64_t inAt = l.dim ? split : 0, outAt = 0;
+      int64_t inEnd =
+          l.dim ? split + (gather ? inner : g * inner) : inSpec.elements;
+      int64_t outEnd = outSpec.elements;
+      if (l.dim) {
+        outAt = gather ? row * g * inner : row * inner;
+        outEnd = outAt + (gather ? g * inner : inner);
+      } else if (gather && l.input == l.output) {
+        inAt = r * inner;
+        inEnd = inAt + clamp(inSpec.elements - inAt, inner);
+      } else if (gather) {
+        inEnd = clamp(inSpec.elements, inner);
+      }
       for (int64_t first = 0; first < inner; first += chunks.columnsPerChunk) {
         int64_t n = std::min(chunks.columnsPerChunk, inner - first);
-        if (!l.dim && gather) {
-          int64_t from = l.input == l.output ? r * inner : 0;
-          allGatherColumns(from, from + clamp(inSpec.elements - from, inner), 0,
-                           outSpec.elements, inner, first, n);
-        } else if (!l.dim) {
-          reduceScatterColumns(0, inSpec.elements, 0, inner, first, n);
-        } else if (gather) {
-          allGatherColumns(row * inner, (row + 1) * inner, row * g * inner,
-                           (row + 1) * g * inner, inner, first, n);
-        } else {
-          reduceScatterColumns(row * g * inner, (row + 1) * g * inner,
-                               row * inner, inner, first, n);
-        }
+        if (gather)
+          allGatherColumns(inAt, inEnd, outAt, outEnd, inner, first, n);
+        else
+          reduceScatterColumns(inAt, inEnd, outAt, inner, first, n);
       }
+    }
     return;
   }
   // Whole rows [first, first + n) of a split collective at a time.
@@ -491,11 +500,11 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
     if (gather) {
       // Gathered as [g][n][inner]; the output rows are [n][g][inner].
       float *mine = work;
-      const float *source = in.f.data() + first * inner;
-      if (inSpec.isBf16) {
+      const float *source = mine;
+      if (inSpec.isBf16)
         read(in, inSpec, first * inner, n * inner, mine);
-        source = mine;
-      }
+      else
+        source = in.f.data() + first * inner;
       float *gathered = mine + (inSpec.isBf16 ? n * inner : 0);
       c.allGather(l.group, source, n * inner, gathered);
       int64_t at = first * g * inner;
@@ -510,12 +519,13 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
       continue;
     }
     // [n][g][inner] reordered as [g][n][inner] for the collective.
-    const float *source = in.f.data() + first * g * inner;
+    const float *source = work;
     float *blocks = work;
     if (inSpec.isBf16) {
       read(in, inSpec, first * g * inner, n * g * inner, work);
-      source = work;
       blocks = work + n * g * inner;
+    } else {
+      source = in.f.data() + first * g * inner;
     }
     float *value = blocks + g * n * inner;
     device.transposeBlocks(blocks, source, n, g, inner, false, stream);

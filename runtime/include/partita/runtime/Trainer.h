@@ -171,6 +171,8 @@ private:
   int64_t collectiveChunk;
   /// Collective workspace, per stream.
   float *computeWork = nullptr, *commWork = nullptr;
+  /// Each collective launch's chunking, worked out once.
+  std::map<const Launch *, Chunking> chunkings;
   std::map<std::string, double> seconds;
   std::vector<TraceEvent> *trace = nullptr;
   /// Async collectives started and not yet waited for, by output buffer:
