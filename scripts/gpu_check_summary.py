@@ -24,6 +24,11 @@ def log(name):
         return []
     return [json.loads(l) for l in open(path) if l.strip()]
 
+def worst_difference(base, other):
+    """The largest relative difference of `other`'s losses from `base`'s."""
+    return max(abs(y["loss"] - x["loss"]) / abs(x["loss"])
+               for x, y in zip(base, other))
+
 tests = os.path.join(out, "kernel-tests.json")
 if os.path.exists(tests):
     t = json.load(open(tests))
@@ -34,8 +39,7 @@ cpu = log("tiny-cpu.jsonl")
 for p in ("fp32", "bf16"):
     gpu_log = log(f"tiny-{p}.jsonl")
     if cpu and len(gpu_log) == len(cpu):
-        worst = max(abs(g["loss"] - c["loss"]) / abs(c["loss"])
-                    for g, c in zip(gpu_log, cpu))
+        worst = worst_difference(cpu, gpu_log)
         result[f"tiny_llama_{p}"] = {
             "max_relative_loss_difference": worst,
             "first_loss": gpu_log[0]["loss"], "last_loss": gpu_log[-1]["loss"]}
@@ -47,8 +51,7 @@ def bf16_run(name, key, label):
     """The GPU's bf16 run `name` against the CPU's."""
     a, b = log(f"{name}-cpu.jsonl"), log(f"{name}-cuda.jsonl")
     if a and len(a) == len(b):
-        worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"])
-                    for x, y in zip(a, b))
+        worst = worst_difference(a, b)
         result[key] = {"max_relative_loss_difference": worst}
         lines.append(f"{label}: losses within {worst:.2e} of the CPU's bf16 "
                      f"run over {len(a)} steps")
@@ -63,8 +66,7 @@ bf16_run("head128", "small_llama_head128_bf16",
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
     if a and len(a) == len(b):
-        worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"])
-                    for x, y in zip(a, b))
+        worst = worst_difference(a, b)
         result.setdefault("equivalence", {})[s] = worst
         lines.append(f"2 GPUs, {s}: losses within {worst:.2e} of the CPU's")
 

@@ -88,49 +88,41 @@ Options parse(int argc, char **argv) {
         return argv[++i];
       usage(std::string(flag) + " needs a value");
     };
+    // The integer value of `flag`, at least `least`, else `what` it must be.
+    auto integer = [&](const char *flag, int64_t least, const char *what) {
+      std::string v = value(flag);
+      char *end;
+      errno = 0;
+      int64_t n = std::strtoll(v.c_str(), &end, 10);
+      if (*end || v.empty() || errno == ERANGE || n < least)
+        usage(std::string(flag) + " must be " + what + ", got \"" + v + "\"");
+      return n;
+    };
     if (a == "-h" || a == "--help")
       usage("");
-    else if (a.rfind("--steps", 0) == 0) {
-      std::string v = value("--steps");
-      char *end;
-      o.steps = std::strtoll(v.c_str(), &end, 10);
-      if (*end || o.steps < 1)
-        usage("--steps must be a positive integer, got \"" + v + "\"");
-    } else if (a.rfind("--log-json", 0) == 0)
+    else if (a.rfind("--steps", 0) == 0)
+      o.steps = integer("--steps", 1, "a positive integer");
+    else if (a.rfind("--log-json", 0) == 0)
       o.logJson = value("--log-json");
     else if (a.rfind("--save-params", 0) == 0)
       o.saveParams = value("--save-params");
     else if (a.rfind("--checkpoint-dir", 0) == 0)
       o.checkpointDir = value("--checkpoint-dir");
-    else if (a.rfind("--checkpoint-every", 0) == 0) {
-      std::string v = value("--checkpoint-every");
-      char *end;
-      o.checkpointEvery = std::strtoll(v.c_str(), &end, 10);
-      if (*end || o.checkpointEvery < 1)
-        usage("--checkpoint-every must be a positive integer, got \"" + v +
-              "\"");
-    } else if (a.rfind("--collective-timeout", 0) == 0) {
+    else if (a.rfind("--checkpoint-every", 0) == 0)
+      o.checkpointEvery =
+          integer("--checkpoint-every", 1, "a positive integer");
+    else if (a.rfind("--collective-timeout", 0) == 0) {
       std::string v = value("--collective-timeout");
       char *end;
       o.collectiveTimeout = std::strtod(v.c_str(), &end);
       if (*end || o.collectiveTimeout < 0)
         usage("--collective-timeout must be seconds >= 0, got \"" + v + "\"");
-    } else if (a.rfind("--collective-chunk", 0) == 0) {
-      std::string v = value("--collective-chunk");
-      char *end;
-      errno = 0;
-      o.collectiveChunk = std::strtoll(v.c_str(), &end, 10);
-      if (*end || v.empty() || errno == ERANGE || o.collectiveChunk <= 0)
-        usage("--collective-chunk must be a positive number of elements, "
-              "got \"" +
-              v + "\"");
-    } else if (a.rfind("--max-restarts", 0) == 0) {
-      std::string v = value("--max-restarts");
-      char *end;
-      o.maxRestarts = std::strtoll(v.c_str(), &end, 10);
-      if (*end || o.maxRestarts < 0)
-        usage("--max-restarts must be an integer >= 0, got \"" + v + "\"");
-    } else if (a.rfind("--trace", 0) == 0)
+    } else if (a.rfind("--collective-chunk", 0) == 0)
+      o.collectiveChunk =
+          integer("--collective-chunk", 1, "a positive number of elements");
+    else if (a.rfind("--max-restarts", 0) == 0)
+      o.maxRestarts = integer("--max-restarts", 0, "an integer >= 0");
+    else if (a.rfind("--trace", 0) == 0)
       o.trace = value("--trace");
     else if (a == "--resume")
       o.resume = true;
