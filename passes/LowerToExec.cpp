@@ -45,7 +45,7 @@ private:
   void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis, Value in,
                   Value out, std::optional<int64_t> dim, bool async);
   /// Lowers a dist all_reduce, all_gather or reduce_scatter.
-  LogicalResult lowerCollective(Operation *op, bool async);
+  void lowerCollective(Operation *op, bool async);
   /// The slice of a pipeline message each tp rank sends, when tp ranks hold
   /// the whole (replicated) activation.
   std::optional<RankedTensorType> p2pSlice(Type type) {
@@ -78,6 +78,11 @@ private:
   /// Decoder layer of the ops being lowered, for names and the `layer`
   /// attribute that recomputation and ZeRO-3 group launches by.
   std::optional<int64_t> layer;
+  /// Gives `launch` the current decoder layer, if any.
+  void tagLayer(Operation *launch) {
+    if (layer)
+      launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+  }
   int64_t counter = 0;
   Value labels;
 };
@@ -163,8 +168,7 @@ void StageLowering::kernel(StringRef name, ArrayRef<Value> ins, Value out,
   auto launch = exec::KernelOp::create(
       b, out.getLoc(), name, b.getArrayAttr(inRefs), b.getArrayAttr({outRef}),
       nullptr, params.empty() ? nullptr : b.getDictionaryAttr(params));
-  if (layer)
-    launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+  tagLayer(launch);
 }
 
 void StageLowering::collective(exec::CollectiveKind kind,
@@ -189,27 +193,19 @@ void StageLowering::collective(exec::CollectiveKind kind,
       b, out.getLoc(), kind, groupName(axis).getValue(), input, output,
       exec::Reduction::sum, dim, false);
   launch.setAsync(async);
-  if (layer)
-    launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+  tagLayer(launch);
 }
 
-LogicalResult StageLowering::lowerCollective(Operation *op, bool async) {
-  if (auto ar = dyn_cast<dist::AllReduceOp>(op)) {
-    collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(),
-               ar.getInput(), ar.getResult(), std::nullopt, async);
-    return success();
-  }
-  if (auto ag = dyn_cast<dist::AllGatherOp>(op)) {
-    collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(),
-               ag.getInput(), ag.getResult(), ag.getDim(), async);
-    return success();
-  }
-  if (auto rs = dyn_cast<dist::ReduceScatterOp>(op)) {
-    collective(exec::CollectiveKind::reduce_scatter, rs.getAxisAttr(),
-               rs.getInput(), rs.getResult(), rs.getDim(), async);
-    return success();
-  }
-  return op->emitOpError("has no exec lowering");
+void StageLowering::lowerCollective(Operation *op, bool async) {
+  if (auto ar = dyn_cast<dist::AllReduceOp>(op))
+    return collective(exec::CollectiveKind::all_reduce, ar.getAxisAttr(),
+                      ar.getInput(), ar.getResult(), std::nullopt, async);
+  if (auto ag = dyn_cast<dist::AllGatherOp>(op))
+    return collective(exec::CollectiveKind::all_gather, ag.getAxisAttr(),
+                      ag.getInput(), ag.getResult(), ag.getDim(), async);
+  auto rs = cast<dist::ReduceScatterOp>(op); // dist::isCollective's third
+  collective(exec::CollectiveKind::reduce_scatter, rs.getAxisAttr(),
+             rs.getInput(), rs.getResult(), rs.getDim(), async);
 }
 
 LogicalResult StageLowering::lowerOp(Operation *op) {
@@ -269,14 +265,15 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
                                whole, exec::Reduction::sum, 1, false);
     return success();
   }
-  if (dist::isCollective(op))
-    return lowerCollective(op, /*async=*/false);
+  if (dist::isCollective(op)) {
+    lowerCollective(op, /*async=*/false);
+    return success();
+  }
   // The collective starts on the comm stream; its buffer is ready at the
   // wait.
   if (auto start = dyn_cast<dist::AsyncOp>(op)) {
     Operation *inner = start.getCollective();
-    if (failed(lowerCollective(inner, /*async=*/true)))
-      return failure();
+    lowerCollective(inner, /*async=*/true);
     buffers[start.getToken()] = ref(inner->getResult(0));
     return success();
   }
@@ -284,8 +281,7 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     FlatSymbolRefAttr output = ref(wait.getToken());
     buffers[wait.getResult()] = output;
     auto launch = exec::WaitOp::create(b, op->getLoc(), output);
-    if (layer)
-      launch->setAttr("layer", b.getI64IntegerAttr(*layer));
+    tagLayer(launch);
     return success();
   }
   if (auto slice = dyn_cast<dist::ShardSliceOp>(op)) {

@@ -51,9 +51,7 @@ struct AxisTally {
 /// collective started first (its wait goes as late as possible). Ties go to
 /// program order.
 SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
-  llvm::DenseMap<Operation *, size_t> index;
-  for (auto [i, op] : llvm::enumerate(segment))
-    index[op] = i;
+  llvm::SmallPtrSet<Operation *, 32> inSegment(segment.begin(), segment.end());
   // In-flight collectives, by start order.
   llvm::DenseMap<Operation *, size_t> started;
   llvm::DenseSet<Operation *> done;
@@ -62,13 +60,13 @@ SmallVector<Operation *> listSchedule(ArrayRef<Operation *> segment) {
   auto isRoot = [&](Operation *op) {
     return llvm::all_of(op->getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
-      return !def || !index.count(def) || isa<tfm::ParamOp>(def);
+      return !def || !inSegment.contains(def) || isa<tfm::ParamOp>(def);
     });
   };
   auto ready = [&](Operation *op) {
     return llvm::all_of(op->getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
-      return !def || !index.count(def) || done.contains(def);
+      return !def || !inSegment.contains(def) || done.contains(def);
     });
   };
   // The latest start among the in-flight collectives `op` reads, if any:

@@ -18,8 +18,12 @@ using namespace mlir;
 namespace {
 
 /// Whether `op` must stay on its side of collective `c`: it writes c's
-/// input, or reads or writes c's output.
+/// input, or reads or writes c's output, or it is the wait that makes one
+/// of them ready.
 bool conflicts(Operation *op, exec::CollectiveOp c) {
+  if (auto wait = dyn_cast<exec::WaitOp>(op))
+    return wait.getBuffer() == c.getInput() ||
+           wait.getBuffer() == c.getOutput();
   SmallVector<StringRef> reads, writes;
   exec::getLaunchAccesses(op, reads, writes);
   for (StringRef w : writes)
@@ -123,7 +127,7 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
     GroupTally &t = tally[c.getGroup().str()];
     // Waited for in the next step's forward, or made async with its wait
     // already placed (dist-overlap-collectives).
-    if (c.getNextStep() || c.getAsync()) {
+    if (c.getAsync()) {
       ++t.async;
       continue;
     }
@@ -176,13 +180,8 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
                    other.getGroup() != "world" && neededLater(other, end) &&
                    !(c->hasAttr("bucket") &&
                      other->getAttr("bucket") == c->getAttr("bucket"));
-      else if (auto wait = dyn_cast<exec::WaitOp>(prev))
-        // Not past the wait that makes its input ready.
-        passable = consumer.has_value() &&
-                   llvm::none_of(bucketOf(c), [&](exec::CollectiveOp m) {
-                     return m.getInput() == wait.getBuffer() ||
-                            m.getOutput() == wait.getBuffer();
-                   });
+      else if (isa<exec::WaitOp>(prev))
+        passable = consumer.has_value();
       else
         passable = !consumer || inWindow(prev);
       if (!passable)

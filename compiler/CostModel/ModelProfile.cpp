@@ -82,9 +82,7 @@ LayerProfile profileBlock(tfm::BlockOp block) {
       if (row && linear.getBias()) // added once, after the reduction
         layer.replicatedParams +=
             cast<RankedTensorType>(linear.getBias().getType()).getNumElements();
-      if (row)
-        ++layer.rowParallelGemms;
-      else
+      if (!row)
         columnGemms.insert(linear);
       save(linear.getInput());
     } else if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
@@ -113,6 +111,7 @@ LayerProfile profileBlock(tfm::BlockOp block) {
     }
   });
 
+  layer.rowParallelGemms = int64_t(rowGemms.size());
   // Two row-parallel GEMMs neither of which depends on the other: the
   // branches of a parallel residual.
   if (rowGemms.size() == 2) {

@@ -84,6 +84,7 @@
 // BWD: exec.wait @d.layers.0.layer_norm.2
 // BWD-NEXT: exec.kernel "layer_norm_bwd" ins [@d.layers.0.layer_norm.2,
 
+// SEQ: dist.all_reduce
 // SEQ-NOT: dist.async
 // SEQ-NOT: dist.wait
 // SEQ-REPORT: overlap in forward: tp 0 of 5 async (5 not: nothing independent of its result runs while it is in flight);

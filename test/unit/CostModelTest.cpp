@@ -34,16 +34,21 @@ struct Fixture {
   }
 };
 
+/// The estimate for `strategy` completed on `topology`; its parallel
+/// configuration lands in `config` when asked.
 CostEstimate estimate(const ModelProfile &profile, const Topology &topology,
-                      llvm::StringRef strategy) {
+                      llvm::StringRef strategy, const CostParams &params = {},
+                      ParallelConfig *config = nullptr) {
   TopologyGraph graph(topology);
   auto partial = parseParallelConfig(strategy);
   EXPECT_TRUE(bool(partial));
-  auto config =
+  auto completed =
       completeParallelConfig(*partial, topology.numDevices(),
                              profile.globalBatch, profile.layers.size());
-  EXPECT_TRUE(bool(config)) << llvm::toString(config.takeError());
-  auto e = estimateCost(profile, graph, *config);
+  EXPECT_TRUE(bool(completed)) << llvm::toString(completed.takeError());
+  if (config)
+    *config = *completed;
+  auto e = estimateCost(profile, graph, *completed, params);
   EXPECT_TRUE(bool(e)) << llvm::toString(e.takeError());
   return *e;
 }
@@ -137,14 +142,16 @@ TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
   // forward, and the MLP input's gradient all-reduce during the attention's
   // backward, each hiding at most its own time.
   Topology node = *presetTopology("dgx-a100", 1);
+  ParallelConfig config;
   CostEstimate s = estimate(seq.profile, node, "tp=4,dp=2");
-  CostEstimate p = estimate(par.profile, node, "tp=4,dp=2");
+  CostEstimate p = estimate(par.profile, node, "tp=4,dp=2", {}, &config);
   double allReduce = 0;
   for (const CollectiveCost &c : p.collectives)
     if (c.group == "tp" && c.kind == CollectiveKind::AllReduce)
       allReduce = c.timePerCallS;
   ASSERT_GT(allReduce, 0);
-  double layers = 4, microBatches = 16 / 2;
+  double layers = double(par.profile.layers.size()),
+         microBatches = double(config.numMicroBatches);
   EXPECT_LT(p.tpCommS, s.tpCommS);
   EXPECT_LE(s.tpCommS - p.tpCommS,
             2 * layers * microBatches * allReduce * (1 + 1e-12));
@@ -152,16 +159,8 @@ TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
   // as the sequential block.
   auto sync = parseCostParams("overlap_tp=0");
   ASSERT_TRUE(bool(sync));
-  auto partial = parseParallelConfig("tp=4,dp=2");
-  ASSERT_TRUE(bool(partial));
-  auto config = completeParallelConfig(*partial, node.numDevices(),
-                                       par.profile.globalBatch,
-                                       par.profile.layers.size());
-  ASSERT_TRUE(bool(config));
-  auto unhidden =
-      estimateCost(par.profile, TopologyGraph(node), *config, *sync);
-  ASSERT_TRUE(bool(unhidden));
-  EXPECT_DOUBLE_EQ(unhidden->tpCommS, s.tpCommS);
+  CostEstimate unhidden = estimate(par.profile, node, "tp=4,dp=2", *sync);
+  EXPECT_DOUBLE_EQ(unhidden.tpCommS, s.tpCommS);
 }
 
 TEST(CostModel, GemmEfficiencyOverrideReplacesTheClosedForm) {
