@@ -579,7 +579,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.recompute += lc.recomputeS;
       // Recomputation re-runs the forward in the same order, hiding the
       // same collectives; backward's are exposed.
-      int64_t forwards = c.recompute == Recompute::Full ? 2 : 1;
+      int64_t forwards = c.forwardPasses();
       r.tp += lc.tpForwardS * (forwards + 1) + lc.tpRegatherS -
               lc.tpForwardHiddenS * forwards - lc.tpBackwardHiddenS;
       r.params += lc.params;
@@ -626,7 +626,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double gemms = 0; // row-parallel, on the busiest rank
     for (int64_t i : c.layersOfRank(busiestRank, L))
       gemms += profile.layers[i].rowParallelGemms;
-    double calls = gemms * m * (2 + (c.recompute == Recompute::Full ? 1 : 0));
+    double calls = gemms * m * (c.forwardPasses() + 1); // and backward
     // The embedding's (and, on one stage, the LM head's) reductions.
     calls += m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
     std::string algo;

@@ -52,6 +52,8 @@ struct ParallelConfig {
   bool regathersInputs() const {
     return sequenceParallel && recompute != Recompute::Full;
   }
+  /// Forward passes per micro-batch: two with full recomputation.
+  int64_t forwardPasses() const { return recompute == Recompute::Full ? 2 : 1; }
   /// Sequences per optimizer step.
   int64_t globalBatch() const { return dp * microBatchSize * numMicroBatches; }
   /// The layer indices pipeline rank `rank` runs: its stage of stageLayers,
