@@ -706,6 +706,12 @@ public:
               const KernelContext &ctx) override {
     runCpuKernel(name, ins, outs, accumulate, params, ctx);
   }
+  /// The optimizer's runs reach launchAll as on the CUDA device, which
+  /// joins them, so that the executor's grouping is the same (and checked)
+  /// on every backend; here they run one after another.
+  bool launchesTogether(const std::string &name) const override {
+    return name == "adamw";
+  }
   void synchronize() override {}
   void upload(void *dst, const void *src, int64_t bytes) override {
     std::memcpy(dst, src, bytes);

@@ -479,6 +479,58 @@ void CudaDevice::launch(const std::string &name,
   check(cudaGetLastError(), "kernel " + name);
 }
 
+void CudaDevice::launchAll(const std::string &name,
+                           const std::vector<KernelCall> &calls,
+                           const KernelContext &ctx) {
+  if (name != "adamw") {
+    Device::launchAll(name, calls, ctx);
+    return;
+  }
+  nvtxRangePushA("adamw");
+  adamwAll(calls, ctx);
+  nvtxRangePop();
+  check(cudaGetLastError(), "kernel adamw");
+}
+
+void CudaDevice::adamwAll(const std::vector<KernelCall> &calls,
+                          const KernelContext &ctx) {
+  const Optimizer &o = *ctx.optimizer;
+  AdamWStep step;
+  step.lr = o.learningRate(ctx.step);
+  step.beta1 = o.beta1;
+  step.beta2 = o.beta2;
+  step.eps = o.eps;
+  step.weightDecay = o.weightDecay;
+  double t = double(ctx.step + 1);
+  step.c1 = 1 - std::pow(o.beta1, t);
+  step.c2 = 1 - std::pow(o.beta2, t);
+  std::vector<AdamWTensor> tensors;
+  for (const KernelCall &c : calls) {
+    auto in = [&](size_t k) { return operand(c.ins[k]); };
+    auto out = [&](size_t k) { return result(c.outs[k], c.accumulate[k]); };
+    bool master = c.ins.size() > 5;
+    AdamWTensor a;
+    a.p = in(0);
+    a.g = in(1);
+    a.m = in(2);
+    a.v = in(3);
+    a.clip = in(4);
+    a.np = out(0);
+    a.nm = out(1);
+    a.nv = out(2);
+    if (master) {
+      a.w = in(5);
+      a.nw = out(3);
+    }
+    a.pn = c.ins[0].n;
+    a.chunk = c.ins[2].n;
+    a.begin = c.params->at("dp_shard").get<bool>() ? ctx.dpRank * a.chunk : 0;
+    a.decay = c.params->at("weight_decay").get<bool>();
+    tensors.push_back(a);
+  }
+  adamw(step, tensors, computeStream);
+}
+
 void CudaDevice::launchKernel(const std::string &name,
                               const std::vector<TensorRef> &ins,
                               const std::vector<TensorRef> &outs,
@@ -632,31 +684,16 @@ void CudaDevice::launchKernel(const std::string &name,
                      out(0), s);
   } else if (name == "grad_sumsq") {
     const nlohmann::json &weights = p.at("weights");
-    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), name);
+    std::vector<SquaresTerm> terms;
     for (size_t k = 0; k < ins.size(); ++k)
-      sumSquares(in(k), ins[k].n, weights.at(k).get<double>(), sumAccumulator,
-                 s);
+      terms.push_back({in(k), ins[k].n, weights.at(k).get<double>()});
+    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), name);
+    sumSquares(terms, sumAccumulator, s);
     storeScalar(sumAccumulator, out(0), s);
   } else if (name == "clip_coefficient") {
     clipCoefficient(in(0), ctx.optimizer->clipNorm, out(0), s);
   } else if (name == "adamw") {
-    const Optimizer &o = *ctx.optimizer;
-    AdamWStep step;
-    step.lr = o.learningRate(ctx.step);
-    step.beta1 = o.beta1;
-    step.beta2 = o.beta2;
-    step.eps = o.eps;
-    step.weightDecay = o.weightDecay;
-    double t = double(ctx.step + 1);
-    step.c1 = 1 - std::pow(o.beta1, t);
-    step.c2 = 1 - std::pow(o.beta2, t);
-    step.decay = p.at("weight_decay").get<bool>();
-    int64_t chunk = ins[2].n;
-    step.begin = p.at("dp_shard").get<bool>() ? ctx.dpRank * chunk : 0;
-    bool master = ins.size() > 5;
-    adamw(step, in(0), ins[0].n, in(1), in(2), in(3), chunk, in(4),
-          master ? in(5) : In(), out(0), out(1), out(2),
-          master ? out(3) : Out(), s);
+    adamwAll({{ins, outs, acc, &p}}, ctx);
   } else {
     throw std::runtime_error("the CUDA backend has no kernel \"" + name + "\"");
   }

@@ -69,6 +69,12 @@ public:
               const std::vector<TensorRef> &outs,
               const std::vector<bool> &accumulate, const nlohmann::json &params,
               const KernelContext &ctx) override;
+  /// AdamW runs as a multi-tensor kernel.
+  bool launchesTogether(const std::string &name) const override {
+    return name == "adamw";
+  }
+  void launchAll(const std::string &name, const std::vector<KernelCall> &calls,
+                 const KernelContext &ctx) override;
   void synchronize() override;
   void upload(void *dst, const void *src, int64_t bytes) override;
   void download(void *dst, const void *src, int64_t bytes) override;
@@ -104,6 +110,8 @@ private:
                          const std::vector<bool> &accumulate,
                          const nlohmann::json &params,
                          const KernelContext &ctx);
+  /// The AdamW launches `calls` as multi-tensor kernels.
+  void adamwAll(const std::vector<KernelCall> &calls, const KernelContext &ctx);
   const double *inverseFrequencies(const nlohmann::json &params);
 
   int device;

@@ -657,17 +657,71 @@ __global__ void ceBackwardKernel(CrossEntropyShape c, In logits, In max,
 
 // -- Optimizer ---------------------------------------------------------------
 
-__global__ void sumSquaresKernel(In x, int64_t n, double weight,
+/// Up to K tensors of one multi-tensor launch, passed by value among the
+/// kernel's parameters (within the 4 KiB every driver takes), and where each
+/// tensor's elements end in the launch's joined index space.
+template <typename T, int K> struct TensorList {
+  T tensors[K];
+  int64_t end[K];
+  int count;
+};
+
+/// Calls launch(list, elements) for the tensors, K at a time, tensor t
+/// having length(t) elements.
+template <int K, typename T, typename Length, typename Launch>
+void forEachTensorList(const std::vector<T> &tensors, Length length,
+                       Launch launch) {
+  TensorList<T, K> list;
+  list.count = 0;
+  int64_t elements = 0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    list.tensors[list.count] = tensors[k];
+    elements += length(tensors[k]);
+    list.end[list.count++] = elements;
+    if (list.count == K || k + 1 == tensors.size()) {
+      launch(list, elements);
+      list.count = 0;
+      elements = 0;
+    }
+  }
+}
+
+/// visit(tensor, element) for each of this thread's elements of the joined
+/// index space, grid-stride; a thread's elements only move forward, so its
+/// tensor is found by stepping on.
+template <typename T, int K, typename Visit>
+__device__ void forEachElement(const TensorList<T, K> &list, Visit visit) {
+  int k = 0;
+  int64_t start = 0;
+  GRID_STRIDE(i, list.end[list.count - 1]) {
+    while (i >= list.end[k]) {
+      start = list.end[k];
+      ++k;
+    }
+    visit(list.tensors[k], i - start);
+  }
+}
+
+constexpr int kSquaresPerLaunch = 64, kAdamWPerLaunch = 16;
+using SquaresList = TensorList<SquaresTerm, kSquaresPerLaunch>;
+using AdamWList = TensorList<AdamWTensor, kAdamWPerLaunch>;
+static_assert(sizeof(SquaresList) + sizeof(double *) <= 4096 &&
+                  sizeof(AdamWList) + sizeof(AdamWStep) <= 4096,
+              "kernel parameters past 4 KiB need a newer driver");
+
+// __grid_constant__: the list is read where the parameters are, not copied
+// per thread.
+__global__ void sumSquaresKernel(const __grid_constant__ SquaresList list,
                                  double *acc64) {
   __shared__ double shared[32];
   double s = 0;
-  GRID_STRIDE(i, n) {
-    double v = load(x, i);
-    s += v * v;
-  }
+  forEachElement(list, [&](const SquaresTerm &term, int64_t i) {
+    double v = load(term.x, i);
+    s += term.weight * v * v;
+  });
   s = blockSum(s, shared);
   if (threadIdx.x == 0)
-    atomicAdd(acc64, weight * s);
+    atomicAdd(acc64, s);
 }
 
 __global__ void storeScalarKernel(const double *acc64, Out out) {
@@ -679,36 +733,34 @@ __global__ void clipCoefficientKernel(In sumsq, double clip, Out out) {
   store(out, 0, clip == 0 ? 1.0f : float(fmin(1.0, clip / (norm + 1e-6))));
 }
 
-__global__ void adamwKernel(AdamWStep s, In p, int64_t pn, In g, In m, In v,
-                            int64_t chunk, In clip, In w, Out np, Out nm,
-                            Out nv, Out nw) {
-  float coefficient = load(clip, 0);
-  bool master = w.data != nullptr;
-  GRID_STRIDE(t, max(pn, chunk)) {
-    if (t < chunk) {
-      double gi = double(load(g, t)) * coefficient;
-      double mi = s.beta1 * load(m, t) + (1 - s.beta1) * gi;
-      double vi = s.beta2 * load(v, t) + (1 - s.beta2) * gi * gi;
-      store(nm, t, float(mi));
-      store(nv, t, float(vi));
-      int64_t at = s.begin + t;
-      if (at < pn) { // else the padding of the last shard
+__global__ void adamwKernel(AdamWStep s,
+                            const __grid_constant__ AdamWList list) {
+  forEachElement(list, [&](const AdamWTensor &a, int64_t t) {
+    bool master = a.w.data != nullptr;
+    if (t < a.chunk) {
+      double gi = double(load(a.g, t)) * load(a.clip, 0);
+      double mi = s.beta1 * load(a.m, t) + (1 - s.beta1) * gi;
+      double vi = s.beta2 * load(a.v, t) + (1 - s.beta2) * gi * gi;
+      store(a.nm, t, float(mi));
+      store(a.nv, t, float(vi));
+      int64_t at = a.begin + t;
+      if (at < a.pn) { // else the padding of the last shard
         // Below f32 the update applies to the master copy w.
-        double pi = master ? load(w, t) : load(p, at);
-        if (s.decay)
+        double pi = master ? load(a.w, t) : load(a.p, at);
+        if (a.decay)
           pi *= 1 - s.lr * s.weightDecay;
         pi -= s.lr * (mi / s.c1) / (sqrt(vi / s.c2) + s.eps);
-        store(np, at, float(pi));
+        store(a.np, at, float(pi));
         if (master)
-          store(nw, t, float(pi));
+          store(a.nw, t, float(pi));
       } else if (master) {
-        store(nw, t, load(w, t));
+        store(a.nw, t, load(a.w, t));
       }
     }
     // Elements outside this rank's slice keep their value.
-    if (t < pn && (t < s.begin || t >= s.begin + chunk))
-      store(np, t, load(p, t));
-  }
+    if (t < a.pn && (t < a.begin || t >= a.begin + a.chunk))
+      store(a.np, t, load(a.p, t));
+  });
 }
 
 } // namespace
@@ -950,10 +1002,14 @@ void crossEntropyBackward(const CrossEntropyShape &c, In logits, In max,
       c, logits, max, stats, labels, scale, dlogits);
 }
 
-void sumSquares(In x, int64_t n, double weight, double *acc64,
+void sumSquares(const std::vector<SquaresTerm> &terms, double *acc64,
                 cudaStream_t stream) {
-  unsigned blocks = blocksFor(n) > 1024 ? 1024 : blocksFor(n);
-  sumSquaresKernel<<<blocks, kThreads, 0, stream>>>(x, n, weight, acc64);
+  forEachTensorList<kSquaresPerLaunch>(
+      terms, [](const SquaresTerm &t) { return t.n; },
+      [&](const SquaresList &list, int64_t n) {
+        unsigned blocks = blocksFor(n) > 1024 ? 1024 : blocksFor(n);
+        sumSquaresKernel<<<blocks, kThreads, 0, stream>>>(list, acc64);
+      });
 }
 
 void storeScalar(const double *acc64, Out out, cudaStream_t stream) {
@@ -964,12 +1020,13 @@ void clipCoefficient(In sumsq, double clip, Out out, cudaStream_t stream) {
   clipCoefficientKernel<<<1, 1, 0, stream>>>(sumsq, clip, out);
 }
 
-void adamw(const AdamWStep &s, In p, int64_t pn, In g, In m, In v,
-           int64_t chunk, In clip, In w, Out np, Out nm, Out nv, Out nw,
+void adamw(const AdamWStep &s, const std::vector<AdamWTensor> &tensors,
            cudaStream_t stream) {
-  int64_t n = pn > chunk ? pn : chunk;
-  adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(s, p, pn, g, m, v, chunk,
-                                                     clip, w, np, nm, nv, nw);
+  forEachTensorList<kAdamWPerLaunch>(
+      tensors, [](const AdamWTensor &t) { return std::max(t.pn, t.chunk); },
+      [&](const AdamWList &list, int64_t n) {
+        adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(s, list);
+      });
 }
 
 } // namespace partita::runtime::cuda

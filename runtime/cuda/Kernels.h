@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace partita::runtime::cuda {
 
@@ -141,25 +142,39 @@ void crossEntropyBackward(const CrossEntropyShape &c, In logits, In max,
                           In stats, const int32_t *labels, float scale,
                           Out dlogits, cudaStream_t stream);
 
-/// acc64 (one double on the device) += weight * sum of x^2.
-void sumSquares(In x, int64_t n, double weight, double *acc64,
+/// One input of sumSquares: n elements of x, weighted.
+struct SquaresTerm {
+  In x;
+  int64_t n = 0;
+  double weight = 1;
+};
+/// acc64 (one double on the device) += the sum over terms of weight * the
+/// sum of x^2, in a few launches of many terms each.
+void sumSquares(const std::vector<SquaresTerm> &terms, double *acc64,
                 cudaStream_t stream);
 /// out[0] (+)= float(*acc64).
 void storeScalar(const double *acc64, Out out, cudaStream_t stream);
 /// out[0] (+)= min(1, clip / (sqrt(sumsq[0]) + 1e-6)), or 1 when clip is 0.
 void clipCoefficient(In sumsq, double clip, Out out, cudaStream_t stream);
 
+/// What every parameter of an AdamW step shares.
 struct AdamWStep {
   double lr, beta1, beta2, eps, weightDecay, c1, c2;
-  bool decay;
-  int64_t begin; // this rank's first element (dp_shard) or 0
 };
-/// AdamW on a parameter of pn elements whose slice [begin, begin + chunk)
-/// this rank updates with gradient g (chunk elements), scaled by clip[0].
-/// With a master copy w (chunk elements; w.data null in f32 plans), the
-/// update applies to w, written to nw, and p takes its values.
-void adamw(const AdamWStep &s, In p, int64_t pn, In g, In m, In v,
-           int64_t chunk, In clip, In w, Out np, Out nm, Out nv, Out nw,
+/// One parameter of an AdamW step: of pn elements, of which this rank
+/// updates the slice [begin, begin + chunk) (begin 0 unless ZeRO shards
+/// it) with gradient g (chunk elements), scaled by clip[0]. With a master
+/// copy w (chunk elements; w.data null in f32 plans), the update applies
+/// to w, written to nw, and p takes its values.
+struct AdamWTensor {
+  In p, g, m, v, clip, w;
+  Out np, nm, nv, nw;
+  int64_t pn = 0, chunk = 0, begin = 0;
+  bool decay = false;
+};
+/// AdamW on every tensor (multi-tensor: a few launches of many tensors
+/// each, a thread per element).
+void adamw(const AdamWStep &s, const std::vector<AdamWTensor> &tensors,
            cudaStream_t stream);
 
 } // namespace partita::runtime::cuda

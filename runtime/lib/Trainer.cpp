@@ -3,10 +3,12 @@
 #include "partita/runtime/Trainer.h"
 #include "partita/runtime/Bf16.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 namespace partita::runtime {
@@ -551,25 +553,41 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     t.i = s.i.data();
     return t;
   };
-  for (const Launch &l : phase.launches) {
-    if (l.lastMicroBatch && microBatch != plan.numMicroBatches - 1)
-      continue;
-    if (l.firstMicroBatch && microBatch != 0)
+  auto call = [&](const Launch &l) {
+    KernelCall c;
+    for (int i : l.ins)
+      c.ins.push_back(ref(i));
+    for (int o : l.outs)
+      c.outs.push_back(ref(o));
+    c.accumulate = l.accumulate;
+    c.params = &l.params;
+    return c;
+  };
+  for (size_t k = 0; k < phase.launches.size(); ++k) {
+    const Launch &l = phase.launches[k];
+    if (!runsIn(l, microBatch))
       continue;
     auto start = std::chrono::steady_clock::now();
+    int64_t together = 1;
     switch (l.op) {
     case Launch::Op::Kernel: {
-      std::vector<TensorRef> ins, outs;
-      for (int i : l.ins)
-        ins.push_back(ref(i));
-      for (int o : l.outs)
-        outs.push_back(ref(o));
+      if (device.launchesTogether(l.kernel)) {
+        size_t end = runTogether(phase, k, microBatch);
+        std::vector<KernelCall> calls;
+        for (size_t j = k; j < end; ++j)
+          calls.push_back(call(phase.launches[j]));
+        device.launchAll(l.kernel, calls, ctx);
+        together = int64_t(end - k);
+        k = end - 1;
+        break;
+      }
       if (l.kernel == "shard_slice") {
         std::string group = l.params.at("group").get<std::string>();
         ctx.groupRank = comm.groupRank(group);
         ctx.groupSize = comm.groupSize(group);
       }
-      device.launch(l.kernel, ins, outs, l.accumulate, l.params, ctx);
+      KernelCall c = call(l);
+      device.launch(l.kernel, c.ins, c.outs, c.accumulate, l.params, ctx);
       break;
     }
     case Launch::Op::Collective: {
@@ -620,8 +638,37 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       trace->push_back(
           {traceName(l), l.op != Launch::Op::Kernel && l.op != Launch::Op::Wait,
            microseconds(start), microseconds(end) - microseconds(start),
-           currentStep, microBatch, phase.kind});
+           currentStep, microBatch, phase.kind, together});
   }
+}
+
+bool Trainer::runsIn(const Launch &l, int64_t microBatch) const {
+  return !(l.lastMicroBatch && microBatch != plan.numMicroBatches - 1) &&
+         !(l.firstMicroBatch && microBatch != 0);
+}
+
+size_t Trainer::runTogether(const Phase &phase, size_t first,
+                            int64_t microBatch) const {
+  const std::string &kernel = phase.launches[first].kernel;
+  std::set<int> read, written;
+  size_t end = first;
+  for (; end < phase.launches.size(); ++end) {
+    const Launch &l = phase.launches[end];
+    if (l.op != Launch::Op::Kernel || l.kernel != kernel ||
+        !runsIn(l, microBatch))
+      break;
+    auto touches = [](const std::vector<int> &buffers,
+                      const std::set<int> &set) {
+      return std::any_of(buffers.begin(), buffers.end(),
+                         [&](int b) { return set.count(b) > 0; });
+    };
+    if (touches(l.ins, written) || touches(l.outs, written) ||
+        touches(l.outs, read))
+      break;
+    read.insert(l.ins.begin(), l.ins.end());
+    written.insert(l.outs.begin(), l.outs.end());
+  }
+  return end;
 }
 
 void Trainer::finish(std::map<int, InFlight>::iterator it, int64_t microBatch,

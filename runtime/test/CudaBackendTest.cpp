@@ -257,33 +257,66 @@ protected:
 
   /// Runs `c` on both backends from the same inputs and initial outputs,
   /// with f32 buffers and then with bf16 ones.
-  void check(Case c) {
-    if (!c.ctx.optimizer)
-      c.ctx.optimizer = &optimizer();
-    if (c.accumulate.empty())
-      c.accumulate.assign(c.outs.size(), false);
-    std::vector<Tensor> outs;
-    for (auto &shape : c.outs)
-      outs.push_back(normal(shape));
-    for (bool bf16 : {false, true})
-      compare(c, outs, bf16);
+  void check(Case c) { checkTogether({std::move(c)}); }
+
+  /// Runs the launches `cases` of one kernel (with one context) on the CPU
+  /// one by one and on the GPU together, through Device::launchAll when
+  /// there are several, and compares each.
+  void checkTogether(std::vector<Case> cases) {
+    std::vector<std::vector<Tensor>> initialOuts;
+    for (Case &c : cases) {
+      if (!c.ctx.optimizer)
+        c.ctx.optimizer = &optimizer();
+      if (c.accumulate.empty())
+        c.accumulate.assign(c.outs.size(), false);
+      initialOuts.emplace_back();
+      for (auto &shape : c.outs)
+        initialOuts.back().push_back(normal(shape));
+    }
+    for (bool bf16 : {false, true}) {
+      std::vector<Run> runs;
+      for (size_t k = 0; k < cases.size(); ++k)
+        runs.push_back(prepare(cases[k], initialOuts[k], bf16));
+      const Case &first = cases.front();
+      if (runs.size() == 1) {
+        gpu->launch(first.kernel, runs[0].gpuIns, runs[0].gpuOuts,
+                    first.accumulate, first.params, first.ctx);
+      } else {
+        std::vector<KernelCall> calls;
+        for (const Run &r : runs)
+          calls.push_back({r.gpuIns, r.gpuOuts, r.c->accumulate, &r.c->params});
+        gpu->launchAll(first.kernel, calls, first.ctx);
+      }
+      for (const Run &r : runs)
+        compare(r, bf16);
+    }
   }
 
-  void compare(const Case &c, const std::vector<Tensor> &initialOuts,
-               bool bf16) {
-    SCOPED_TRACE(c.kernel + (bf16 ? " (bf16) " : " (f32) ") + c.params.dump());
-    std::vector<Buffer> ins, outs;
+  /// One case's buffers, its CPU results, and its buffers on the GPU.
+  struct Run {
+    const Case *c;
+    std::vector<Buffer> outs, cpuOuts;
+    std::vector<TensorRef> gpuIns, gpuOuts;
+  };
+
+  /// Runs `c` on the CPU and uploads its inputs and initial outputs.
+  Run prepare(const Case &c, const std::vector<Tensor> &initialOuts,
+              bool bf16) {
+    Run r;
+    r.c = &c;
+    std::vector<Buffer> ins;
     for (size_t k = 0; k < c.ins.size(); ++k)
       ins.push_back(Buffer::of(c.ins[k], bf16 && !c.f32Ins.count(k)));
     for (size_t k = 0; k < initialOuts.size(); ++k)
-      outs.push_back(Buffer::of(initialOuts[k], bf16 && !c.f32Outs.count(k)));
+      r.outs.push_back(Buffer::of(initialOuts[k], bf16 && !c.f32Outs.count(k)));
     // The CPU runs on host copies.
-    std::vector<Buffer> cpuOuts = outs;
+    r.cpuOuts = r.outs;
     std::vector<TensorRef> cpuInRefs, cpuOutRefs;
     for (size_t k = 0; k < ins.size(); ++k)
       cpuInRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
-    for (size_t k = 0; k < outs.size(); ++k)
-      cpuOutRefs.push_back(cpuOuts[k].ref(c.outs[k], cpuOuts[k].bytes.data()));
+    for (size_t k = 0; k < r.outs.size(); ++k)
+      cpuOutRefs.push_back(
+          r.cpuOuts[k].ref(c.outs[k], r.cpuOuts[k].bytes.data()));
     cpu->launch(c.kernel, cpuInRefs, cpuOutRefs, c.accumulate, c.params, c.ctx);
     // The GPU runs on one arena holding every tensor, 4-byte aligned as
     // plans may place them.
@@ -291,29 +324,35 @@ protected:
       return (int64_t(b.bytes.size()) + 3) / 4 * 4;
     };
     int64_t bytes = 0;
-    for (const std::vector<Buffer> *group : {&ins, &outs})
+    for (const std::vector<Buffer> *group : {&ins, &r.outs})
       for (const Buffer &b : *group)
         bytes += padded(b);
     char *arena = static_cast<char *>(gpu->allocateArena(bytes));
-    std::vector<TensorRef> gpuIns, gpuOuts;
     for (size_t k = 0; k < ins.size(); ++k) {
       gpu->upload(arena, ins[k].bytes.data(), int64_t(ins[k].bytes.size()));
-      gpuIns.push_back(ins[k].ref(c.ins[k].shape, arena));
+      r.gpuIns.push_back(ins[k].ref(c.ins[k].shape, arena));
       arena += padded(ins[k]);
     }
-    for (size_t k = 0; k < outs.size(); ++k) {
-      gpu->upload(arena, outs[k].bytes.data(), int64_t(outs[k].bytes.size()));
-      gpuOuts.push_back(outs[k].ref(c.outs[k], arena));
-      arena += padded(outs[k]);
+    for (size_t k = 0; k < r.outs.size(); ++k) {
+      gpu->upload(arena, r.outs[k].bytes.data(),
+                  int64_t(r.outs[k].bytes.size()));
+      r.gpuOuts.push_back(r.outs[k].ref(c.outs[k], arena));
+      arena += padded(r.outs[k]);
     }
-    gpu->launch(c.kernel, gpuIns, gpuOuts, c.accumulate, c.params, c.ctx);
-    for (size_t k = 0; k < outs.size(); ++k) {
-      Buffer got = outs[k];
-      void *at = gpuOuts[k].h ? static_cast<void *>(gpuOuts[k].h)
-                              : static_cast<void *>(gpuOuts[k].f);
+    return r;
+  }
+
+  /// Compares the GPU's outputs of `r` with the CPU's.
+  void compare(const Run &r, bool bf16) {
+    const Case &c = *r.c;
+    SCOPED_TRACE(c.kernel + (bf16 ? " (bf16) " : " (f32) ") + c.params.dump());
+    for (size_t k = 0; k < r.outs.size(); ++k) {
+      Buffer got = r.outs[k];
+      void *at = r.gpuOuts[k].h ? static_cast<void *>(r.gpuOuts[k].h)
+                                : static_cast<void *>(r.gpuOuts[k].f);
       gpu->download(got.bytes.data(), at, int64_t(got.bytes.size()));
       std::vector<float> gpuValues = got.values(),
-                         cpuValues = cpuOuts[k].values();
+                         cpuValues = r.cpuOuts[k].values();
       double tolerance = got.bf16 ? c.bf16Tolerance : c.tolerance;
       double worst = 0;
       int64_t where = 0;
@@ -588,6 +627,35 @@ TEST_F(CudaKernels, Optimizer) {
     c->f32Outs = {1, 2, 3};
     check(*c);
   }
+  // Multi-tensor: 37 parameters of many sizes (more than one launch takes),
+  // whole or as rank 2's ZeRO slice, in one launchAll; each must match its
+  // own launch on the CPU. Then again with master copies.
+  std::vector<Case> many;
+  for (int k = 0; k < 37; ++k) {
+    std::vector<int64_t> shape = {1 + k * 7 % 23, 1 + k * 13 % 61};
+    int64_t pn = shape[0] * shape[1];
+    bool sharded = k % 3 == 0;
+    std::vector<int64_t> slice = {sharded ? (pn + 2) / 3 : pn};
+    Case c{"adamw",
+           {normal(shape), normal(slice), normal(slice, 0.1), positive(slice),
+            clip},
+           {shape, slice, slice},
+           {},
+           {{"weight_decay", k % 2 == 0}, {"dp_shard", sharded}}};
+    c.ctx.dpRank = 2;
+    c.ctx.step = 5;
+    c.f32Ins = {2, 3, 4};
+    c.f32Outs = {1, 2};
+    many.push_back(c);
+  }
+  checkTogether(many);
+  for (Case &c : many) {
+    c.ins.push_back(normal(c.ins[2].shape));
+    c.outs.push_back(c.ins[2].shape);
+    c.f32Ins = {2, 3, 4, 5};
+    c.f32Outs = {1, 2, 3};
+  }
+  checkTogether(many);
 }
 
 // bf16 buffers: the GPU's rounding is the host's, bit for bit, both ways.

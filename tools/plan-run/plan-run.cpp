@@ -266,17 +266,19 @@ void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
                     {"pid", rank},
                     {"tid", tid},
                     {"args", {{"name", tid ? "comm" : "compute"}}}});
-  for (const TraceEvent &e : events)
+  for (const TraceEvent &e : events) {
+    nlohmann::json args = {
+        {"step", e.step}, {"micro_batch", e.microBatch}, {"phase", e.phase}};
+    if (e.launches > 1)
+      args["launches"] = e.launches;
     mine.push_back({{"ph", "X"},
                     {"name", e.name},
                     {"pid", rank},
                     {"tid", e.comm ? 1 : 0},
                     {"ts", e.startUs},
                     {"dur", e.durationUs},
-                    {"args",
-                     {{"step", e.step},
-                      {"micro_batch", e.microBatch},
-                      {"phase", e.phase}}}});
+                    {"args", args}});
+  }
   std::string part = path + ".rank" + std::to_string(rank);
   std::ofstream(part) << mine.dump() << "\n";
   comm.barrier();

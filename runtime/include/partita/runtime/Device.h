@@ -34,6 +34,13 @@ struct KernelContext {
   int64_t groupRank = 0, groupSize = 1;
 };
 
+/// One launch of a kernel: its buffers and parameters.
+struct KernelCall {
+  std::vector<TensorRef> ins, outs;
+  std::vector<bool> accumulate;
+  const nlohmann::json *params = nullptr;
+};
+
 /// The two streams of a rank: kernels run on Compute, collectives and the
 /// data movement around them on Comm. On CPU both are the calling thread.
 enum class Stream { Compute, Comm };
@@ -57,6 +64,21 @@ public:
                       const std::vector<bool> &accumulate,
                       const nlohmann::json &params,
                       const KernelContext &ctx) = 0;
+  /// Whether launchAll takes runs of launches of `name`. The executor then
+  /// hands it every run of consecutive, independent launches of `name`.
+  virtual bool launchesTogether(const std::string &name) const {
+    (void)name;
+    return false;
+  }
+  /// Runs `calls` of kernel `name`, none of which touches a buffer another
+  /// one writes: together where the device can (the CUDA device's
+  /// multi-tensor AdamW), else one after another.
+  virtual void launchAll(const std::string &name,
+                         const std::vector<KernelCall> &calls,
+                         const KernelContext &ctx) {
+    for (const KernelCall &c : calls)
+      launch(name, c.ins, c.outs, c.accumulate, *c.params, ctx);
+  }
   /// Waits until every launch so far has finished.
   virtual void synchronize() = 0;
   /// Host memory to device memory, after the compute stream's launches so

@@ -43,6 +43,8 @@ struct TraceEvent {
   double startUs, durationUs;
   int64_t step, microBatch;
   std::string phase;
+  /// Launches of one kernel that ran as one (Device::launchAll).
+  int64_t launches = 1;
 };
 
 struct StepResult {
@@ -139,6 +141,13 @@ private:
   std::vector<float> downloadF32(int index);
   void uploadF32(int index, const std::vector<float> &values);
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
+  /// Whether `l` runs in micro-batch `microBatch` of its phase.
+  bool runsIn(const Launch &l, int64_t microBatch) const;
+  /// The end of the run of launches from `first` the device takes
+  /// together: consecutive launches of one kernel, running in
+  /// `microBatch`, none touching a buffer another writes.
+  size_t runTogether(const Phase &phase, size_t first,
+                     int64_t microBatch) const;
   /// Runs the collective with `c`: the communicator itself, or, for an
   /// async launch, the one its comm thread hands the work; the data
   /// movement around it goes on `stream`, in chunks through the stream's
