@@ -184,7 +184,26 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     // plan's offsets do), whatever the element sizes before it.
     bytes = planned ? program.arenaBytes : (end + 63) / 64 * 64;
   }
-  char *arena = static_cast<char *>(device.allocateArena(bytes));
+  // Collectives reorder blocks, and widen bf16, through workspace: one
+  // area for those run on the comm stream (async), one for those run in
+  // line. It is allocated with the arena, so that a device without room
+  // for both says so before the first step.
+  int64_t work[2] = {0, 0};
+  for (const Phase &phase : program.phases)
+    for (const Launch &l : phase.launches)
+      if (l.op == Launch::Op::Collective) {
+        Chunking c = chunking(l);
+        work[l.async] = std::max(work[l.async], c.workspace);
+        chunkings.emplace(&l, c);
+      }
+  workspaceBytes = 4 * (work[0] + work[1]);
+  int64_t workAt = (bytes + 63) / 64 * 64;
+  char *arena =
+      static_cast<char *>(device.allocateArena(workAt + workspaceBytes));
+  if (work[0] > 0)
+    computeWork = reinterpret_cast<float *>(arena + workAt);
+  if (work[1] > 0)
+    commWork = reinterpret_cast<float *>(arena + workAt + 4 * work[0]);
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     std::vector<Storage> s(copies[k]);
@@ -199,21 +218,6 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     }
     buffers.push_back(std::move(s));
   }
-  // Collectives reorder blocks, and widen bf16, through workspace: one
-  // area for those run on the comm stream (async), one for those run in
-  // line.
-  int64_t work[2] = {0, 0};
-  for (const Phase &phase : program.phases)
-    for (const Launch &l : phase.launches)
-      if (l.op == Launch::Op::Collective) {
-        Chunking c = chunking(l);
-        work[l.async] = std::max(work[l.async], c.workspace);
-        chunkings.emplace(&l, c);
-      }
-  if (work[0] > 0)
-    computeWork = static_cast<float *>(device.allocateArena(work[0] * 4));
-  if (work[1] > 0)
-    commWork = static_cast<float *>(device.allocateArena(work[1] * 4));
   initialise();
 }
 

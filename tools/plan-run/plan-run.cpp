@@ -494,7 +494,10 @@ int main(int argc, char **argv) {
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
                 << ") on " << size << " ranks (" << where << "); "
                 << trainer.allocatedBytes() / 1e6
-                << " MB of buffers on the reporting rank (cost model: "
+                << " MB of buffers and "
+                << trainer.collectiveWorkspaceBytes() / 1e6
+                << " MB of collective workspace on the reporting rank (cost "
+                   "model: "
                 << plan.predictedPeakBytes / 1e6 << " MB per device)\n";
     double tokens = double(plan.globalBatch) * plan.seqLen;
     const char *terminal = std::getenv("PARTITA_TERMINAL");

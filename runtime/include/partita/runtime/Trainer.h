@@ -81,6 +81,8 @@ public:
   void drain();
   /// Bytes this rank allocated for buffers.
   int64_t allocatedBytes() const { return bytes; }
+  /// Bytes of collective workspace, allocated with the buffers.
+  int64_t collectiveWorkspaceBytes() const { return workspaceBytes; }
   /// The state a checkpoint holds: every parameter, parameter shard and
   /// optimizer-state buffer of this rank, in program order, each copied to
   /// host memory for `visit`.
@@ -178,7 +180,8 @@ private:
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
   int64_t collectiveChunk;
-  /// Collective workspace, per stream.
+  /// Collective workspace, per stream, after the buffers.
+  int64_t workspaceBytes = 0;
   float *computeWork = nullptr, *commWork = nullptr;
   /// Each collective launch's chunking, worked out once.
   std::map<const Launch *, Chunking> chunkings;
