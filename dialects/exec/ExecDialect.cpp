@@ -1,7 +1,7 @@
 //===- ExecDialect.cpp - The exec execution dialect -----------------------===//
 
 #include "dialects/exec/ExecDialect.h"
-#include "dialects/exec/Kernels.h"
+#include "partita/runtime/PlanKernels.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -248,11 +248,11 @@ namespace {
 
 LogicalResult checkCount(Operation *op, StringRef what, size_t count,
                          unsigned min, unsigned max) {
-  if (count < min || (max != kUnbounded && count > max)) {
+  if (!partita::runtime::countWithin(count, min, max)) {
     InFlightDiagnostic diag = op->emitOpError("takes ");
     if (min == max)
       diag << min;
-    else if (max == kUnbounded)
+    else if (max == partita::runtime::kAnyCount)
       diag << "at least " << min;
     else
       diag << min << " to " << max;
@@ -273,7 +273,8 @@ LogicalResult PhaseOp::verify() {
 }
 
 LogicalResult KernelOp::verify() {
-  const KernelSignature *signature = lookupKernel(getName());
+  const partita::runtime::PlanKernel *signature =
+      partita::runtime::findPlanKernel(getName());
   if (!signature)
     return emitOpError("unknown kernel '") << getName() << "'";
   if (failed(checkCount(*this, "inputs", getIns().size(), signature->minIns,

@@ -1,11 +1,16 @@
 //===- Plan.cpp - plan.json in memory -------------------------------------===//
 
 #include "partita/runtime/Plan.h"
+#include "partita/runtime/PlanKernels.h"
+
+#include "KernelShapes.h"
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace partita::runtime {
 
@@ -46,6 +51,31 @@ public:
       fail(path + "/" + key, "expected a string");
     return v.get<std::string>();
   }
+  const json &array(const json &object, const std::string &path,
+                    const char *key) {
+    const json &v = at(object, path, key);
+    if (!v.is_array())
+      fail(path + "/" + key, "expected an array");
+    return v;
+  }
+  /// An optional field of type T (bool, int64_t or std::string), or
+  /// `otherwise` when it is absent.
+  template <typename T>
+  T optional(const json &object, const std::string &path, const char *key,
+             T otherwise) {
+    if (!object.is_object() || !object.contains(key))
+      return otherwise;
+    const json &v = object.at(key);
+    bool fits = std::is_same_v<T, bool>      ? v.is_boolean()
+                : std::is_same_v<T, int64_t> ? v.is_number_integer()
+                                             : v.is_string();
+    if (!fits)
+      fail(path + "/" + key, std::is_same_v<T, bool> ? "expected true or false"
+                             : std::is_same_v<T, int64_t>
+                                 ? "expected an integer"
+                                 : "expected a string");
+    return v.get<T>();
+  }
   std::vector<int64_t> shape(const json &object, const std::string &path,
                              const char *key) {
     const json &v = at(object, path, key);
@@ -84,12 +114,13 @@ BufferKind parseKind(Reader &r, const std::string &path,
   return it->second;
 }
 
-Program readProgram(Reader &r, const json &p, const std::string &path) {
+Program readProgram(Reader &r, const json &p, const std::string &path,
+                    const decltype(Plan::groups) &groups) {
   Program program;
   program.ppRank = r.integer(p, path, "pp_rank");
   program.maxInFlight = r.integer(p, path, "max_in_flight");
-  program.arenaBytes = p.value("arena_bytes", int64_t(0));
-  const json &buffers = r.at(p, path, "buffers");
+  program.arenaBytes = r.optional(p, path, "arena_bytes", int64_t(0));
+  const json &buffers = r.array(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string at = path + "/buffers/" + std::to_string(i);
     BufferSpec b;
@@ -124,7 +155,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
       r.fail(at, "no buffer \"" + name.get<std::string>() + "\"");
     return it->second;
   };
-  const json &phases = r.at(p, path, "phases");
+  const json &phases = r.array(p, path, "phases");
   for (size_t i = 0; i < phases.size(); ++i) {
     std::string at = path + "/phases/" + std::to_string(i);
     Phase phase;
@@ -133,7 +164,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
       program.stepPhase = i;
     else
       phase.chunk = r.integer(phases[i], at, "chunk");
-    const json &launches = r.at(phases[i], at, "launches");
+    const json &launches = r.array(phases[i], at, "launches");
     for (size_t j = 0; j < launches.size(); ++j) {
       const json &l = launches[j];
       std::string lat = at + "/launches/" + std::to_string(j);
@@ -142,15 +173,38 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
       if (op == "kernel") {
         launch.op = Launch::Op::Kernel;
         launch.kernel = r.string(l, lat, "kernel");
-        for (const json &n : r.at(l, lat, "ins"))
+        const PlanKernel *kernel = findPlanKernel(launch.kernel);
+        if (!kernel)
+          r.fail(lat + "/kernel", "unknown kernel \"" + launch.kernel + "\"");
+        for (const json &n : r.array(l, lat, "ins"))
           launch.ins.push_back(buffer(n, lat + "/ins"));
-        for (const json &n : r.at(l, lat, "outs"))
+        for (const json &n : r.array(l, lat, "outs"))
           launch.outs.push_back(buffer(n, lat + "/outs"));
+        auto count = [&](const char *what, size_t n, unsigned min,
+                         unsigned max) {
+          if (!countWithin(n, min, max))
+            r.fail(lat + "/" + what,
+                   launch.kernel + " takes " + std::to_string(min) +
+                       (max == min         ? ""
+                        : max == kAnyCount ? " or more"
+                                           : " to " + std::to_string(max)) +
+                       " " + what + ", got " + std::to_string(n));
+        };
+        count("ins", launch.ins.size(), kernel->minIns, kernel->maxIns);
+        count("outs", launch.outs.size(), kernel->minOuts, kernel->maxOuts);
         launch.accumulate.assign(launch.outs.size(), false);
-        if (l.contains("accumulate"))
+        if (l.contains("accumulate")) {
+          const json &flags = l["accumulate"];
+          if (!flags.is_array() || flags.size() != launch.outs.size() ||
+              !std::all_of(flags.begin(), flags.end(),
+                           [](const json &f) { return f.is_boolean(); }))
+            r.fail(lat + "/accumulate", "expected a true or false per output");
           for (size_t k = 0; k < launch.outs.size(); ++k)
-            launch.accumulate[k] = l["accumulate"].at(k).get<bool>();
+            launch.accumulate[k] = flags[k].get<bool>();
+        }
         launch.params = l.value("params", json::object());
+        if (!launch.params.is_object())
+          r.fail(lat + "/params", "expected an object");
       } else if (op == "collective") {
         launch.op = Launch::Op::Collective;
         std::string kind = r.string(l, lat, "collective");
@@ -163,26 +217,37 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
                           "unknown collective \"" + kind + "\""),
                    Launch::Collective::AllReduce);
         launch.group = r.string(l, lat, "group");
+        if (!groups.count(launch.group))
+          r.fail(lat + "/group",
+                 "no group \"" + launch.group + "\" in the plan's groups");
         launch.input = buffer(r.at(l, lat, "input"), lat + "/input");
         launch.output = buffer(r.at(l, lat, "output"), lat + "/output");
         if (launch.collective == Launch::Collective::AllReduce &&
             launch.input != launch.output)
           r.fail(lat + "/output", "an all_reduce runs in place: its output "
                                   "must be its input");
-        launch.reduceMax = l.value("reduction", "sum") == "max";
+        std::string reduction =
+            r.optional(l, lat, "reduction", std::string("sum"));
+        if (reduction != "sum" && reduction != "max")
+          r.fail(lat + "/reduction",
+                 "expected sum or max, got \"" + reduction + "\"");
+        launch.reduceMax = reduction == "max";
         if (l.contains("dim"))
-          launch.dim = l["dim"].get<int64_t>();
-        launch.accumulateOutput = l.value("accumulate", false);
-        launch.async = l.value("async", false);
-        launch.lastMicroBatch = l.value("last_micro_batch", false);
+          launch.dim = r.integer(l, lat, "dim");
+        launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
+        launch.async = r.optional(l, lat, "async", false);
+        launch.lastMicroBatch = r.optional(l, lat, "last_micro_batch", false);
       } else if (op == "wait") {
         launch.op = Launch::Op::Wait;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
-        launch.firstMicroBatch = l.value("first_micro_batch", false);
+        launch.firstMicroBatch = r.optional(l, lat, "first_micro_batch", false);
       } else if (op == "send" || op == "recv") {
         launch.op = op == "send" ? Launch::Op::Send : Launch::Op::Recv;
         launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
-        launch.toNext = r.string(l, lat, "peer") == "next";
+        std::string peer = r.string(l, lat, "peer");
+        if (peer != "next" && peer != "prev")
+          r.fail(lat + "/peer", "expected next or prev, got \"" + peer + "\"");
+        launch.toNext = peer == "next";
       } else {
         r.fail(lat + "/op", "unknown launch \"" + op + "\"");
       }
@@ -192,7 +257,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path) {
   }
   if (program.stepPhase < 0)
     r.fail(path, "the program has no step phase");
-  const json &schedule = r.at(p, path, "schedule");
+  const json &schedule = r.array(p, path, "schedule");
   for (size_t i = 0; i < schedule.size(); ++i) {
     std::string at = path + "/schedule/" + std::to_string(i);
     std::string kind = r.string(schedule[i], at, "phase");
@@ -221,17 +286,9 @@ double Optimizer::learningRate(int64_t step) const {
   return minLr + (lr - minLr) * shape;
 }
 
-Plan loadPlan(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw std::runtime_error(path + ": cannot open the plan");
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::exception &e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
-  }
-  Reader r(path);
+namespace {
+
+Plan readPlan(Reader &r, const json &doc) {
   if (!doc.is_object() || doc.value("format", "") != "partita-plan")
     r.fail("/format", "not a Partita plan (expected \"partita-plan\")");
   int64_t version = r.integer(doc, "", "version");
@@ -259,18 +316,38 @@ Plan loadPlan(const std::string &path) {
   plan.worldSize = r.integer(mesh, "/mesh", "world_size");
   if (plan.worldSize != plan.dp * plan.tp * plan.pp)
     r.fail("/mesh", "world_size is not dp x tp x pp");
-  const json &devices = r.at(doc, "", "devices");
+  const json &devices = r.array(doc, "", "devices");
   for (size_t i = 0; i < devices.size(); ++i) {
     std::string at = "/devices/" + std::to_string(i);
-    plan.devices.push_back(
-        {r.integer(devices[i], at, "pp"), r.integer(devices[i], at, "dp"),
-         r.integer(devices[i], at, "tp"), r.integer(devices[i], at, "node"),
-         r.integer(devices[i], at, "local_device")});
+    Coordinates c{
+        r.integer(devices[i], at, "pp"), r.integer(devices[i], at, "dp"),
+        r.integer(devices[i], at, "tp"), r.integer(devices[i], at, "node"),
+        r.integer(devices[i], at, "local_device")};
+    if (c.pp < 0 || c.pp >= plan.pp || c.dp < 0 || c.dp >= plan.dp ||
+        c.tp < 0 || c.tp >= plan.tp || c.node < 0 || c.localDevice < 0)
+      r.fail(at, "coordinates outside the mesh");
+    plan.devices.push_back(c);
   }
   if (int64_t(plan.devices.size()) != plan.worldSize)
     r.fail("/devices", "expected one entry per rank");
-  for (auto &[name, groups] : r.at(doc, "", "groups").items())
-    plan.groups[name] = groups.get<std::vector<std::vector<int64_t>>>();
+  const json &groups = r.at(doc, "", "groups");
+  if (!groups.is_object())
+    r.fail("/groups", "expected an object of group names");
+  for (auto &[name, lists] : groups.items()) {
+    auto &out = plan.groups[name];
+    bool valid = lists.is_array();
+    for (const json &list : valid ? lists : json::array()) {
+      valid &= list.is_array();
+      out.emplace_back();
+      for (const json &rank : valid ? list : json::array()) {
+        valid &= rank.is_number_integer() && rank.get<int64_t>() >= 0 &&
+                 rank.get<int64_t>() < plan.worldSize;
+        out.back().push_back(valid ? rank.get<int64_t>() : 0);
+      }
+    }
+    if (!valid)
+      r.fail("/groups/" + name, "expected lists of world ranks");
+  }
   const json &o = r.at(doc, "", "optimizer");
   plan.optimizer = {r.number(o, "/optimizer", "lr"),
                     r.number(o, "/optimizer", "min_lr"),
@@ -282,7 +359,7 @@ Plan loadPlan(const std::string &path) {
                     r.integer(o, "/optimizer", "warmup_steps"),
                     r.integer(o, "/optimizer", "decay_steps"),
                     r.string(o, "/optimizer", "decay")};
-  const json &params = r.at(doc, "", "parameters");
+  const json &params = r.array(doc, "", "parameters");
   for (size_t i = 0; i < params.size(); ++i) {
     std::string at = "/parameters/" + std::to_string(i);
     const json &p = params[i];
@@ -291,25 +368,57 @@ Plan loadPlan(const std::string &path) {
     spec.globalShape = r.shape(p, at, "global_shape");
     spec.localShape = r.shape(p, at, "local_shape");
     spec.init = r.string(p, at, "init");
-    spec.initStd = p.value("init_std", 0.0);
-    if (!p.at("tp_dim").is_null())
-      spec.tpDim = p.at("tp_dim").get<int64_t>();
+    if (p.contains("init_std"))
+      spec.initStd = r.number(p, at, "init_std");
+    if (!r.at(p, at, "tp_dim").is_null())
+      spec.tpDim = r.integer(p, at, "tp_dim");
     spec.tpParts = r.integer(p, at, "tp_parts");
-    for (const json &h : r.at(p, at, "holders"))
-      spec.holders.push_back({h.at("pp_rank").get<int64_t>(),
-                              h.at("buffer").get<std::string>(),
-                              h.at("dp_shard").get<bool>()});
+    if (spec.globalShape.size() != spec.localShape.size())
+      r.fail(at + "/local_shape", "expected as many dimensions as "
+                                  "global_shape");
+    if (spec.tpDim >= int64_t(spec.localShape.size()) || spec.tpParts < 1)
+      r.fail(at + "/tp_dim", "not a dimension of the parameter, or "
+                             "tp_parts below 1");
+    const json &holders = r.array(p, at, "holders");
+    for (size_t k = 0; k < holders.size(); ++k) {
+      std::string hat = at + "/holders/" + std::to_string(k);
+      const json &h = holders[k];
+      const json &shard = r.at(h, hat, "dp_shard");
+      if (!shard.is_boolean())
+        r.fail(hat + "/dp_shard", "expected true or false");
+      spec.holders.push_back({r.integer(h, hat, "pp_rank"),
+                              r.string(h, hat, "buffer"), shard.get<bool>()});
+      if (spec.holders.back().ppRank < 0 ||
+          spec.holders.back().ppRank >= plan.pp)
+        r.fail(hat + "/pp_rank", "not a pipeline rank of the mesh");
+    }
+    if (spec.holders.empty())
+      r.fail(at + "/holders", "a parameter needs a holder");
     plan.parameters.push_back(std::move(spec));
   }
-  const json &programs = r.at(doc, "", "programs");
+  const json &programs = r.array(doc, "", "programs");
   for (size_t i = 0; i < programs.size(); ++i)
-    plan.programs.push_back(
-        readProgram(r, programs[i], "/programs/" + std::to_string(i)));
+    plan.programs.push_back(readProgram(
+        r, programs[i], "/programs/" + std::to_string(i), plan.groups));
   if (int64_t(plan.programs.size()) != plan.pp)
     r.fail("/programs", "expected one program per pipeline rank");
-  for (size_t i = 0; i < plan.programs.size(); ++i)
-    if (plan.programs[i].ppRank != int64_t(i))
-      r.fail("/programs/" + std::to_string(i), "programs out of order");
+  for (size_t i = 0; i < plan.programs.size(); ++i) {
+    std::string at = "/programs/" + std::to_string(i);
+    const Program &program = plan.programs[i];
+    if (program.ppRank != int64_t(i))
+      r.fail(at, "programs out of order");
+    for (size_t j = 0; j < program.phases.size(); ++j)
+      for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
+        const Launch &l = program.phases[j].launches[k];
+        if (l.op != Launch::Op::Kernel)
+          continue;
+        std::string error = kernelLaunchError(l, program, plan);
+        if (!error.empty())
+          r.fail(at + "/phases/" + std::to_string(j) + "/launches/" +
+                     std::to_string(k),
+                 l.kernel + ": " + error);
+      }
+  }
   if (doc.contains("predicted")) {
     plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);
     plan.predictedPeakBytes =
@@ -322,6 +431,27 @@ Plan loadPlan(const std::string &path) {
      << ",zero=" << s.value("zero", 0);
   plan.strategy = os.str();
   return plan;
+}
+
+} // namespace
+
+Plan loadPlan(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open the plan");
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception &e) {
+    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+  }
+  Reader r(path);
+  try {
+    return readPlan(r, doc);
+  } catch (const json::exception &e) {
+    // A field of the wrong type the reader does not check by name.
+    throw std::runtime_error(path + ": malformed plan: " + e.what());
+  }
 }
 
 } // namespace partita::runtime

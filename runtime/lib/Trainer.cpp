@@ -574,26 +574,33 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     auto start = std::chrono::steady_clock::now();
     int64_t together = 1;
     switch (l.op) {
-    case Launch::Op::Kernel: {
-      if (device.launchesTogether(l.kernel)) {
-        size_t end = runTogether(phase, k, microBatch);
-        std::vector<KernelCall> calls;
-        for (size_t j = k; j < end; ++j)
-          calls.push_back(call(phase.launches[j]));
-        device.launchAll(l.kernel, calls, ctx);
-        together = int64_t(end - k);
-        k = end - 1;
-        break;
+    case Launch::Op::Kernel:
+      try {
+        if (device.launchesTogether(l.kernel)) {
+          size_t end = runTogether(phase, k, microBatch);
+          std::vector<KernelCall> calls;
+          for (size_t j = k; j < end; ++j)
+            calls.push_back(call(phase.launches[j]));
+          device.launchAll(l.kernel, calls, ctx);
+          together = int64_t(end - k);
+          k = end - 1;
+          break;
+        }
+        if (l.kernel == "shard_slice") {
+          std::string group = l.params.at("group").get<std::string>();
+          ctx.groupRank = comm.groupRank(group);
+          ctx.groupSize = comm.groupSize(group);
+        }
+        KernelCall c = call(l);
+        device.launch(l.kernel, c.ins, c.outs, c.accumulate, l.params, ctx);
+      } catch (const nlohmann::json::exception &e) {
+        // Kernels read their params as they run; name the launch.
+        throw std::runtime_error("kernel " + l.kernel + " (launch " +
+                                 std::to_string(k) + " of the " + phase.kind +
+                                 " phase): bad params " + l.params.dump() +
+                                 ": " + e.what());
       }
-      if (l.kernel == "shard_slice") {
-        std::string group = l.params.at("group").get<std::string>();
-        ctx.groupRank = comm.groupRank(group);
-        ctx.groupSize = comm.groupSize(group);
-      }
-      KernelCall c = call(l);
-      device.launch(l.kernel, c.ins, c.outs, c.accumulate, l.params, ctx);
       break;
-    }
     case Launch::Op::Collective: {
       if (!l.async) {
         collective(l, microBatch, comm, Stream::Compute);

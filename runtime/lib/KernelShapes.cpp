@@ -1,0 +1,288 @@
+//===- KernelShapes.cpp - A kernel launch's buffers against its kernel ----===//
+//
+// The kernels index their buffers by the shapes and params of the launch
+// (docs/plan-format.md), on the CPU and on the GPU alike. A plan that
+// disagrees with itself (edited by hand, or from another tool) would make
+// them read or write past a buffer; these rules, checked when the plan is
+// loaded, turn that into an error naming the launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelShapes.h"
+
+#include <sstream>
+
+namespace partita::runtime {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// The last dimension: a row's length.
+int64_t last(const BufferSpec &b) {
+  return b.shape.empty() ? 1 : b.shape.back();
+}
+
+/// The checks of one launch; the first failure is kept.
+class Check {
+public:
+  Check(const Launch &l, const Program &program) : l(l), program(program) {}
+
+  const BufferSpec &in(size_t k) const { return program.buffers[l.ins[k]]; }
+  const BufferSpec &out(size_t k) const { return program.buffers[l.outs[k]]; }
+  bool hasIn(size_t k) const { return k < l.ins.size(); }
+  bool hasOut(size_t k) const { return k < l.outs.size(); }
+
+  /// Fails with `what` unless `ok`.
+  bool require(bool ok, const std::string &what) {
+    if (!ok && error.empty())
+      error = what;
+    return ok && error.empty();
+  }
+  /// Buffer b has at least `rank` dimensions.
+  bool rank(const BufferSpec &b, size_t atLeast, size_t atMost = 8) {
+    return require(b.shape.size() >= atLeast && b.shape.size() <= atMost,
+                   b.name + " has " + std::to_string(b.shape.size()) +
+                       " dimensions; " + l.kernel + " expects " +
+                       (atLeast == atMost
+                            ? std::to_string(atLeast)
+                            : "at least " + std::to_string(atLeast)));
+  }
+  /// Buffer b holds `n` elements.
+  bool elements(const BufferSpec &b, int64_t n) {
+    return require(b.elements == n, b.name + " holds " +
+                                        std::to_string(b.elements) +
+                                        " elements; " + l.kernel + " needs " +
+                                        std::to_string(n) + " here");
+  }
+  /// A positive integer param.
+  int64_t positive(const char *key) {
+    const json &p = l.params;
+    if (!require(p.contains(key) && p[key].is_number_integer() &&
+                     p[key].get<int64_t>() > 0,
+                 std::string("params.") + key +
+                     ": expected a positive integer"))
+      return 1;
+    return p[key].get<int64_t>();
+  }
+
+  std::string error;
+
+private:
+  const Launch &l;
+  const Program &program;
+};
+
+/// Which inputs are token or label buffers (int32); every other buffer of
+/// a kernel holds values.
+bool isIntInput(const std::string &kernel, size_t k) {
+  return ((kernel == "embedding" || kernel == "embedding_bwd") && k == 1) ||
+         (kernel == "ce_stats" && k == 2) || (kernel == "ce_bwd" && k == 3);
+}
+
+void checkShapes(Check &c, const Launch &l, const Plan &plan) {
+  const std::string &k = l.kernel;
+  auto sameAsIn0 = [&](std::initializer_list<size_t> ins,
+                       std::initializer_list<size_t> outs) {
+    for (size_t i : ins)
+      c.elements(c.in(i), c.in(0).elements);
+    for (size_t o : outs)
+      c.elements(c.out(o), c.in(0).elements);
+  };
+  if (k == "embedding" || k == "embedding_bwd") {
+    const BufferSpec &table = k == "embedding" ? c.in(0) : c.out(0);
+    const BufferSpec &rows = k == "embedding" ? c.out(0) : c.in(0);
+    if (c.rank(table, 2, 2))
+      c.elements(rows, c.in(1).elements * table.shape[1]);
+  } else if (k == "position_embedding" || k == "position_embedding_bwd") {
+    const BufferSpec &x = c.in(0);
+    const BufferSpec &table = k == "position_embedding" ? c.in(1) : c.out(0);
+    if (c.rank(x, 3, 3) && c.rank(table, 2, 2))
+      c.require(table.shape[1] == x.shape[2] && table.shape[0] >= x.shape[1],
+                table.name + " has fewer positions or another width than " +
+                    x.name);
+    if (k == "position_embedding")
+      c.elements(c.out(0), x.elements);
+  } else if (k == "shard_slice") {
+    const BufferSpec &x = c.in(0);
+    int64_t dim = l.params.value("dim", int64_t(-1));
+    std::string group = l.params.value("group", std::string());
+    auto g = plan.groups.find(group);
+    if (c.require(dim >= 0 && dim < int64_t(x.shape.size()),
+                  "params.dim: not a dimension of " + x.name) &&
+        c.require(g != plan.groups.end() && !g->second.empty(),
+                  "params.group: not a group of the plan")) {
+      int64_t inner = 1, parts = int64_t(g->second.front().size());
+      for (size_t d = size_t(dim); d < x.shape.size(); ++d)
+        inner *= x.shape[d];
+      if (c.require(inner % parts == 0, x.name + " does not split " +
+                                            std::to_string(parts) +
+                                            " ways along params.dim"))
+        c.elements(c.out(0), x.elements / parts);
+    }
+  } else if (k == "rms_norm" || k == "layer_norm") {
+    const BufferSpec &x = c.in(0);
+    if (c.rank(x, 1)) {
+      for (size_t i = 1; i < l.ins.size(); ++i)
+        c.elements(c.in(i), last(x));
+      c.elements(c.out(0), x.elements);
+    }
+  } else if (k == "rms_norm_bwd" || k == "layer_norm_bwd") {
+    const BufferSpec &x = c.in(1);
+    if (c.rank(x, 1)) {
+      c.elements(c.in(0), x.elements);
+      c.elements(c.in(2), last(x));
+      c.elements(c.out(0), x.elements);
+      for (size_t o = 1; o < l.outs.size(); ++o)
+        c.elements(c.out(o), last(x));
+    }
+  } else if (k == "linear" || k == "linear_bwd") {
+    bool forward = k == "linear";
+    const BufferSpec &x = c.in(forward ? 0 : 1), &w = c.in(forward ? 1 : 2);
+    if (c.rank(x, 1) && c.rank(w, 2, 2) &&
+        c.require(w.shape[1] == last(x),
+                  w.name + "'s columns (" + std::to_string(w.shape[1]) +
+                      ") differ from " + x.name + "'s last dimension (" +
+                      std::to_string(last(x)) + ")")) {
+      int64_t rows = last(x) > 0 ? x.elements / last(x) : 0, n = w.shape[0];
+      if (forward) {
+        if (c.hasIn(2))
+          c.elements(c.in(2), n);
+        c.elements(c.out(0), rows * n);
+      } else {
+        c.elements(c.in(0), rows * n);
+        c.elements(c.out(0), x.elements);
+        c.elements(c.out(1), w.elements);
+        if (c.hasOut(2))
+          c.elements(c.out(2), n);
+      }
+    }
+  } else if (k == "bias_add") {
+    if (c.rank(c.in(0), 1)) {
+      c.elements(c.in(1), last(c.in(0)));
+      c.elements(c.out(0), c.in(0).elements);
+    }
+  } else if (k == "bias_add_bwd") {
+    if (c.rank(c.in(0), 1)) {
+      c.elements(c.out(0), c.in(0).elements);
+      c.elements(c.out(1), last(c.in(0)));
+    }
+  } else if (k == "rotary" || k == "rotary_bwd") {
+    const BufferSpec &x = c.in(0);
+    int64_t heads = c.positive("num_heads"), rotary = c.positive("rotary_dim");
+    if (c.rank(x, 3, 3) &&
+        c.require(x.shape[2] % heads == 0,
+                  x.name + "'s width does not split into params.num_heads"))
+      c.require(rotary % 2 == 0 && rotary <= x.shape[2] / heads,
+                "params.rotary_dim: expected an even number up to the head "
+                "dimension");
+    c.elements(c.out(0), x.elements);
+  } else if (k == "attention" || k == "attention_bwd") {
+    size_t q = k == "attention" ? 0 : 1;
+    int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
+    const BufferSpec &qb = c.in(q), &kb = c.in(q + 1), &vb = c.in(q + 2);
+    if (c.rank(qb, 3, 3) && c.rank(kb, 3, 3) && c.rank(vb, 3, 3) &&
+        c.require(heads % kv == 0 && qb.shape[2] % heads == 0,
+                  "params.num_heads: expected a multiple of num_kv_heads "
+                  "that splits " +
+                      qb.name + "'s width")) {
+      int64_t d = qb.shape[2] / heads;
+      std::vector<int64_t> keys = {qb.shape[0], qb.shape[1], kv * d};
+      c.require(kb.shape == keys && vb.shape == kb.shape,
+                kb.name + " and " + vb.name +
+                    " must be [batch, seq, num_kv_heads x head dimension] "
+                    "like " +
+                    qb.name);
+      if (k == "attention") {
+        c.elements(c.out(0), qb.elements);
+      } else {
+        c.elements(c.in(0), qb.elements);
+        c.elements(c.in(4), qb.elements);
+        c.elements(c.out(0), qb.elements);
+        c.elements(c.out(1), kb.elements);
+        c.elements(c.out(2), vb.elements);
+      }
+    }
+  } else if (k == "gelu" || k == "silu" || k == "copy") {
+    sameAsIn0({}, {0});
+  } else if (k == "gelu_bwd" || k == "silu_bwd" || k == "swiglu") {
+    sameAsIn0({1}, {0});
+  } else if (k == "swiglu_bwd") {
+    sameAsIn0({1, 2}, {0, 1});
+  } else if (k == "add") {
+    for (size_t i = 0; i < l.ins.size(); ++i)
+      c.elements(c.in(i), c.out(0).elements);
+  } else if (k == "ce_max" || k == "ce_stats" || k == "ce_bwd") {
+    const BufferSpec &logits = c.in(0);
+    c.positive("vocab_size");
+    if (c.rank(logits, 1)) {
+      int64_t rows = last(logits) > 0 ? logits.elements / last(logits) : 0;
+      if (k == "ce_max")
+        c.elements(c.out(0), rows);
+      if (k != "ce_max") {
+        c.elements(c.in(1), rows);
+        c.elements(c.in(k == "ce_stats" ? 2 : 3), rows);
+      }
+      if (k == "ce_stats")
+        c.elements(c.out(0), 2 * rows);
+      if (k == "ce_bwd") {
+        c.elements(c.in(2), 2 * rows);
+        c.elements(c.out(0), logits.elements);
+      }
+    }
+  } else if (k == "ce_loss") {
+    c.elements(c.in(1), 2 * c.in(0).elements);
+    c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
+  } else if (k == "grad_sumsq") {
+    const json &weights = l.params.value("weights", json());
+    c.require(weights.is_array() && weights.size() == l.ins.size(),
+              "params.weights: expected a number per input");
+    c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
+  } else if (k == "clip_coefficient") {
+    c.require(c.in(0).elements >= 1 && c.out(0).elements >= 1,
+              "an empty buffer");
+  } else if (k == "adamw") {
+    const BufferSpec &p = c.in(0), &m = c.in(2);
+    bool shard = l.params.value("dp_shard", false);
+    c.require(shard ? m.elements * plan.dp >= p.elements
+                    : m.elements == p.elements,
+              m.name + " (" + std::to_string(m.elements) +
+                  " elements) does not cover " + p.name +
+                  (shard ? "'s data-parallel slice" : ""));
+    c.elements(c.in(1), m.elements);
+    c.elements(c.in(3), m.elements);
+    c.require(c.in(4).elements >= 1, c.in(4).name + " is empty");
+    c.require(c.hasIn(5) == c.hasOut(3),
+              "a master copy needs both its input and its output");
+    if (c.hasIn(5)) {
+      c.elements(c.in(5), m.elements);
+      c.elements(c.out(3), m.elements);
+    }
+    c.elements(c.out(0), p.elements);
+    c.elements(c.out(1), m.elements);
+    c.elements(c.out(2), m.elements);
+  }
+}
+
+} // namespace
+
+std::string kernelLaunchError(const Launch &l, const Program &program,
+                              const Plan &plan) {
+  Check c(l, program);
+  for (size_t k = 0; k < l.ins.size(); ++k) {
+    const BufferSpec &b = program.buffers[l.ins[k]];
+    bool wantInt = isIntInput(l.kernel, k);
+    c.require(b.isInt == wantInt,
+              b.name + (wantInt ? " must hold tokens (i32)"
+                                : " holds tokens; " + l.kernel +
+                                      " reads values here"));
+  }
+  for (int o : l.outs)
+    c.require(!program.buffers[o].isInt,
+              program.buffers[o].name + " holds tokens; kernels write values");
+  if (c.error.empty())
+    checkShapes(c, l, plan);
+  return c.error;
+}
+
+} // namespace partita::runtime

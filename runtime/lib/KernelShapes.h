@@ -1,0 +1,20 @@
+//===- KernelShapes.h - Launches against their kernels ------*- C++ -*-===//
+
+#ifndef PARTITA_RUNTIME_LIB_KERNELSHAPES_H
+#define PARTITA_RUNTIME_LIB_KERNELSHAPES_H
+
+#include "partita/runtime/Plan.h"
+
+#include <string>
+
+namespace partita::runtime {
+
+/// Why kernel launch `l` of `program` would read or write outside its
+/// buffers (a shape, dtype or param that disagrees with the others), or
+/// empty when it would not. Its kernel and buffer counts are known good.
+std::string kernelLaunchError(const Launch &l, const Program &program,
+                              const Plan &plan);
+
+} // namespace partita::runtime
+
+#endif // PARTITA_RUNTIME_LIB_KERNELSHAPES_H
