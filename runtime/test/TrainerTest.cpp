@@ -1,0 +1,198 @@
+//===- TrainerTest.cpp - The executor's grouping of launches --------------===//
+//
+// The executor hands a device that takes runs of a kernel together
+// (Device::launchAll) each run of consecutive launches of it that touch no
+// buffer another one writes; a launch that depends on the run so far
+// starts a new one. One rank, a hand-written plan, and a device that
+// records the runs it is given.
+//
+//===----------------------------------------------------------------------===//
+
+#include "partita/runtime/Trainer.h"
+#include "partita/runtime/Communicator.h"
+#include "partita/runtime/Device.h"
+#include "partita/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace partita::runtime;
+
+namespace {
+
+/// One rank alone: no group has another member, and nothing is sent.
+class AloneCommunicator : public Communicator {
+public:
+  int64_t worldRank() const override { return 0; }
+  int64_t worldSize() const override { return 1; }
+  int64_t groupSize(const std::string &) const override { return 1; }
+  int64_t groupRank(const std::string &) const override { return 0; }
+  void allReduce(const std::string &, float *, int64_t, bool) override {}
+  void allGather(const std::string &, const float *in, int64_t n,
+                 float *out) override {
+    std::copy(in, in + n, out);
+  }
+  void reduceScatter(const std::string &, const float *in, int64_t n,
+                     float *out) override {
+    std::copy(in, in + n, out);
+  }
+  void send(int64_t, const void *, int64_t) override { abort("send"); }
+  void recv(int64_t, void *, int64_t) override { abort("recv"); }
+  void barrier() override {}
+  void finishSends() override {}
+  std::shared_future<void>
+  start(std::function<void(Communicator &)> work) override {
+    work(*this);
+    std::promise<void> done;
+    done.set_value();
+    return done.get_future().share();
+  }
+  void setWatchdog(double) override {}
+  void setStep(int64_t) override {}
+  [[noreturn]] void abort(const std::string &why) override {
+    throw std::runtime_error("unexpected " + why);
+  }
+};
+
+/// The CPU device, taking runs of `copy` and recording their lengths.
+class RecordingDevice : public Device {
+public:
+  void *allocateArena(int64_t bytes) override {
+    return cpu->allocateArena(bytes);
+  }
+  bool hasKernel(const std::string &name) const override {
+    return cpu->hasKernel(name);
+  }
+  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+              const std::vector<TensorRef> &outs,
+              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const KernelContext &ctx) override {
+    cpu->launch(name, ins, outs, accumulate, params, ctx);
+  }
+  bool launchesTogether(const std::string &name) const override {
+    return name == "copy";
+  }
+  void launchAll(const std::string &name, const std::vector<KernelCall> &calls,
+                 const KernelContext &ctx) override {
+    runs.push_back(calls.size());
+    Device::launchAll(name, calls, ctx);
+  }
+  void synchronize() override {}
+  void upload(void *dst, const void *src, int64_t bytes) override {
+    cpu->upload(dst, src, bytes);
+  }
+  void download(void *dst, const void *src, int64_t bytes) override {
+    cpu->download(dst, src, bytes);
+  }
+  void fillZero(void *dst, int64_t bytes, Stream s) override {
+    cpu->fillZero(dst, bytes, s);
+  }
+  void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
+                       int64_t inner, bool accumulate, Stream s) override {
+    cpu->transposeBlocks(dst, src, a, b, inner, accumulate, s);
+  }
+
+  std::vector<size_t> runs;
+
+private:
+  std::unique_ptr<Device> cpu = createCpuDevice();
+};
+
+/// A one-rank plan whose step phase runs `launches` over f32 buffers
+/// a..f of 4 elements.
+Plan planWithStep(const nlohmann::json &launches) {
+  nlohmann::json buffers = nlohmann::json::array();
+  for (const char *name : {"a", "b", "c", "d", "e", "f"})
+    buffers.push_back(
+        {{"name", name}, {"kind", "scalar"}, {"dtype", "f32"}, {"shape", {4}}});
+  nlohmann::json plan = {
+      {"format", "partita-plan"},
+      {"version", kPlanVersion},
+      {"model", "grouping"},
+      {"training",
+       {{"seq_len", 4},
+        {"vocab_size", 8},
+        {"global_batch", 1},
+        {"micro_batch_size", 1},
+        {"num_micro_batches", 1},
+        {"dtype", "f32"}}},
+      {"mesh", {{"dp", 1}, {"tp", 1}, {"pp", 1}, {"world_size", 1}}},
+      {"devices",
+       {{{"pp", 0}, {"dp", 0}, {"tp", 0}, {"node", 0}, {"local_device", 0}}}},
+      {"groups", nlohmann::json::object()},
+      {"optimizer",
+       {{"lr", 1e-3},
+        {"min_lr", 0.0},
+        {"beta1", 0.9},
+        {"beta2", 0.95},
+        {"eps", 1e-8},
+        {"weight_decay", 0.0},
+        {"clip_norm", 0.0},
+        {"warmup_steps", 0},
+        {"decay_steps", 0},
+        {"decay", "constant"}}},
+      {"parameters", nlohmann::json::array()},
+      {"programs",
+       {{{"pp_rank", 0},
+         {"max_in_flight", 1},
+         {"buffers", buffers},
+         {"phases", {{{"kind", "step"}, {"launches", launches}}}},
+         {"schedule", nlohmann::json::array()}}}},
+      {"strategy", nlohmann::json::object()}};
+  std::string path = testing::TempDir() + "grouping-plan.json";
+  std::ofstream(path) << plan.dump();
+  Plan loaded = loadPlan(path);
+  std::remove(path.c_str());
+  return loaded;
+}
+
+nlohmann::json copy(const char *from, const char *to) {
+  return {{"op", "kernel"},
+          {"kernel", "copy"},
+          {"ins", {from}},
+          {"outs", {to}},
+          {"params", nlohmann::json::object()}};
+}
+
+std::vector<size_t> runsOf(const nlohmann::json &launches) {
+  Plan plan = planWithStep(launches);
+  RecordingDevice device;
+  AloneCommunicator comm;
+  std::unique_ptr<TokenSource> tokens = syntheticTokens(plan.vocabSize);
+  Trainer trainer(plan, device, comm, *tokens, 1 << 20);
+  trainer.step(0);
+  return device.runs;
+}
+
+TEST(Trainer, LaunchesIndependentRunsOfAKernelTogether) {
+  EXPECT_EQ(runsOf({copy("a", "b"), copy("c", "d"), copy("e", "f")}),
+            (std::vector<size_t>{3}));
+}
+
+TEST(Trainer, StartsANewRunAtALaunchThatDependsOnTheRun) {
+  // Reads what the run wrote.
+  EXPECT_EQ(runsOf({copy("a", "b"), copy("b", "c"), copy("d", "e")}),
+            (std::vector<size_t>{1, 2}));
+  // Writes what the run read.
+  EXPECT_EQ(runsOf({copy("a", "b"), copy("c", "a")}),
+            (std::vector<size_t>{1, 1}));
+  // Writes what the run wrote.
+  EXPECT_EQ(runsOf({copy("a", "b"), copy("c", "b")}),
+            (std::vector<size_t>{1, 1}));
+  // Reading what another launch of the run reads is no dependence.
+  EXPECT_EQ(runsOf({copy("a", "b"), copy("a", "c")}), (std::vector<size_t>{2}));
+}
+
+TEST(Trainer, ARunEndsAtAnotherKernel) {
+  nlohmann::json add = {{"op", "kernel"},
+                        {"kernel", "add"},
+                        {"ins", {"a", "b"}},
+                        {"outs", {"f"}},
+                        {"params", nlohmann::json::object()}};
+  EXPECT_EQ(runsOf({copy("a", "b"), add, copy("c", "d"), copy("d", "e")}),
+            (std::vector<size_t>{1, 1, 1}));
+}
+
+} // namespace
