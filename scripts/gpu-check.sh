@@ -9,13 +9,17 @@
 #      small step, and NCCL all-reduce bus bandwidth with several GPUs;
 #   4. writes every number to OUT/gpu-check.json and a summary to
 #      OUT/summary.txt.
+# Within --budget seconds (default 450): a stage that would run past it
+# is cut short or skipped, and named in the summary, so the results come
+# back whatever the machine's speed.
 # Without a GPU it says so in one line and exits 0 (1 with --require-gpu).
 set -uo pipefail
 
 usage() {
   cat <<'EOF'
 usage: scripts/gpu-check.sh [--build DIR] [--plans DIR] [--out DIR]
-                            [--deps DIR | --debs DIR] [--require-gpu]
+                            [--deps DIR | --debs DIR] [--budget SECONDS]
+                            [--require-gpu]
   --build DIR    where to build (default: ./build-gpu); configured once,
                  brought up to date every time
   --plans DIR    plans from scripts/gpu-plans.sh (default: compiled here
@@ -25,12 +29,14 @@ usage: scripts/gpu-check.sh [--build DIR] [--plans DIR] [--out DIR]
                  GoogleTest) for machines without them installed
   --debs DIR     those packages as .deb files (scripts/gpu-deps.sh), unpacked
                  into OUT/deps and used as --deps
+  --budget S     the whole check's wall-clock seconds (default 450),
+                 building included; stages past it are skipped
   --require-gpu  fail instead of skipping when there is no GPU
 EOF
 }
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="$root/build-gpu" plans="" out="" deps="" debs="" require=0
+build="$root/build-gpu" plans="" out="" deps="" debs="" require=0 budget=450
 while [[ $# -gt 0 ]]; do
   case "$1" in
   -h | --help) usage; exit 0 ;;
@@ -42,6 +48,10 @@ while [[ $# -gt 0 ]]; do
     debs="${2:?--debs needs a directory}"
     [[ -d "$debs" ]] || { echo "gpu-check: error: --debs: no directory '$debs'" >&2; exit 2; }
     debs="$(cd "$debs" && pwd)"; shift 2 ;;
+  --budget)
+    budget="${2:?--budget needs a number of seconds}"
+    [[ "$budget" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: error: --budget must be a positive number of seconds, got '$budget'" >&2; exit 2; }
+    shift 2 ;;
   --require-gpu) require=1; shift ;;
   *) echo "gpu-check: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -49,6 +59,8 @@ done
 out="${out:-$build/gpu-check}"
 mkdir -p "$out"
 say() { echo "gpu-check: $*"; }
+# Seconds kept at the end for the summary.
+deadline=$(($(date +%s) + budget - 15))
 
 gpus=0
 if command -v nvidia-smi > /dev/null; then
@@ -63,6 +75,12 @@ if [[ "$gpus" -eq 0 ]]; then
 fi
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 say "$gpus GPU(s): $gpu_name"
+# Kernels for this GPU only (8.0 -> 80): half the compile time of the
+# default sm_80 + sm_90.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null |
+  head -1 | tr -d ' .')
+[[ "$arch" =~ ^[0-9]+$ ]] && configure_arch=(-DCMAKE_CUDA_ARCHITECTURES="$arch") ||
+  configure_arch=()
 
 if [[ -n "$debs" ]]; then
   deps="$out/deps"
@@ -96,10 +114,12 @@ start=$(date +%s)
 say "building the runtime with CUDA in $build"
 { [[ -f "$build/CMakeCache.txt" ]] ||
   cmake -S "$root/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    "${configure_deps[@]}" > "$out/configure.log" 2>&1; } &&
-  cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
-  say "error: the build failed; see $out/configure.log and $out/build.log"
+    "${configure_arch[@]}" "${configure_deps[@]}" > "$out/configure.log" 2>&1; } &&
+  timeout $((deadline > $(date +%s) ? deadline - $(date +%s) : 1)) \
+    cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
+  say "error: the build failed or ran past the budget; see $out/configure.log and $out/build.log"
   tail -20 "$out/build.log" "$out/configure.log" 2> /dev/null
+  echo "{\"gpu\": \"$gpu_name\", \"error\": \"the build failed or ran past the budget of $budget s\"}" > "$out/gpu-check.json"
   exit 1
 }
 bin="$build/bin"
@@ -118,12 +138,24 @@ if [[ -z "$plans" ]]; then
   "$root/scripts/gpu-plans.sh" "$plans" "$plan_opt_build" > /dev/null || exit 1
 fi
 
-run() { # NAME SECONDS COMMAND...: logs to OUT/NAME.log
+# NAME SECONDS COMMAND...: logs to OUT/NAME.log, given at most SECONDS and
+# what is left of the budget; skipped (and listed in OUT/skipped.txt) when
+# less than 10 s is left.
+: > "$out/skipped.txt"
+run() {
   local name="$1" seconds="$2"
   shift 2
+  local left=$((deadline - $(date +%s)))
+  if [[ $left -lt 10 ]]; then
+    say "$name skipped: the budget of $budget s is spent"
+    echo "$name" >> "$out/skipped.txt"
+    return 1
+  fi
+  [[ $left -lt $seconds ]] && seconds=$left
   timeout "$seconds" "$@" > "$out/$name.log" 2>&1
   local rc=$?
-  [[ $rc -eq 0 ]] || say "$name failed (exit $rc); see $out/$name.log"
+  [[ $rc -eq 0 ]] || say "$name failed (exit $rc$([[ $rc -eq 124 ]] &&
+    echo ", out of time after $seconds s")); see $out/$name.log"
   return $rc
 }
 status=0

@@ -32,8 +32,15 @@ def worst_difference(base, other):
 tests = os.path.join(out, "kernel-tests.json")
 if os.path.exists(tests):
     t = json.load(open(tests))
-    result["kernel_tests"] = {"tests": t["tests"], "failures": t["failures"]}
-    lines.append(f"kernel tests: {t['tests'] - t['failures']}/{t['tests']} pass")
+    # A skipped case (no usable device) is no failure, and no pass either.
+    skipped = sum(c.get("result") == "SKIPPED"
+                  for suite in t.get("testsuites", [])
+                  for c in suite.get("testsuite", []))
+    result["kernel_tests"] = {"tests": t["tests"], "failures": t["failures"],
+                              "skipped": skipped}
+    passed = t["tests"] - t["failures"] - skipped
+    lines.append(f"kernel tests: {passed}/{t['tests']} pass"
+                 + (f", {skipped} skipped" if skipped else ""))
 
 cpu = log("tiny-cpu.jsonl")
 for p in ("fp32", "bf16"):
@@ -46,6 +53,9 @@ for p in ("fp32", "bf16"):
         lines.append(f"tiny Llama, {p} GEMMs: losses within {worst:.2e} of "
                      f"the CPU's over {len(cpu)} steps "
                      f"({gpu_log[0]['loss']:.4f} -> {gpu_log[-1]['loss']:.4f})")
+    elif cpu:
+        lines.append(f"tiny Llama, {p} GEMMs: the GPU run did not finish "
+                     f"(tiny-{p}.log)")
 
 def bf16_run(name, key, label):
     """The GPU's bf16 run `name` against the CPU's."""
@@ -121,6 +131,12 @@ if os.path.exists(ar):
                      f"{best:.0f} GB/s bus bandwidth at best")
     except (ValueError, KeyError):
         pass
+
+skipped_path = os.path.join(out, "skipped.txt")
+skipped = open(skipped_path).read().split() if os.path.exists(skipped_path) else []
+if skipped:
+    result["skipped_for_time"] = skipped
+    lines.append(f"out of time, skipped: {' '.join(skipped)}")
 
 json.dump(result, open(os.path.join(out, "gpu-check.json"), "w"), indent=2)
 open(os.path.join(out, "summary.txt"), "w").write("\n".join(lines) + "\n")
