@@ -243,7 +243,10 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
               "an empty buffer");
   } else if (k == "adamw") {
     const BufferSpec &p = c.in(0), &m = c.in(2);
-    bool shard = l.params.value("dp_shard", false);
+    for (const char *flag : {"dp_shard", "weight_decay"})
+      c.require(l.params.contains(flag) && l.params[flag].is_boolean(),
+                std::string("params.") + flag + ": expected true or false");
+    bool shard = c.error.empty() && l.params["dp_shard"].get<bool>();
     c.require(shard ? m.elements * plan.dp >= p.elements
                     : m.elements == p.elements,
               m.name + " (" + std::to_string(m.elements) +
@@ -283,6 +286,40 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
   if (c.error.empty())
     checkShapes(c, l, plan);
   return c.error;
+}
+
+std::string collectiveLaunchError(const Launch &l, const Program &program,
+                                  const Plan &plan) {
+  const BufferSpec &in = program.buffers[l.input];
+  const BufferSpec &out = program.buffers[l.output];
+  if (in.isInt || out.isInt)
+    return "a collective over a tokens buffer";
+  if (l.collective == Launch::Collective::AllReduce)
+    return "";
+  bool gather = l.collective == Launch::Collective::AllGather;
+  int64_t g = int64_t(plan.groups.at(l.group).front().size());
+  const BufferSpec &whole = gather ? out : in, &part = gather ? in : out;
+  std::string what = gather ? "all_gather" : "reduce_scatter";
+  if (!l.dim) {
+    // Flat: shards of ceil(whole / g); the executor clamps to the buffers.
+    int64_t shard = (whole.elements + g - 1) / g;
+    if (l.input != l.output && part.elements > shard)
+      return what + ": " + part.name + " holds " +
+             std::to_string(part.elements) + " elements, more than a shard (" +
+             std::to_string(shard) + ") of " + whole.name + " over " + l.group;
+    return "";
+  }
+  if (*l.dim < 0 || *l.dim >= int64_t(whole.shape.size()))
+    return what + ": dim " + std::to_string(*l.dim) +
+           " is not a dimension of " + whole.name;
+  int64_t rows = 1;
+  for (int64_t k = 0; k < *l.dim; ++k)
+    rows *= whole.shape[k];
+  if (whole.elements % (rows * g) != 0 || part.elements * g != whole.elements)
+    return what + ": " + whole.name + " is not " + std::to_string(g) +
+           " blocks of " + part.name + " along dim " + std::to_string(*l.dim) +
+           " (the size of group " + l.group + ")";
+  return "";
 }
 
 } // namespace partita::runtime

@@ -15,6 +15,11 @@ namespace partita::runtime {
 std::string kernelLaunchError(const Launch &l, const Program &program,
                               const Plan &plan);
 
+/// The same for a collective launch (its group known): its input and
+/// output against each other and the group's size, and its `dim`.
+std::string collectiveLaunchError(const Launch &l, const Program &program,
+                                  const Plan &plan);
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_LIB_KERNELSHAPES_H

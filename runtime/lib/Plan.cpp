@@ -18,6 +18,9 @@ namespace {
 
 using json = nlohmann::json;
 
+/// The most elements a buffer or parameter may have.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+
 /// Reads fields with errors that say where: "plan.json: /programs/0/...".
 class Reader {
 public:
@@ -82,10 +85,15 @@ public:
     if (!v.is_array())
       fail(path + "/" + key, "expected an array of sizes");
     std::vector<int64_t> out;
+    // Positive, and a product a buffer of any dtype can address.
+    int64_t elements = 1;
     for (const json &d : v) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail(path + "/" + key, "expected non-negative integer sizes");
+      if (!d.is_number_integer() || d.get<int64_t>() < 1)
+        fail(path + "/" + key, "expected positive integer sizes");
       out.push_back(d.get<int64_t>());
+      if (out.back() > kMaxElements / elements)
+        fail(path + "/" + key, "more than 2^48 elements");
+      elements *= out.back();
     }
     return out;
   }
@@ -119,6 +127,8 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
   Program program;
   program.ppRank = r.integer(p, path, "pp_rank");
   program.maxInFlight = r.integer(p, path, "max_in_flight");
+  if (program.maxInFlight < 1)
+    r.fail(path + "/max_in_flight", "expected at least 1");
   program.arenaBytes = r.optional(p, path, "arena_bytes", int64_t(0));
   const json &buffers = r.array(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -288,6 +298,39 @@ double Optimizer::learningRate(int64_t step) const {
 
 namespace {
 
+/// What a program must agree on with the rest of the plan: its inputs'
+/// sizes, its schedule's micro-batches, and its launches against their
+/// buffers (kernels: KernelShapes.cpp; collectives: the group's size).
+void checkProgram(Reader &r, const Plan &plan, const Program &program,
+                  const std::string &path) {
+  for (size_t k = 0; k < program.buffers.size(); ++k) {
+    const BufferSpec &b = program.buffers[k];
+    if ((b.kind == BufferKind::Tokens || b.kind == BufferKind::Labels) &&
+        (!b.isInt || b.elements != plan.microBatchSize * plan.seqLen))
+      r.fail(path + "/buffers/" + std::to_string(k),
+             b.name + ": a tokens or labels buffer holds micro_batch_size x "
+                      "seq_len i32 values");
+  }
+  for (size_t k = 0; k < program.schedule.size(); ++k)
+    if (program.schedule[k].microBatch < 0 ||
+        program.schedule[k].microBatch >= plan.numMicroBatches)
+      r.fail(path + "/schedule/" + std::to_string(k) + "/micro_batch",
+             "not a micro-batch of the step");
+  for (size_t j = 0; j < program.phases.size(); ++j)
+    for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
+      const Launch &l = program.phases[j].launches[k];
+      std::string at = path + "/phases/" + std::to_string(j) + "/launches/" +
+                       std::to_string(k);
+      bool kernel = l.op == Launch::Op::Kernel;
+      std::string error = kernel ? kernelLaunchError(l, program, plan)
+                          : l.op == Launch::Op::Collective
+                              ? collectiveLaunchError(l, program, plan)
+                              : "";
+      if (!error.empty())
+        r.fail(at, (kernel ? l.kernel + ": " : "") + error);
+    }
+}
+
 Plan readPlan(Reader &r, const json &doc) {
   if (!doc.is_object() || doc.value("format", "") != "partita-plan")
     r.fail("/format", "not a Partita plan (expected \"partita-plan\")");
@@ -347,6 +390,16 @@ Plan readPlan(Reader &r, const json &doc) {
     }
     if (!valid)
       r.fail("/groups/" + name, "expected lists of world ranks");
+    // Every member sizes its collectives by its own list: one size for all.
+    std::set<int64_t> seen;
+    for (const auto &list : out) {
+      if (list.empty() || list.size() != out.front().size())
+        r.fail("/groups/" + name, "expected non-empty lists of one size");
+      for (int64_t rank : list)
+        if (!seen.insert(rank).second)
+          r.fail("/groups/" + name,
+                 "rank " + std::to_string(rank) + " is in two of its lists");
+    }
   }
   const json &o = r.at(doc, "", "optimizer");
   plan.optimizer = {r.number(o, "/optimizer", "lr"),
@@ -402,22 +455,37 @@ Plan readPlan(Reader &r, const json &doc) {
         r, programs[i], "/programs/" + std::to_string(i), plan.groups));
   if (int64_t(plan.programs.size()) != plan.pp)
     r.fail("/programs", "expected one program per pipeline rank");
+  for (size_t i = 0; i < plan.parameters.size(); ++i) {
+    const ParameterSpec &p = plan.parameters[i];
+    int64_t local = 1;
+    for (int64_t d : p.localShape)
+      local *= d;
+    for (size_t k = 0; k < p.holders.size(); ++k) {
+      const ParameterHolder &h = p.holders[k];
+      std::string at = "/parameters/" + std::to_string(i) + "/holders/" +
+                       std::to_string(k) + "/buffer";
+      const Program &program = plan.programs[h.ppRank];
+      auto b = program.bufferIndex.find(h.buffer);
+      if (b == program.bufferIndex.end())
+        r.fail(at, "no buffer \"" + h.buffer + "\" in program " +
+                       std::to_string(h.ppRank));
+      // The local tensor, or (ZeRO-3) this rank's 1/dp slice of it.
+      int64_t held = program.buffers[b->second].elements;
+      if (held != local && !(held < local && held * plan.dp >= local))
+        r.fail(at, h.buffer + " holds " + std::to_string(held) +
+                       " elements, for a local_shape of " +
+                       std::to_string(local));
+    }
+  }
+  if (plan.globalBatch != plan.microBatchSize * plan.numMicroBatches * plan.dp)
+    r.fail("/training/global_batch",
+           "expected micro_batch_size x num_micro_batches x dp");
   for (size_t i = 0; i < plan.programs.size(); ++i) {
     std::string at = "/programs/" + std::to_string(i);
     const Program &program = plan.programs[i];
     if (program.ppRank != int64_t(i))
       r.fail(at, "programs out of order");
-    for (size_t j = 0; j < program.phases.size(); ++j)
-      for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
-        const Launch &l = program.phases[j].launches[k];
-        if (l.op != Launch::Op::Kernel)
-          continue;
-        std::string error = kernelLaunchError(l, program, plan);
-        if (!error.empty())
-          r.fail(at + "/phases/" + std::to_string(j) + "/launches/" +
-                     std::to_string(k),
-                 l.kernel + ": " + error);
-      }
+    checkProgram(r, plan, program, at);
   }
   if (doc.contains("predicted")) {
     plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);

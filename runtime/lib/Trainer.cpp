@@ -196,14 +196,15 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
         work[l.async] = std::max(work[l.async], c.workspace);
         chunkings.emplace(&l, c);
       }
-  workspaceBytes = 4 * (work[0] + work[1]);
-  int64_t workAt = (bytes + 63) / 64 * 64;
-  char *arena =
-      static_cast<char *>(device.allocateArena(workAt + workspaceBytes));
+  // Each workspace 256-byte aligned, as an allocation of its own would be.
+  auto aligned = [](int64_t n) { return (n + 255) / 256 * 256; };
+  int64_t computeAt = aligned(bytes), commAt = computeAt + aligned(4 * work[0]);
+  workspaceBytes = commAt + 4 * work[1] - computeAt;
+  char *arena = static_cast<char *>(device.allocateArena(commAt + 4 * work[1]));
   if (work[0] > 0)
-    computeWork = reinterpret_cast<float *>(arena + workAt);
+    computeWork = reinterpret_cast<float *>(arena + computeAt);
   if (work[1] > 0)
-    commWork = reinterpret_cast<float *>(arena + workAt + 4 * work[0]);
+    commWork = reinterpret_cast<float *>(arena + commAt);
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     std::vector<Storage> s(copies[k]);
