@@ -10,7 +10,7 @@
 
 #include "KernelShapes.h"
 
-#include <sstream>
+#include <algorithm>
 
 namespace partita::runtime {
 
@@ -283,6 +283,13 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
   for (int o : l.outs)
     c.require(!program.buffers[o].isInt,
               program.buffers[o].name + " holds tokens; kernels write values");
+  // GEMMs and attention read their inputs after writing parts of their
+  // outputs, so an output must not be one of the inputs.
+  if (l.kernel == "linear" || l.kernel == "linear_bwd" ||
+      l.kernel == "attention" || l.kernel == "attention_bwd")
+    for (int o : l.outs)
+      c.require(std::find(l.ins.begin(), l.ins.end(), o) == l.ins.end(),
+                program.buffers[o].name + " is both an input and an output");
   if (c.error.empty())
     checkShapes(c, l, plan);
   return c.error;
