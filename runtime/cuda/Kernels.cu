@@ -657,35 +657,6 @@ __global__ void ceBackwardKernel(CrossEntropyShape c, In logits, In max,
 
 // -- Optimizer ---------------------------------------------------------------
 
-/// Up to K tensors of one multi-tensor launch, passed by value among the
-/// kernel's parameters (within the 4 KiB every driver takes), and where each
-/// tensor's elements end in the launch's joined index space.
-template <typename T, int K> struct TensorList {
-  T tensors[K];
-  int64_t end[K];
-  int count;
-};
-
-/// Calls launch(list, elements) for the tensors, K at a time, tensor t
-/// having length(t) elements.
-template <int K, typename T, typename Length, typename Launch>
-void forEachTensorList(const std::vector<T> &tensors, Length length,
-                       Launch launch) {
-  TensorList<T, K> list;
-  list.count = 0;
-  int64_t elements = 0;
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    list.tensors[list.count] = tensors[k];
-    elements += length(tensors[k]);
-    list.end[list.count++] = elements;
-    if (list.count == K || k + 1 == tensors.size()) {
-      launch(list, elements);
-      list.count = 0;
-      elements = 0;
-    }
-  }
-}
-
 /// visit(tensor, element) for each of this thread's elements of the joined
 /// index space, grid-stride; a thread's elements only move forward, so its
 /// tensor is found by stepping on.

@@ -9,6 +9,7 @@
 #define PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H
 
 #include <cstdint>
+#include <vector>
 
 #ifdef __CUDACC__
 #define PARTITA_HOST_DEVICE __host__ __device__
@@ -89,6 +90,35 @@ template <int D> struct TcLayout {
   static constexpr int keyBytes =
       4 * tile + 2 * column + 2 * scores + 2 * probs + rows;
 };
+
+/// Up to K tensors of one multi-tensor launch, passed by value among the
+/// kernel's parameters (within the 4 KiB every driver takes), and where each
+/// tensor's elements end in the launch's joined index space.
+template <typename T, int K> struct TensorList {
+  T tensors[K];
+  int64_t end[K];
+  int count;
+};
+
+/// Calls launch(list, elements) for the tensors, K at a time, tensor t
+/// having length(t) elements.
+template <int K, typename T, typename Length, typename Launch>
+void forEachTensorList(const std::vector<T> &tensors, Length length,
+                       Launch launch) {
+  TensorList<T, K> list;
+  list.count = 0;
+  int64_t elements = 0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    list.tensors[list.count] = tensors[k];
+    elements += length(tensors[k]);
+    list.end[list.count++] = elements;
+    if (list.count == K || k + 1 == tensors.size()) {
+      launch(list, elements);
+      list.count = 0;
+      elements = 0;
+    }
+  }
+}
 
 } // namespace partita::runtime::cuda
 

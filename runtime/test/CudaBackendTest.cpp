@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -64,6 +65,38 @@ TEST(CudaHost, LaunchConfiguration) {
     EXPECT_LE(bytes, kMaxSharedBytes);
   EXPECT_EQ(maxNormWidth(), kMaxNormWidth);
   EXPECT_EQ(maxHeadDim(), kMaxHeadDim);
+}
+
+// Multi-tensor launches: K tensors a launch, each launch's joined index
+// space ending where its last tensor does; empty tensors take no elements.
+TEST(CudaHost, TensorListsTakeKTensorsALaunch) {
+  using namespace partita::runtime::cuda;
+  std::vector<int64_t> lengths;
+  for (int k = 0; k < 37; ++k)
+    lengths.push_back(k % 5 == 0 ? 0 : k);
+  std::vector<std::vector<int64_t>> launches;
+  std::vector<int64_t> totals;
+  forEachTensorList<16>(
+      lengths, [](int64_t n) { return n; },
+      [&](const TensorList<int64_t, 16> &list, int64_t elements) {
+        launches.emplace_back(list.tensors, list.tensors + list.count);
+        totals.push_back(elements);
+        EXPECT_EQ(list.end[list.count - 1], elements);
+        for (int k = 0; k < list.count; ++k)
+          EXPECT_EQ(list.end[k] - (k ? list.end[k - 1] : 0), list.tensors[k]);
+      });
+  ASSERT_EQ(launches.size(), 3u);
+  EXPECT_EQ(launches[0].size(), 16u);
+  EXPECT_EQ(launches[1].size(), 16u);
+  EXPECT_EQ(launches[2].size(), 5u);
+  std::vector<int64_t> joined;
+  for (auto &l : launches)
+    joined.insert(joined.end(), l.begin(), l.end());
+  EXPECT_EQ(joined, lengths);
+  int64_t sum = 0;
+  for (int64_t t : totals)
+    sum += t;
+  EXPECT_EQ(sum, std::accumulate(lengths.begin(), lengths.end(), int64_t(0)));
 }
 
 TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimension64Or128) {
