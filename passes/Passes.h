@@ -17,8 +17,8 @@ namespace partita {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// The module's #dist.topology, or the default topology with `note` saying
-/// that no topology was given.
+/// The module's #dist.topology, or the default topology, which it attaches
+/// to the module, with `note` saying that no topology was given.
 struct Topology;
 Topology moduleTopology(mlir::ModuleOp module, std::string &note);
 

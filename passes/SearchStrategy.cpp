@@ -8,18 +8,25 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cmath>
+
 namespace partita {
 #define GEN_PASS_DEF_DISTSEARCHSTRATEGY
 #include "passes/Passes.h.inc"
 
-/// The module's topology, or the default and a note saying so.
+/// The module's topology, or the default and a note saying so. The
+/// default is attached to the module: what is planned for it (the
+/// strategy, the plan) says which topology it was made for.
 Topology moduleTopology(mlir::ModuleOp module, std::string &note) {
   if (auto attr =
           module->getAttrOfType<dist::TopologyAttr>(dist::kTopologyAttrName))
     return fromAttr(attr);
   note = "no topology given: the default, one dgx-h100 node; choose one "
          "with --topology";
-  return defaultTopology();
+  Topology topology = defaultTopology();
+  module->setAttr(dist::kTopologyAttrName,
+                  toAttr(topology, module.getContext()));
+  return topology;
 }
 
 dist::StrategyAttr requireStrategy(mlir::ModuleOp module,
@@ -70,9 +77,9 @@ struct DistSearchStrategyPass
                   objective + "'");
     options.objective = objective == "memory" ? SearchObjective::Memory
                                               : SearchObjective::Throughput;
-    if (memoryCapGib < 0)
-      return fail("dist-search-strategy: memory-cap-gib must not be "
-                  "negative");
+    if (!(memoryCapGib >= 0) || !std::isfinite(memoryCapGib))
+      return fail("dist-search-strategy: memory-cap-gib must be a finite "
+                  "number of GiB, not negative");
     if (memoryCapGib > 0)
       options.memoryCapBytes = memoryCapGib * 1073741824.0;
     options.allowTpAcrossNodes = allowTpAcrossNodes;

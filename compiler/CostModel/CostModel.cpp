@@ -810,10 +810,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     MemoryBreakdown mem;
     mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
     mem.gradients = gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
-    // Adam's two fp32 moments, and an fp32 master copy of the weights
-    // when training below fp32 (exec-build-backward lays them out so).
     mem.optimizerStates =
-        (eb >= 4 ? 8.0 : 12.0) * r.params / (c.zero >= 1 ? dp : 1);
+        optimizerStateBytes(eb) * r.params / (c.zero >= 1 ? dp : 1);
     mem.activations = r.kept + r.working;
     // The gathered activation of tp/sp collectives, a gradient bucket,
     // ZeRO-3's two prefetched layers.

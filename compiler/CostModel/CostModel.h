@@ -132,6 +132,13 @@ struct CollectiveCost {
   double totalTimeS() const { return timePerCallS * callsPerStep; }
 };
 
+/// Bytes of optimizer state per parameter: Adam's two f32 moments, and,
+/// when training below f32, an f32 master copy of the weights
+/// (exec-build-backward lays them out so).
+inline double optimizerStateBytes(double elementBytes) {
+  return elementBytes >= 4 ? 8.0 : 12.0;
+}
+
 struct MemoryBreakdown {
   double parameters = 0, gradients = 0, optimizerStates = 0, activations = 0,
          buffers = 0;

@@ -384,16 +384,18 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                       c.stageLayers = stageLayers;
                       if (breaksConstraint(c))
                         continue;
-                      // Model states alone (2 + 2 + 12 bytes per parameter,
-                      // divided as ZeRO divides them) bound the memory from
-                      // below: no need to cost what they already overflow.
+                      // Model states alone (parameters, gradients and
+                      // optimizer state, divided as ZeRO divides them)
+                      // bound the memory from below: no need to cost what
+                      // they already overflow.
                       double params = double(profile.numParameters) / (tp * pp);
                       double states =
                           params *
                           (double(profile.elementBytes) / (zero >= 3 ? dp : 1) +
                            options.costParams.gradientBytes /
                                (zero >= 2 ? dp : 1) +
-                           12.0 / (zero >= 1 ? dp : 1));
+                           optimizerStateBytes(profile.elementBytes) /
+                               (zero >= 1 ? dp : 1));
                       if (states > cap) {
                         atPp.try_emplace(pp, Depth::OutOfMemory);
                         ++result.rejectedOutOfMemory;

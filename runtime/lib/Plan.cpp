@@ -6,7 +6,9 @@
 #include "KernelShapes.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -347,6 +349,15 @@ Plan readPlan(Reader &r, const json &doc) {
   plan.globalBatch = r.integer(t, "/training", "global_batch");
   plan.microBatchSize = r.integer(t, "/training", "micro_batch_size");
   plan.numMicroBatches = r.integer(t, "/training", "num_micro_batches");
+  // Tokens are int32; every size the executor divides by is positive.
+  for (auto [key, value] : {std::pair{"seq_len", plan.seqLen},
+                            {"vocab_size", plan.vocabSize},
+                            {"global_batch", plan.globalBatch},
+                            {"micro_batch_size", plan.microBatchSize},
+                            {"num_micro_batches", plan.numMicroBatches}})
+    if (value < 1 || value > std::numeric_limits<int32_t>::max())
+      r.fail(std::string("/training/") + key,
+             "expected a positive 32-bit integer");
   plan.dtype = r.string(t, "/training", "dtype");
   if (plan.dtype != "f32" && plan.dtype != "bf16")
     r.fail("/training/dtype", "the runtime runs f32 and bf16 plans, not " +
@@ -504,6 +515,9 @@ Plan readPlan(Reader &r, const json &doc) {
 } // namespace
 
 Plan loadPlan(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(path + ": a directory, not a plan");
   std::ifstream in(path);
   if (!in)
     throw std::runtime_error(path + ": cannot open the plan");

@@ -235,6 +235,12 @@ int main(int argc, char **argv) {
   // `-o plan.json` compiles on to the executable plan and writes it there.
   bool writesPlan =
       runCompilePipeline && llvm::StringRef(outputFile).ends_with(".json");
+  if (confirmFlag < 0) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt")
+        << "--confirm must be 0 or more candidates, got " << confirmFlag
+        << "\n";
+    return EXIT_FAILURE;
+  }
   if (runCompilePipeline || topologyFlag.getNumOccurrences()) {
     MlirOptMainConfig userConfig = config;
     config.setPassPipelineSetupFn([=](PassManager &pm) -> LogicalResult {

@@ -24,6 +24,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -115,8 +116,13 @@ Options parse(int argc, char **argv) {
       std::string v = value("--collective-timeout");
       char *end;
       o.collectiveTimeout = std::strtod(v.c_str(), &end);
-      if (*end || o.collectiveTimeout < 0)
-        usage("--collective-timeout must be seconds >= 0, got \"" + v + "\"");
+      // Beyond 10^7 s (four months) the watchdog's clock arithmetic would
+      // overflow; 0 already means never.
+      if (v.empty() || *end || !(o.collectiveTimeout >= 0) ||
+          o.collectiveTimeout > 1e7)
+        usage("--collective-timeout must be seconds from 0 (never) to 1e7, "
+              "got \"" +
+              v + "\"");
     } else if (a.rfind("--collective-chunk", 0) == 0)
       o.collectiveChunk =
           integer("--collective-chunk", 1, "a positive number of elements");
@@ -161,6 +167,40 @@ Options parse(int argc, char **argv) {
     usage("--checkpoint-every, --resume and --max-restarts need "
           "--checkpoint-dir");
   return o;
+}
+
+/// Why the files the run reads and writes cannot be (a missing or
+/// unwritable directory, a directory where a file goes), or empty: checked
+/// before any step, so a run does not train only to fail at its end.
+std::string pathError(const Options &o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto writableDir = [&](const fs::path &dir) {
+    return fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) == 0;
+  };
+  for (auto [flag, file] : {std::pair{"--log-json", &o.logJson},
+                            {"--save-params", &o.saveParams},
+                            {"--trace", &o.trace}}) {
+    if (file->empty())
+      continue;
+    fs::path path(*file),
+        dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+    if (fs::is_directory(path, ec))
+      return std::string(flag) + ": " + *file + " is a directory";
+    if (!writableDir(dir))
+      return std::string(flag) + ": cannot write " + *file + " (" +
+             dir.string() + " is not a writable directory)";
+  }
+  if (!o.checkpointDir.empty()) {
+    // Made here if need be; another rank may make it at the same time.
+    fs::create_directories(o.checkpointDir, ec);
+    if (!writableDir(o.checkpointDir))
+      return "--checkpoint-dir: " + o.checkpointDir +
+             " is not a directory this run can write";
+  }
+  if (!o.data.empty() && !fs::is_regular_file(o.data, ec))
+    return "--data: " + o.data + " is not a readable file";
+  return "";
 }
 
 // What a rank says when mpirun stops it because another rank failed: the
@@ -389,6 +429,10 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
 
 int main(int argc, char **argv) {
   Options o = parse(argc, argv);
+  if (std::string error = pathError(o); !error.empty()) {
+    std::cerr << "plan-run: error: " << error << "\n";
+    return 1;
+  }
   Plan plan;
   try {
     plan = loadPlan(o.plan);
@@ -407,6 +451,12 @@ int main(int argc, char **argv) {
       std::cerr << "plan-run: error: " << o.plan << ": " << e.what() << "\n";
       return 1;
     }
+  }
+  if (!underLauncher() && !o.hostfile.empty() &&
+      !std::filesystem::is_regular_file(o.hostfile)) {
+    std::cerr << "plan-run: error: --hostfile: " << o.hostfile
+              << " is not a readable file\n";
+    return 1;
   }
   if (!underLauncher() && (plan.worldSize > 1 || o.maxRestarts > 0))
     return launch(o, plan, argv);
@@ -493,8 +543,7 @@ int main(int argc, char **argv) {
     if (reporter)
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
                 << ") on " << size << " ranks (" << where << "); "
-                << trainer.allocatedBytes() / 1e6
-                << " MB of buffers and "
+                << trainer.allocatedBytes() / 1e6 << " MB of buffers and "
                 << trainer.collectiveWorkspaceBytes() / 1e6
                 << " MB of collective workspace on the reporting rank (cost "
                    "model: "
