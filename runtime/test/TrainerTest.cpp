@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "partita/runtime/Trainer.h"
-#include "partita/runtime/Communicator.h"
+#include "OneRankCommunicator.h"
 #include "partita/runtime/Device.h"
 #include "partita/runtime/Plan.h"
 
@@ -21,40 +21,6 @@
 using namespace partita::runtime;
 
 namespace {
-
-/// One rank alone: no group has another member, and nothing is sent.
-class AloneCommunicator : public Communicator {
-public:
-  int64_t worldRank() const override { return 0; }
-  int64_t worldSize() const override { return 1; }
-  int64_t groupSize(const std::string &) const override { return 1; }
-  int64_t groupRank(const std::string &) const override { return 0; }
-  void allReduce(const std::string &, float *, int64_t, bool) override {}
-  void allGather(const std::string &, const float *in, int64_t n,
-                 float *out) override {
-    std::copy(in, in + n, out);
-  }
-  void reduceScatter(const std::string &, const float *in, int64_t n,
-                     float *out) override {
-    std::copy(in, in + n, out);
-  }
-  void send(int64_t, const void *, int64_t) override { abort("send"); }
-  void recv(int64_t, void *, int64_t) override { abort("recv"); }
-  void barrier() override {}
-  void finishSends() override {}
-  std::shared_future<void>
-  start(std::function<void(Communicator &)> work) override {
-    work(*this);
-    std::promise<void> done;
-    done.set_value();
-    return done.get_future().share();
-  }
-  void setWatchdog(double) override {}
-  void setStep(int64_t) override {}
-  [[noreturn]] void abort(const std::string &why) override {
-    throw std::runtime_error("unexpected " + why);
-  }
-};
 
 /// The CPU device, taking runs of `copy` and recording their lengths.
 class RecordingDevice : public Device {
@@ -159,7 +125,7 @@ nlohmann::json copy(const char *from, const char *to) {
 std::vector<size_t> runsOf(const nlohmann::json &launches) {
   Plan plan = planWithStep(launches);
   RecordingDevice device;
-  AloneCommunicator comm;
+  OneRankCommunicator comm;
   std::unique_ptr<TokenSource> tokens = syntheticTokens(plan.vocabSize);
   Trainer trainer(plan, device, comm, *tokens, 1 << 20);
   trainer.step(0);

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OneRankCommunicator.h"
 #include "partita/runtime/Checkpoint.h"
 #include "partita/runtime/Plan.h"
 #include "partita/runtime/Trainer.h"
@@ -103,58 +104,24 @@ private:
   std::vector<std::pair<void *, size_t>> regions;
 };
 
-/// A job of one rank: collectives over groups of one, and messages to
-/// itself. Its collectives touch rank memory as a backend's do, so they
-/// open it too.
-class OneRank : public Communicator {
+/// A job of one rank whose collectives and messages touch rank memory as a
+/// backend's do, so they open it too.
+class OneRank : public OneRankCommunicator {
 public:
   explicit OneRank(GuardedDevice &device) : device(device) {}
-  int64_t worldRank() const override { return 0; }
-  int64_t worldSize() const override { return 1; }
-  int64_t groupSize(const std::string &) const override { return 1; }
-  int64_t groupRank(const std::string &) const override { return 0; }
-  void allReduce(const std::string &, float *, int64_t, bool) override {}
-  void allGather(const std::string &, const float *in, int64_t n,
-                 float *out) override {
-    GuardedDevice::Open open(device);
-    std::memmove(out, in, n * sizeof(float));
-  }
-  void reduceScatter(const std::string &, const float *in, int64_t n,
-                     float *out) override {
-    GuardedDevice::Open open(device);
-    std::memmove(out, in, n * sizeof(float));
-  }
-  void send(int64_t, const void *data, int64_t bytes) override {
-    GuardedDevice::Open open(device);
-    auto *p = static_cast<const char *>(data);
-    messages.emplace_back(p, p + bytes);
-  }
-  void recv(int64_t, void *data, int64_t bytes) override {
-    if (messages.empty() || int64_t(messages.front().size()) != bytes)
-      abort("a receive with no matching send");
-    GuardedDevice::Open open(device);
-    std::memcpy(data, messages.front().data(), bytes);
-    messages.pop_front();
-  }
-  void barrier() override {}
-  void finishSends() override {}
-  std::shared_future<void>
-  start(std::function<void(Communicator &)> work) override {
-    work(*this);
-    std::promise<void> done;
-    done.set_value();
-    return done.get_future().share();
-  }
-  void setWatchdog(double) override {}
-  void setStep(int64_t) override {}
   [[noreturn]] void abort(const std::string &why) override {
     std::cerr << "partita-guarded-run: " << why << "\n";
     std::exit(1);
   }
 
+protected:
+  void touch(const std::function<void()> &access) override {
+    GuardedDevice::Open open(device);
+    access();
+  }
+
 private:
   GuardedDevice &device;
-  std::deque<std::vector<char>> messages;
 };
 
 } // namespace
