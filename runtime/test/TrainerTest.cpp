@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 
 using namespace partita::runtime;
 
@@ -107,7 +108,11 @@ Plan planWithStep(const nlohmann::json &launches) {
          {"phases", {{{"kind", "step"}, {"launches", launches}}}},
          {"schedule", nlohmann::json::array()}}}},
       {"strategy", nlohmann::json::object()}};
-  std::string path = testing::TempDir() + "grouping-plan.json";
+  // ctest runs the cases of this binary as processes side by side.
+  static int written = 0;
+  std::string path = testing::TempDir() + "grouping-plan-" +
+                     std::to_string(getpid()) + "-" +
+                     std::to_string(written++) + ".json";
   std::ofstream(path) << plan.dump();
   Plan loaded = loadPlan(path);
   std::remove(path.c_str());
