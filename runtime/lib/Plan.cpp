@@ -389,18 +389,22 @@ Plan readPlan(Reader &r, const json &doc) {
     r.fail("/groups", "expected an object of group names");
   for (auto &[name, lists] : groups.items()) {
     auto &out = plan.groups[name];
-    bool valid = lists.is_array();
-    for (const json &list : valid ? lists : json::array()) {
-      valid &= list.is_array();
+    auto bad = [&, name = name] {
+      r.fail("/groups/" + name, "expected lists of world ranks");
+    };
+    if (!lists.is_array())
+      bad();
+    for (const json &list : lists) {
+      if (!list.is_array())
+        bad();
       out.emplace_back();
-      for (const json &rank : valid ? list : json::array()) {
-        valid &= rank.is_number_integer() && rank.get<int64_t>() >= 0 &&
-                 rank.get<int64_t>() < plan.worldSize;
-        out.back().push_back(valid ? rank.get<int64_t>() : 0);
+      for (const json &rank : list) {
+        if (!rank.is_number_integer() || rank.get<int64_t>() < 0 ||
+            rank.get<int64_t>() >= plan.worldSize)
+          bad();
+        out.back().push_back(rank.get<int64_t>());
       }
     }
-    if (!valid)
-      r.fail("/groups/" + name, "expected lists of world ranks");
     // Every member sizes its collectives by its own list: one size for all.
     std::set<int64_t> seen;
     for (const auto &list : out) {
