@@ -10,6 +10,8 @@ packages=(
   # the tools packages)
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   nlohmann-json3-dev libboost-graph-dev
+  # the CUDA emulator: CUDA threads as fibers
+  libboost-context-dev
   # runtime: MPI and OpenBLAS for the CPU backend
   libopenmpi-dev openmpi-bin libopenblas-dev
   # tests (numpy: the reference executor that checks plans train like one

@@ -41,6 +41,12 @@ if config.partita_have_cuda in ("ON", "1", "TRUE"):
     if smi and subprocess.run([smi, "-L"], capture_output=True,
                               text=True).stdout.startswith("GPU "):
         config.available_features.add("cuda-device")
+# The CUDA backend built for the CPU emulator (runtime/cuda/emulator), where
+# CUDA's headers and Boost.Context are found.
+if os.path.exists(os.path.join(config.partita_tools_dir,
+                               "partita-cuda-emulated-run")):
+    tools += ["partita-cuda-emulated-run"]
+    config.available_features.add("cuda-emulator")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # The published Megatron-LM table the cost model is calibrated against lives

@@ -105,12 +105,12 @@ Gemm::~Gemm() {
   cublasLtDestroy(handle);
 }
 
-Gemm::Shape &Gemm::shape(const Key &key) {
+Gemm::Shape &Gemm::shape(const Key &key, const void *biasData) {
   auto found = shapes.find(key);
   if (found != shapes.end())
     return found->second;
-  auto [transA, transB, m, n, k, lda, ldb, ldc, bias, alignA, alignB, alignC,
-        bf16Inputs, bf16Output] = key;
+  auto [transA, transB, m, n, k, lda, ldb, ldc, biasAlignment, alignA, alignB,
+        alignC, bf16Inputs, bf16Output] = key;
   // bf16 inputs multiply on tensor cores as they are; f32 ones at the
   // chosen precision.
   cublasComputeType_t compute =
@@ -130,12 +130,18 @@ Gemm::Shape &Gemm::shape(const Key &key) {
   checkLt(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                          &opB, sizeof(opB)),
           "TRANSB");
-  if (bias) {
+  if (biasAlignment > 0) {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     checkLt(cublasLtMatmulDescSetAttribute(s.desc,
                                            CUBLASLT_MATMUL_DESC_EPILOGUE,
                                            &epilogue, sizeof(epilogue)),
             "EPILOGUE");
+    // cuBLASLt documents that the heuristic takes the bias's alignment from
+    // this pointer.
+    checkLt(cublasLtMatmulDescSetAttribute(s.desc,
+                                           CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                           &biasData, sizeof(biasData)),
+            "BIAS_POINTER");
   }
   // Column-major layouts of the stored matrices.
   checkLt(cublasLtMatrixLayoutCreate(&s.a, inputType, transA ? k : m,
@@ -192,8 +198,9 @@ void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k, In a,
     bias = In();
   }
   Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc,
-                    bias.data != nullptr, alignment(a.data), alignment(b.data),
-                    alignment(c.data), a.bf16, c.bf16});
+                    bias.data ? alignment(bias.data) : 0, alignment(a.data),
+                    alignment(b.data), alignment(c.data), a.bf16, c.bf16},
+                   bias.data);
   if (bias.data)
     checkLt(cublasLtMatmulDescSetAttribute(s.desc,
                                            CUBLASLT_MATMUL_DESC_BIAS_POINTER,

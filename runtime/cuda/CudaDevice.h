@@ -43,13 +43,15 @@ private:
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
   };
-  /// Transposes, m, n, k, leading dimensions, bias, the alignment of A, B
-  /// and C (arena buffers are only 4-byte aligned), and whether A and B,
-  /// and C, are bf16.
+  /// Transposes, m, n, k, leading dimensions, the alignment of the bias
+  /// (0 without one), of A, B and C (arena buffers are only 4-byte
+  /// aligned), and whether A and B, and C, are bf16.
   using Key =
       std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t,
-                 int64_t, bool, uint32_t, uint32_t, uint32_t, bool, bool>;
-  Shape &shape(const Key &key);
+                 int64_t, uint32_t, uint32_t, uint32_t, uint32_t, bool, bool>;
+  /// The descriptors of `key`; `bias` is one bias of its alignment, which
+  /// the heuristic reads to choose an algorithm that takes it.
+  Shape &shape(const Key &key, const void *bias);
 
   GemmPrecision precision;
   cudaStream_t stream;

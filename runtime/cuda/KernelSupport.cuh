@@ -1,7 +1,9 @@
-//===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA -*-===//
+//===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA
+//-*-===//
 //
-// Reading and writing In / Out operands, and the attention kernels' shape
-// and masks, for Kernels.cu and TensorCoreAttention.cu.
+// Reading and writing In / Out operands, the attention kernels' shape and
+// masks, and the one place a kernel is launched, for Kernels.cu and
+// TensorCoreAttention.cu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,20 @@
 #include <cmath>
 
 namespace partita::runtime::cuda {
+
+#ifndef PARTITA_CUDA_EMULATOR
+/// Launches `kernel` on `stream`. Kernels are launched here only, and
+/// their dynamic shared memory declared with PARTITA_DYNAMIC_SHARED, so
+/// that the CPU emulator (runtime/cuda/emulator) can run the same source.
+template <typename... Params, typename... Args>
+void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
+                  size_t sharedBytes, cudaStream_t stream, Args... args) {
+  kernel<<<grid, block, sharedBytes, stream>>>(args...);
+}
+
+#define PARTITA_DYNAMIC_SHARED(name)                                           \
+  extern __shared__ __align__(128) char name[]
+#endif
 
 __device__ __forceinline__ float load(In x, int64_t i) {
   return x.bf16

@@ -582,7 +582,8 @@ template <int D> struct LaunchForward {
   static void run(const AttentionDims &a, In q, In k, In v, Out o,
                   cudaStream_t stream) {
     dim3 grid(rowBlocks(a.s), unsigned(a.heads), unsigned(a.b));
-    attentionKernel<D><<<grid, kRowsPerBlock, 0, stream>>>(a, q, k, v, o);
+    launchKernel(attentionKernel<D>, grid, kRowsPerBlock, 0, stream, a, q, k, v,
+                 o);
   }
 };
 
@@ -590,12 +591,12 @@ template <int D> struct LaunchBackward {
   static void run(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
                   Out dk, Out dv, float *stats, cudaStream_t stream) {
     unsigned tiles = rowBlocks(a.s);
-    attentionBackwardQueryKernel<D>
-        <<<dim3(tiles, unsigned(a.heads), unsigned(a.b)), kRowsPerBlock, 0,
-           stream>>>(a, dout, q, k, v, dq, stats);
-    attentionBackwardKeyKernel<D>
-        <<<dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)), kRowsPerBlock, 0,
-           stream>>>(a, dout, q, k, v, dk, dv, stats);
+    launchKernel(attentionBackwardQueryKernel<D>,
+                 dim3(tiles, unsigned(a.heads), unsigned(a.b)), kRowsPerBlock,
+                 0, stream, a, dout, q, k, v, dq, stats);
+    launchKernel(attentionBackwardKeyKernel<D>,
+                 dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)), kRowsPerBlock,
+                 0, stream, a, dout, q, k, v, dk, dv, stats);
   }
 };
 
@@ -737,22 +738,23 @@ __global__ void adamwKernel(AdamWStep s,
 } // namespace
 
 void unary(Unary f, In x, Out y, int64_t n, cudaStream_t stream) {
-  unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, x, y, n);
+  launchKernel(unaryKernel, blocksFor(n), kThreads, 0, stream, f, x, y, n);
 }
 
 void unaryBackward(Unary f, In dy, In x, Out dx, int64_t n,
                    cudaStream_t stream) {
-  unaryBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, dy, x, dx, n);
+  launchKernel(unaryBackwardKernel, blocksFor(n), kThreads, 0, stream, f, dy, x,
+               dx, n);
 }
 
 void swiglu(In gate, In up, Out y, int64_t n, cudaStream_t stream) {
-  swigluKernel<<<blocksFor(n), kThreads, 0, stream>>>(gate, up, y, n);
+  launchKernel(swigluKernel, blocksFor(n), kThreads, 0, stream, gate, up, y, n);
 }
 
 void swigluBackward(In dy, In gate, In up, Out dgate, Out dup, int64_t n,
                     cudaStream_t stream) {
-  swigluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(dy, gate, up,
-                                                              dgate, dup, n);
+  launchKernel(swigluBackwardKernel, blocksFor(n), kThreads, 0, stream, dy,
+               gate, up, dgate, dup, n);
 }
 
 void sum(const In *xs, int count, Out y, int64_t n, cudaStream_t stream) {
@@ -760,13 +762,13 @@ void sum(const In *xs, int count, Out y, int64_t n, cudaStream_t stream) {
   in.count = std::min(count, kMaxSumInputs);
   for (int k = 0; k < in.count; ++k)
     in.x[k] = xs[k];
-  sumKernel<<<blocksFor(n), kThreads, 0, stream>>>(in, y, n);
+  launchKernel(sumKernel, blocksFor(n), kThreads, 0, stream, in, y, n);
 }
 
 void addPeriodic(In x, In bias, int64_t period, Out y, int64_t n,
                  cudaStream_t stream) {
-  addPeriodicKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, bias, period, y,
-                                                           n);
+  launchKernel(addPeriodicKernel, blocksFor(n), kThreads, 0, stream, x, bias,
+               period, y, n);
 }
 
 void sumPeriodic(In x, int64_t period, int64_t n, Out out, int64_t outCount,
@@ -778,10 +780,10 @@ void sumPeriodic(In x, int64_t period, int64_t n, Out out, int64_t outCount,
   dim3 grid(unsigned((period + kThreads - 1) / kThreads),
             unsigned((rows + rowsPerSlab - 1) / rowsPerSlab));
   if (rows > 0)
-    sumPeriodicKernel<<<grid, kThreads, 0, stream>>>(x, period, rows,
-                                                     rowsPerSlab, workspace);
-  storeSumsKernel<<<blocksFor(outCount), kThreads, 0, stream>>>(
-      workspace, period, out, outCount);
+    launchKernel(sumPeriodicKernel, grid, kThreads, 0, stream, x, period, rows,
+                 rowsPerSlab, workspace);
+  launchKernel(storeSumsKernel, blocksFor(outCount), kThreads, 0, stream,
+               workspace, period, out, outCount);
 }
 
 void transposeBlocks(In src, Out dst, int64_t a, int64_t b, int64_t inner,
@@ -795,14 +797,14 @@ void transposeBlocks(In src, Out dst, int64_t a, int64_t b, int64_t inner,
                       cudaMemcpyDeviceToDevice, stream);
     return;
   }
-  transposeBlocksKernel<<<blocksFor(n), kThreads, 0, stream>>>(src, dst, a, b,
-                                                               inner);
+  launchKernel(transposeBlocksKernel, blocksFor(n), kThreads, 0, stream, src,
+               dst, a, b, inner);
 }
 
 void sliceColumns(In x, int64_t outer, int64_t inner, int64_t begin,
                   int64_t width, Out y, cudaStream_t stream) {
-  sliceColumnsKernel<<<blocksFor(outer * width), kThreads, 0, stream>>>(
-      x, outer, inner, begin, width, y);
+  launchKernel(sliceColumnsKernel, blocksFor(outer * width), kThreads, 0,
+               stream, x, outer, inner, begin, width, y);
 }
 
 int64_t maxNormWidth() { return kMaxNormWidth; }
@@ -812,7 +814,8 @@ void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
   if (rows == 0)
     return;
   int threads = normThreads(h);
-  normKernel<<<unsigned(rows), threads, 0, stream>>>(x, w, b, y, h, eps, rms);
+  launchKernel(normKernel, unsigned(rows), threads, 0, stream, x, w, b, y, h,
+               eps, rms);
 }
 
 void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
@@ -824,27 +827,28 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
   if (rows > 0) {
     unsigned blocks =
         unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
-    normBackwardKernel<<<blocks, kNormThreads, 0, stream>>>(
-        dy, x, w, dx, withBias, rows, h, eps, rms, workspace);
+    launchKernel(normBackwardKernel, blocks, kNormThreads, 0, stream, dy, x, w,
+                 dx, withBias, rows, h, eps, rms, workspace);
   }
-  storeSumsKernel<<<blocksFor(h), kThreads, 0, stream>>>(workspace, h, dw, h);
+  launchKernel(storeSumsKernel, blocksFor(h), kThreads, 0, stream, workspace, h,
+               dw, h);
   if (withBias)
-    storeSumsKernel<<<blocksFor(h), kThreads, 0, stream>>>(workspace + h, h,
-                                                           db, h);
+    launchKernel(storeSumsKernel, blocksFor(h), kThreads, 0, stream,
+                 workspace + h, h, db, h);
 }
 
 void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
             int64_t rd, const double *invFreq, float sign,
             cudaStream_t stream) {
   int64_t n = b * s * heads * (rd / 2 + d - rd / 2 * 2);
-  rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, b, s, heads, d, rd,
-                                                      invFreq, sign);
+  launchKernel(rotaryKernel, blocksFor(n), kThreads, 0, stream, x, y, b, s,
+               heads, d, rd, invFreq, sign);
 }
 
 void embedding(In table, const int32_t *tokens, int64_t count, int64_t rows,
                int64_t h, int64_t start, Out y, cudaStream_t stream) {
-  embeddingKernel<<<blocksFor(count * h), kThreads, 0, stream>>>(
-      table, tokens, count, rows, h, start, y);
+  launchKernel(embeddingKernel, blocksFor(count * h), kThreads, 0, stream,
+               table, tokens, count, rows, h, start, y);
 }
 
 namespace {
@@ -908,8 +912,8 @@ void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
   if (count == 0)
     return;
   EmbeddingWorkspace w = embeddingWorkspace(workspace, count, rows);
-  tokenKeysKernel<<<blocksFor(count), kThreads, 0, stream>>>(
-      tokens, count, rows, start, w.keys[0], w.positions[0]);
+  launchKernel(tokenKeysKernel, blocksFor(count), kThreads, 0, stream, tokens,
+               count, rows, start, w.keys[0], w.positions[0]);
   // The sort is stable, so each run of a key keeps token order.
   cudaError_t sorted = cub::DeviceRadixSort::SortPairs(
       w.sortScratch, w.sortBytes, w.keys[0], w.keys[1], w.positions[0],
@@ -919,8 +923,8 @@ void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
                              cudaGetErrorString(sorted));
   dim3 blocks(unsigned(std::min<int64_t>(count, kMaxBlocks)),
               unsigned((h + kThreads - 1) / kThreads));
-  embeddingBackwardKernel<<<blocks, kThreads, 0, stream>>>(
-      dy, w.keys[1], w.positions[1], count, rows, h, dtable);
+  launchKernel(embeddingBackwardKernel, blocks, kThreads, 0, stream, dy,
+               w.keys[1], w.positions[1], count, rows, h, dtable);
 }
 
 int64_t maxHeadDim() { return kMaxHeadDim; }
@@ -950,27 +954,28 @@ void crossEntropyMax(const CrossEntropyShape &c, In logits, Out max,
                      cudaStream_t stream) {
   if (c.rows == 0)
     return;
-  ceMaxKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max);
+  launchKernel(ceMaxKernel, unsigned(c.rows), kThreads, 0, stream, c, logits,
+               max);
 }
 
 void crossEntropyStats(const CrossEntropyShape &c, In logits, In max,
                        const int32_t *labels, Out stats, cudaStream_t stream) {
   if (c.rows == 0)
     return;
-  ceStatsKernel<<<unsigned(c.rows), kThreads, 0, stream>>>(c, logits, max,
-                                                           labels, stats);
+  launchKernel(ceStatsKernel, unsigned(c.rows), kThreads, 0, stream, c, logits,
+               max, labels, stats);
 }
 
 void crossEntropyLoss(In max, In stats, int64_t rows, double scale, Out loss,
                       cudaStream_t stream) {
-  ceLossKernel<<<1, 1024, 0, stream>>>(max, stats, rows, scale, loss);
+  launchKernel(ceLossKernel, 1, 1024, 0, stream, max, stats, rows, scale, loss);
 }
 
 void crossEntropyBackward(const CrossEntropyShape &c, In logits, In max,
                           In stats, const int32_t *labels, float scale,
                           Out dlogits, cudaStream_t stream) {
-  ceBackwardKernel<<<blocksFor(c.rows * c.v), kThreads, 0, stream>>>(
-      c, logits, max, stats, labels, scale, dlogits);
+  launchKernel(ceBackwardKernel, blocksFor(c.rows * c.v), kThreads, 0, stream,
+               c, logits, max, stats, labels, scale, dlogits);
 }
 
 void sumSquares(const std::vector<SquaresTerm> &terms, double *acc64,
@@ -979,16 +984,17 @@ void sumSquares(const std::vector<SquaresTerm> &terms, double *acc64,
       terms, [](const SquaresTerm &t) { return t.n; },
       [&](const SquaresList &list, int64_t n) {
         unsigned blocks = blocksFor(n) > 1024 ? 1024 : blocksFor(n);
-        sumSquaresKernel<<<blocks, kThreads, 0, stream>>>(list, acc64);
+        launchKernel(sumSquaresKernel, blocks, kThreads, 0, stream, list,
+                     acc64);
       });
 }
 
 void storeScalar(const double *acc64, Out out, cudaStream_t stream) {
-  storeScalarKernel<<<1, 1, 0, stream>>>(acc64, out);
+  launchKernel(storeScalarKernel, 1, 1, 0, stream, acc64, out);
 }
 
 void clipCoefficient(In sumsq, double clip, Out out, cudaStream_t stream) {
-  clipCoefficientKernel<<<1, 1, 0, stream>>>(sumsq, clip, out);
+  launchKernel(clipCoefficientKernel, 1, 1, 0, stream, sumsq, clip, out);
 }
 
 void adamw(const AdamWStep &s, const std::vector<AdamWTensor> &tensors,
@@ -996,7 +1002,7 @@ void adamw(const AdamWStep &s, const std::vector<AdamWTensor> &tensors,
   forEachTensorList<kAdamWPerLaunch>(
       tensors, [](const AdamWTensor &t) { return std::max(t.pn, t.chunk); },
       [&](const AdamWList &list, int64_t n) {
-        adamwKernel<<<blocksFor(n), kThreads, 0, stream>>>(s, list);
+        launchKernel(adamwKernel, blocksFor(n), kThreads, 0, stream, s, list);
       });
 }
 

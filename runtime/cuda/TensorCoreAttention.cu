@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kTcThreads)
     forwardKernel(AttentionDims a, const bf16 *q, const bf16 *k, const bf16 *v,
                   Out o, const bf16 *dout, float *stats) {
   using L = TcLayout<D>;
-  extern __shared__ __align__(128) char shared[];
+  PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carve carve{shared};
   bf16 *qs = carve.take<bf16>(L::tile), *ks = carve.take<bf16>(L::tile),
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kTcThreads)
                         const bf16 *k, const bf16 *v, Out dq,
                         const float *stats) {
   using L = TcLayout<D>;
-  extern __shared__ __align__(128) char shared[];
+  PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carve carve{shared};
   bf16 *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile),
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kTcThreads)
                       const bf16 *k, const bf16 *v, Out dk, Out dv,
                       const float *stats) {
   using L = TcLayout<D>;
-  extern __shared__ __align__(128) char shared[];
+  PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carve carve{shared};
   bf16 *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile),
@@ -386,7 +386,7 @@ void launch(Kernel kernel, dim3 grid, int bytes, cudaStream_t stream,
     throw std::runtime_error(
         "the tensor-core attention's " + std::to_string(bytes) +
         " bytes of shared memory: " + cudaGetErrorString(status));
-  kernel<<<grid, kTcThreads, bytes, stream>>>(args...);
+  launchKernel(kernel, grid, kTcThreads, bytes, stream, args...);
 }
 
 const bf16 *bf16s(In x) { return static_cast<const bf16 *>(x.data); }

@@ -415,6 +415,10 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
   GemmPrecision precision = *parseGemmPrecision(o.gemmPrecision);
   where = "cuda:" + std::to_string(local) + ", " +
           gemmPrecisionName(precision) + " GEMMs";
+#ifdef PARTITA_CUDA_EMULATOR
+  // Device memory is host memory, and collectives go over MPI.
+  where += ", on the CPU emulator";
+#endif
   return createCudaDevice(int(local), precision);
 #else
   if (o.device == "cuda")
@@ -498,7 +502,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::unique_ptr<Communicator> comm;
-#ifdef PARTITA_HAVE_CUDA
+#if defined(PARTITA_HAVE_CUDA) && !defined(PARTITA_CUDA_EMULATOR)
   if (where.rfind("cuda", 0) == 0)
     comm = createNcclCommunicator(plan, *device);
 #endif

@@ -1,0 +1,257 @@
+//===- CudaRuntime.cpp - The CUDA runtime calls of the backend, on the CPU ===//
+//
+// The part of the CUDA runtime API the backend calls, for a node of
+// kDevices emulated devices whose memory is host memory (each process has
+// its own, as each rank has its own GPU). Work runs when it is enqueued, so
+// streams and events are always complete. Copies and fills of device
+// memory are checked against the allocations they touch, as a GPU would
+// fault on memory outside them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emulator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <string>
+
+struct CUstream_st {};
+struct CUevent_st {};
+
+namespace partita::runtime::cuda::emulator {
+
+namespace {
+
+/// What a sm_90 GPU lets a block opt into, so that the launches the
+/// backend makes on an H100 are the ones emulated.
+constexpr int kSharedBytesOptIn = 227 * 1024;
+/// The GPUs of a DGX node, so that plans for one run a rank per device.
+constexpr int kDevices = 8;
+constexpr size_t kDefaultDynamicShared = 48 * 1024;
+
+struct State {
+  std::mutex mutex;
+  /// Live allocations: start -> bytes.
+  std::map<const char *, size_t> allocations;
+  std::map<const void *, size_t> sharedLimits;
+  cudaError_t lastError = cudaSuccess;
+  std::string refusal;
+};
+
+/// Never destroyed: devices held in statics free their memory at exit,
+/// after this file's statics would be gone.
+State &state() {
+  static State *s = new State;
+  return *s;
+}
+
+cudaError_t fails(cudaError_t error) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.lastError = error;
+  return error;
+}
+
+/// Whether [p, p + bytes) lies in one allocation.
+bool onDevice(const void *p, size_t bytes) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto *at = static_cast<const char *>(p);
+  auto found = s.allocations.upper_bound(at);
+  if (found == s.allocations.begin())
+    return false;
+  --found;
+  return at + bytes <= found->first + found->second;
+}
+
+/// The host's meminfo field `key` in bytes, or 0.
+size_t meminfo(const std::string &key) {
+  std::ifstream file("/proc/meminfo");
+  std::string name;
+  size_t kib;
+  while (file >> name >> kib) {
+    if (name == key + ":")
+      return kib * 1024;
+    file.ignore(256, '\n');
+  }
+  return 0;
+}
+
+} // namespace
+
+void refuseLaunch(const std::string &why) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.lastError = cudaErrorInvalidConfiguration;
+  s.refusal = why;
+}
+
+size_t dynamicSharedLimit(const void *kernel) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto found = s.sharedLimits.find(kernel);
+  return found == s.sharedLimits.end() ? kDefaultDynamicShared : found->second;
+}
+
+} // namespace partita::runtime::cuda::emulator
+
+using namespace partita::runtime::cuda::emulator;
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = kDevices;
+  return cudaSuccess;
+}
+
+const char *cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorInvalidValue:
+    return "invalid argument";
+  case cudaErrorMemoryAllocation:
+    return "out of memory";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal";
+  case cudaErrorInvalidConfiguration: {
+    thread_local std::string message;
+    State &s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    message = "invalid configuration argument: " + s.refusal;
+    return message.c_str();
+  }
+  default:
+    return "an error the CUDA emulator does not raise";
+  }
+}
+
+cudaError_t cudaGetLastError() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  cudaError_t error = s.lastError;
+  s.lastError = cudaSuccess;
+  return error;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.lastError;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return device >= 0 && device < kDevices ? cudaSuccess
+                                          : fails(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
+                                   int device) {
+  if (device < 0 || device >= kDevices)
+    return fails(cudaErrorInvalidDevice);
+  if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin)
+    return fails(cudaErrorInvalidValue);
+  *value = kSharedBytesOptIn;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
+                                 int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      value > kSharedBytesOptIn)
+    return fails(cudaErrorInvalidValue);
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.sharedLimits[func] = size_t(value);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+  // 256-byte aligned, as cudaMalloc's memory is.
+  size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  *p = std::aligned_alloc(256, rounded);
+  if (!*p)
+    return fails(cudaErrorMemoryAllocation);
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.allocations[static_cast<const char *>(*p)] = bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+  if (!p)
+    return cudaSuccess;
+  State &s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.allocations.erase(static_cast<const char *>(p))) {
+      s.lastError = cudaErrorInvalidValue;
+      return cudaErrorInvalidValue;
+    }
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
+  *free = meminfo("MemAvailable");
+  *total = meminfo("MemTotal");
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
+  if (bytes == 0)
+    return cudaSuccess;
+  if (!onDevice(p, bytes))
+    return fails(cudaErrorInvalidValue);
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
+                            cudaMemcpyKind kind, cudaStream_t) {
+  if (bytes == 0)
+    return cudaSuccess;
+  bool srcOnDevice =
+      kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyDeviceToHost;
+  bool dstOnDevice =
+      kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyHostToDevice;
+  if ((srcOnDevice && !onDevice(src, bytes)) ||
+      (dstOnDevice && !onDevice(dst, bytes)))
+    return fails(cudaErrorInvalidValue);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
+  *stream = new CUstream_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+  return cudaSuccess;
+}

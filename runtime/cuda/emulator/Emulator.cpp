@@ -1,0 +1,273 @@
+//===- Emulator.cpp - CUDA threads as fibers ------------------------------===//
+//
+// A block's threads are Boost.Context fibers on pooled, guarded stacks. The
+// scheduler resumes every ready fiber in thread order; a fiber runs until
+// it returns or waits at a barrier. The last thread to reach a barrier
+// releases the others; a thread that returns counts as having reached
+// every later barrier, as on the GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emulator.h"
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace partita::runtime::cuda::emulator {
+
+namespace {
+
+namespace ctx = boost::context;
+
+/// Stacks of kStackBytes with a guard page below, kept for reuse: a block
+/// of 1024 threads needs 1024 of them, launch after launch.
+constexpr size_t kStackBytes = 256 << 10;
+
+class StackPool {
+public:
+  ctx::stack_context take() {
+    char *base;
+    if (free.empty()) {
+      size_t page = size_t(sysconf(_SC_PAGESIZE));
+      void *p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED)
+        fail("cannot map a fiber stack");
+      mprotect(p, page, PROT_NONE); // an overflow faults, not corrupts
+      base = static_cast<char *>(p) + page;
+    } else {
+      base = free.back();
+      free.pop_back();
+    }
+    ctx::stack_context stack;
+    stack.size = kStackBytes;
+    stack.sp = base + kStackBytes; // stacks grow down
+    return stack;
+  }
+  void give(ctx::stack_context &stack) {
+    free.push_back(static_cast<char *>(stack.sp) - stack.size);
+  }
+
+private:
+  std::vector<char *> free;
+};
+
+StackPool &stacks() {
+  thread_local StackPool pool;
+  return pool;
+}
+
+/// The stack allocator Boost.Context is given: the pool's.
+struct PooledStack {
+  ctx::stack_context allocate() { return stacks().take(); }
+  void deallocate(ctx::stack_context &stack) { stacks().give(stack); }
+};
+
+enum class State { Ready, AtBlockBarrier, AtWarpBarrier, Done };
+
+struct Thread {
+  ctx::fiber self;      // the suspended fiber, while another one runs
+  ctx::fiber scheduler; // inside the fiber: where it yields to
+  Index index;
+  unsigned warp = 0, lane = 0;
+  /// Which of the warp's two exchange rows the thread's next shuffle uses.
+  unsigned phase = 0;
+  State state = State::Ready;
+};
+
+struct Block {
+  std::vector<Thread> threads;
+  unsigned live = 0, atBarrier = 0;
+  std::vector<unsigned> warpLive, warpAtBarrier;
+  /// Per warp, two rows of 32 values: a shuffle writes one row and waits
+  /// for the warp, and the next shuffle uses the other, so no lane can
+  /// overwrite a value before every lane has read it.
+  std::vector<std::array<std::array<void *, 32>, 2>> exchange;
+  std::vector<char> shared;
+  Thread *current = nullptr;
+};
+
+thread_local Block *active = nullptr;
+
+Block &block() {
+  if (!active)
+    fail("a CUDA thread function was called outside a kernel");
+  return *active;
+}
+
+void yield(Thread &me) { me.scheduler = std::move(me.scheduler).resume(); }
+
+void releaseBlock(Block &b) {
+  for (Thread &t : b.threads)
+    if (t.state == State::AtBlockBarrier)
+      t.state = State::Ready;
+  b.atBarrier = 0;
+}
+
+void releaseWarp(Block &b, unsigned warp) {
+  size_t end = std::min(b.threads.size(), size_t(warp + 1) * 32);
+  for (size_t t = size_t(warp) * 32; t < end; ++t)
+    if (b.threads[t].state == State::AtWarpBarrier)
+      b.threads[t].state = State::Ready;
+  b.warpAtBarrier[warp] = 0;
+}
+
+/// A thread returned: the barriers it no longer waits for may be complete.
+void finish(Block &b, Thread &me) {
+  me.state = State::Done;
+  --b.live;
+  --b.warpLive[me.warp];
+  if (b.atBarrier > 0 && b.atBarrier == b.live)
+    releaseBlock(b);
+  if (b.warpAtBarrier[me.warp] > 0 &&
+      b.warpAtBarrier[me.warp] == b.warpLive[me.warp])
+    releaseWarp(b, me.warp);
+}
+
+std::string describe(Index i) {
+  return "(" + std::to_string(i.x) + ", " + std::to_string(i.y) + ", " +
+         std::to_string(i.z) + ")";
+}
+
+void runBlock(Block &b, const std::function<void()> &body) {
+  unsigned n = unsigned(b.threads.size());
+  b.live = n;
+  b.atBarrier = 0;
+  for (unsigned w = 0; w < b.warpLive.size(); ++w) {
+    b.warpLive[w] = std::min(32u, n - 32 * w);
+    b.warpAtBarrier[w] = 0;
+  }
+  std::fill(b.shared.begin(), b.shared.end(), char(0xff));
+  for (unsigned t = 0; t < n; ++t) {
+    Thread &me = b.threads[t];
+    me.state = State::Ready;
+    me.phase = 0;
+    me.self = ctx::fiber(std::allocator_arg, PooledStack(),
+                         [&b, &me, &body](ctx::fiber &&scheduler) {
+                           me.scheduler = std::move(scheduler);
+                           body();
+                           finish(b, me);
+                           return std::move(me.scheduler);
+                         });
+  }
+  while (b.live > 0) {
+    bool ran = false;
+    for (Thread &t : b.threads) {
+      if (t.state != State::Ready)
+        continue;
+      threadIndex = t.index;
+      b.current = &t;
+      t.self = std::move(t.self).resume();
+      ran = true;
+    }
+    if (!ran) {
+      unsigned atBlock = 0, atWarp = 0;
+      for (const Thread &t : b.threads) {
+        atBlock += t.state == State::AtBlockBarrier;
+        atWarp += t.state == State::AtWarpBarrier;
+      }
+      fail("deadlock in block " + describe(blockIndex) + ": " +
+           std::to_string(atBlock) + " threads wait at __syncthreads and " +
+           std::to_string(atWarp) +
+           " at warp barriers that the others never reach");
+    }
+  }
+  b.current = nullptr;
+}
+
+} // namespace
+
+void fail(const std::string &message) {
+  std::fprintf(stderr, "CUDA emulator: %s\n", message.c_str());
+  std::abort();
+}
+
+std::string run(Index grid, Index blockShape, size_t sharedBytes,
+                const std::function<void()> &body) {
+  uint64_t threads = uint64_t(blockShape.x) * blockShape.y * blockShape.z;
+  if (threads == 0 || threads > 1024 || blockShape.z > 64)
+    return "a block of " + describe(blockShape) +
+           " threads (at most 1024, and 64 along z)";
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu ||
+      grid.y > 65535 || grid.z > 65535)
+    return "a grid of " + describe(grid) +
+           " blocks (at least 1 and at most 2^31 - 1, 65535, 65535)";
+  if (active)
+    fail("a kernel launched a kernel");
+  Block b;
+  b.threads.resize(threads);
+  unsigned warps = unsigned((threads + 31) / 32);
+  b.warpLive.resize(warps);
+  b.warpAtBarrier.resize(warps);
+  b.exchange.resize(warps);
+  b.shared.resize(sharedBytes);
+  unsigned t = 0;
+  for (unsigned z = 0; z < blockShape.z; ++z)
+    for (unsigned y = 0; y < blockShape.y; ++y)
+      for (unsigned x = 0; x < blockShape.x; ++x, ++t) {
+        b.threads[t].index = {x, y, z};
+        b.threads[t].warp = t / 32;
+        b.threads[t].lane = t % 32;
+      }
+  blockDimension = blockShape;
+  gridDimension = grid;
+  active = &b;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIndex = {x, y, z};
+        runBlock(b, body);
+      }
+  active = nullptr;
+  return "";
+}
+
+char *dynamicShared() { return block().shared.data(); }
+
+void syncThreads() {
+  Block &b = block();
+  Thread &me = *b.current;
+  if (++b.atBarrier == b.live) {
+    releaseBlock(b);
+    return;
+  }
+  me.state = State::AtBlockBarrier;
+  yield(me);
+}
+
+void syncWarp(unsigned mask) {
+  if (mask != kFullWarp)
+    fail("a warp barrier over lanes " + std::to_string(mask) +
+         ": the emulator takes whole warps only");
+  Block &b = block();
+  Thread &me = *b.current;
+  if (++b.warpAtBarrier[me.warp] == b.warpLive[me.warp]) {
+    releaseWarp(b, me.warp);
+    return;
+  }
+  me.state = State::AtWarpBarrier;
+  yield(me);
+}
+
+unsigned lane() { return block().current->lane; }
+
+void *const *shareInWarp(unsigned mask, void *mine) {
+  Block &b = block();
+  Thread &me = *b.current;
+  std::array<void *, 32> &row = b.exchange[me.warp][me.phase];
+  me.phase ^= 1;
+  row[me.lane] = mine;
+  syncWarp(mask);
+  return row.data();
+}
+
+} // namespace partita::runtime::cuda::emulator

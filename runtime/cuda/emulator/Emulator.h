@@ -1,0 +1,82 @@
+//===- Emulator.h - CUDA kernels run on the CPU -----------------*- C++ -*-===//
+//
+// Runs the CUDA backend's kernels, unchanged, on one CPU thread, so that
+// the backend's arithmetic, indexing and synchronisation are tested on
+// machines without a GPU. Each CUDA thread of a block is a fiber; a block's
+// fibers run one at a time and switch only where CUDA threads wait for
+// each other (__syncthreads, __syncwarp, shuffles, WMMA products), so that
+// a missing barrier shows up as a wrong result, and threads that wait at
+// different barriers are reported as a deadlock. Blocks run one after
+// another. What it cannot show: timing, races between streams, and the
+// GPU's own rounding of fast-math intrinsics.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_CUDA_EMULATOR_EMULATOR_H
+#define PARTITA_RUNTIME_CUDA_EMULATOR_EMULATOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace partita::runtime::cuda::emulator {
+
+struct Index {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+/// The running thread's threadIdx and blockIdx, and the launch's blockDim
+/// and gridDim: set whenever a fiber is resumed. Per host thread, since a
+/// device's comm stream may launch from another one.
+inline thread_local Index threadIndex, blockIndex, blockDimension,
+    gridDimension;
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+/// Runs `body` once per thread of every block of the grid. `sharedBytes`
+/// of dynamic shared memory are given to each block, filled with 0xff (NaN
+/// as f32 and bf16) so that reading what no thread wrote shows. Returns an
+/// error message, empty when the configuration is one a GPU launches.
+std::string run(Index grid, Index block, size_t sharedBytes,
+                const std::function<void()> &body);
+
+/// The block's dynamic shared memory.
+char *dynamicShared();
+/// The running thread's lane in its warp.
+unsigned lane();
+/// __syncthreads: waits for every thread of the block that has not
+/// returned.
+void syncThreads();
+/// __syncwarp: waits for every lane of the warp that has not returned.
+void syncWarp(unsigned mask);
+/// Publishes `mine` to the warp and waits for every lane; returns the 32
+/// lanes' values, which stay until the lanes' next shareInWarp but one.
+void *const *shareInWarp(unsigned mask, void *mine);
+
+/// __shfl_xor_sync for 4- and 8-byte values.
+template <typename T> T shuffleXor(unsigned mask, T value, int laneMask) {
+  static_assert(sizeof(T) <= sizeof(void *), "a shuffle moves 8 bytes");
+  void *bits = nullptr;
+  std::memcpy(&bits, &value, sizeof(T));
+  void *const *lanes = shareInWarp(mask, bits);
+  void *theirs = lanes[lane() ^ unsigned(laneMask)];
+  T result;
+  std::memcpy(&result, &theirs, sizeof(T));
+  return result;
+}
+
+/// Records a launch the emulator refused (cudaErrorInvalidConfiguration,
+/// returned by the next cudaGetLastError) and the bytes of dynamic shared
+/// memory `kernel` may have (48 KiB unless cudaFuncSetAttribute raised it).
+void refuseLaunch(const std::string &why);
+size_t dynamicSharedLimit(const void *kernel);
+
+/// Fails the process with `message`: a kernel did what no GPU runs (a
+/// deadlock, a partial-warp shuffle).
+[[noreturn]] void fail(const std::string &message);
+
+} // namespace partita::runtime::cuda::emulator
+
+#endif // PARTITA_RUNTIME_CUDA_EMULATOR_EMULATOR_H

@@ -1,0 +1,5 @@
+//===- Kernels.cpp - Kernels.cu built for the CUDA emulator ---------------===//
+
+#include "Prelude.h"
+
+#include "../Kernels.cu"

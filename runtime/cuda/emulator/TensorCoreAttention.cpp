@@ -1,0 +1,5 @@
+//===- TensorCoreAttention.cpp - The WMMA kernels for the emulator --------===//
+
+#include "Prelude.h"
+
+#include "../TensorCoreAttention.cu"
