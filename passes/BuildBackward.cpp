@@ -466,20 +466,25 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
     }
   }
 
+  // A layer's launches, in order; a launch outside the layers is a segment
+  // of its own.
+  llvm::DenseMap<int64_t, SmallVector<Operation *>> layerLaunches;
+  for (Operation *op : launches)
+    if (std::optional<int64_t> layer = exec::launchLayer(op))
+      layerLaunches[*layer].push_back(op);
+  auto segmentOf = [&](Operation *op, std::optional<int64_t> layer) {
+    return layer ? layerLaunches.lookup(*layer) : SmallVector<Operation *>{op};
+  };
+
   // ZeRO-3: gather each layer's parameters just before the layer.
   if (zero >= 3) {
-    SmallVector<Operation *> segment;
     std::optional<int64_t> current;
     gatheredParams.clear();
     for (Operation *op : launches) {
       if (exec::launchLayer(op) != current || !exec::launchLayer(op)) {
         current = exec::launchLayer(op);
-        segment.clear();
-        for (Operation *other : launches)
-          if (current ? exec::launchLayer(other) == current : other == op)
-            segment.push_back(other);
         b.setInsertionPoint(op);
-        gatherParams(segment);
+        gatherParams(segmentOf(op, current));
       }
     }
   }
@@ -510,10 +515,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
             gatheredParams.erase(p);
       current = layer;
       first = false;
-      SmallVector<Operation *> segment;
-      for (Operation *other : launches)
-        if (layer ? exec::launchLayer(other) == layer : other == op)
-          segment.push_back(other);
+      SmallVector<Operation *> segment = segmentOf(op, layer);
       gatherParams(segment);
       if (layer && config.recompute == Recompute::Full)
         for (Operation *other : segment)

@@ -148,7 +148,10 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     plan.keptBytes += copies * aligned(bufferBytes(buffers[i]));
   }
   // Run-local buffers, largest first, each at the lowest offset free of
-  // the buffers placed so far that are live with it in some phase.
+  // the buffers placed so far that are live with it in some phase. Each
+  // phase keeps, per launch position, the placed buffers live there, so
+  // finding a buffer's neighbours costs its live range, not every buffer
+  // placed before it.
   llvm::sort(local, [&](size_t x, size_t y) {
     return bufferBytes(buffers[x]) > bufferBytes(buffers[y]);
   });
@@ -157,22 +160,30 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     int64_t offset, size;
   };
   std::vector<Placed> placed;
-  auto liveTogether = [&](size_t x, size_t y) {
-    for (auto &phaseUses : uses) {
-      auto a = phaseUses.find(x), c = phaseUses.find(y);
-      if (a != phaseUses.end() && c != phaseUses.end() &&
-          a->second.first <= c->second.last &&
-          c->second.first <= a->second.last)
-        return true;
-    }
-    return false;
-  };
+  std::vector<std::vector<std::vector<uint32_t>>> liveAt(phases.size());
+  for (auto [p, phaseUses] : llvm::enumerate(uses)) {
+    int64_t positions = 0;
+    for (auto &[buffer, use] : phaseUses)
+      positions = std::max(positions, use.last + 1);
+    liveAt[p].resize(positions);
+  }
+  // seenBy[k]: the last buffer that found placed buffer k live with it.
+  std::vector<size_t> seenBy(local.size(), SIZE_MAX);
   for (size_t i : local) {
     int64_t size = aligned(bufferBytes(buffers[i]));
     std::vector<std::pair<int64_t, int64_t>> taken;
-    for (const Placed &p : placed)
-      if (liveTogether(i, p.buffer))
-        taken.push_back({p.offset, p.offset + p.size});
+    for (auto [p, phaseUses] : llvm::enumerate(uses)) {
+      auto it = phaseUses.find(i);
+      if (it == phaseUses.end())
+        continue;
+      for (int64_t t = it->second.first; t <= it->second.last; ++t)
+        for (uint32_t k : liveAt[p][t])
+          if (seenBy[k] != i) {
+            seenBy[k] = i;
+            taken.push_back({placed[k].offset,
+                             placed[k].offset + placed[k].size});
+          }
+    }
     llvm::sort(taken);
     int64_t offset = 0;
     for (auto [begin, end] : taken) {
@@ -180,6 +191,10 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         break;
       offset = std::max(offset, end);
     }
+    for (auto [p, phaseUses] : llvm::enumerate(uses))
+      if (auto it = phaseUses.find(i); it != phaseUses.end())
+        for (int64_t t = it->second.first; t <= it->second.last; ++t)
+          liveAt[p][t].push_back(uint32_t(placed.size()));
     placed.push_back({i, offset, size});
     plan.localBytes = std::max(plan.localBytes, offset + size);
   }
