@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using llvm::StringRef;
@@ -138,12 +139,16 @@ llvm::Expected<PartialParallelConfig> parseParallelConfig(StringRef text) {
   PartialParallelConfig c;
   llvm::SmallVector<StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
+  llvm::StringSet<> seen;
   for (StringRef item : items) {
     auto [key, value] = item.trim().split('=');
     key = key.trim();
     value = value.trim();
     if (!item.contains('=') || value.empty())
       return error("'" + item + "' is not key=value");
+    // One value per key: "tp=2,...,tp=4" is a typo, not an override.
+    if (!seen.insert(key).second)
+      return error(key + " is given twice");
     auto integer = [&](std::optional<int64_t> &field, int64_t min,
                        int64_t max) -> llvm::Error {
       int64_t v;

@@ -245,6 +245,33 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
   }
 }
 
+namespace {
+
+/// Why a manifest is not one saveCheckpoint writes (empty when it is): a
+/// damaged one is skipped like a damaged rank file.
+std::string manifestProblem(const nlohmann::json &m) {
+  auto is = [&](const char *key, bool (nlohmann::json::*kind)() const) {
+    return m.is_object() && m.contains(key) && (m[key].*kind)();
+  };
+  if (!is("files", &nlohmann::json::is_object))
+    return "manifest.json: no \"files\" object";
+  for (const auto &[name, file] : m["files"].items())
+    if (!file.is_object() || !file.contains("bytes") ||
+        !file["bytes"].is_number_integer() || !file.contains("crc32") ||
+        !file["crc32"].is_number_integer())
+      return "manifest.json: files/" + name + " lacks integer bytes and crc32";
+  if (!is("model", &nlohmann::json::is_string) ||
+      !is("strategy", &nlohmann::json::is_string) ||
+      !is("world_size", &nlohmann::json::is_number_integer))
+    return "manifest.json: model, strategy or world_size missing";
+  if (!is("steps", &nlohmann::json::is_number_integer) ||
+      m["steps"].get<int64_t>() < 0)
+    return "manifest.json: steps is not a count of steps";
+  return "";
+}
+
+} // namespace
+
 int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
                              Communicator &comm, const std::string &dir) {
   std::vector<std::string> candidates;
@@ -260,6 +287,7 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
     std::string problem;
     try {
       manifest = nlohmann::json::parse(readAll(here + "/manifest.json"));
+      problem = manifestProblem(manifest);
     } catch (const std::exception &e) {
       problem = "manifest.json: " + std::string(e.what());
     }

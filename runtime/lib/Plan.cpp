@@ -300,6 +300,30 @@ double Optimizer::learningRate(int64_t step) const {
 
 namespace {
 
+/// AdamW's settings: ones that would train on silently to nonsense (a
+/// negative rate, beta at 1, a misspelt decay) are errors.
+void checkOptimizer(Reader &r, const Optimizer &o) {
+  auto require = [&](bool ok, const char *key, const char *what) {
+    if (!ok)
+      r.fail(std::string("/optimizer/") + key, what);
+  };
+  auto finite = [](double v) { return std::isfinite(v); };
+  require(finite(o.lr) && o.lr >= 0, "lr", "expected a finite rate >= 0");
+  require(finite(o.minLr) && o.minLr >= 0, "min_lr",
+          "expected a finite rate >= 0");
+  require(o.beta1 >= 0 && o.beta1 < 1, "beta1", "expected 0 <= beta1 < 1");
+  require(o.beta2 >= 0 && o.beta2 < 1, "beta2", "expected 0 <= beta2 < 1");
+  require(finite(o.eps) && o.eps > 0, "eps", "expected a finite eps > 0");
+  require(finite(o.weightDecay) && o.weightDecay >= 0, "weight_decay",
+          "expected a finite weight decay >= 0");
+  require(finite(o.clipNorm) && o.clipNorm >= 0, "clip_norm",
+          "expected a finite norm >= 0 (0: no clipping)");
+  require(o.warmupSteps >= 0, "warmup_steps", "expected steps >= 0");
+  require(o.decaySteps >= 0, "decay_steps", "expected steps >= 0");
+  require(o.decay == "cosine" || o.decay == "linear" || o.decay == "constant",
+          "decay", "expected cosine, linear or constant");
+}
+
 /// What a program must agree on with the rest of the plan: its inputs'
 /// sizes, its schedule's micro-batches, and its launches against their
 /// buffers (kernels: KernelShapes.cpp; collectives: the group's size).
@@ -313,11 +337,18 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
              b.name + ": a tokens or labels buffer holds micro_batch_size x "
                       "seq_len i32 values");
   }
-  for (size_t k = 0; k < program.schedule.size(); ++k)
-    if (program.schedule[k].microBatch < 0 ||
-        program.schedule[k].microBatch >= plan.numMicroBatches)
+  std::vector<bool> runs(size_t(plan.numMicroBatches), false);
+  for (size_t k = 0; k < program.schedule.size(); ++k) {
+    int64_t mb = program.schedule[k].microBatch;
+    if (mb < 0 || mb >= plan.numMicroBatches)
       r.fail(path + "/schedule/" + std::to_string(k) + "/micro_batch",
              "not a micro-batch of the step");
+    runs[size_t(mb)] = true;
+  }
+  for (int64_t mb = 0; mb < plan.numMicroBatches; ++mb)
+    if (!runs[size_t(mb)])
+      r.fail(path + "/schedule", "micro-batch " + std::to_string(mb) +
+                                     " of the step never runs");
   for (size_t j = 0; j < program.phases.size(); ++j)
     for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
       const Launch &l = program.phases[j].launches[k];
@@ -427,6 +458,7 @@ Plan readPlan(Reader &r, const json &doc) {
                     r.integer(o, "/optimizer", "warmup_steps"),
                     r.integer(o, "/optimizer", "decay_steps"),
                     r.string(o, "/optimizer", "decay")};
+  checkOptimizer(r, plan.optimizer);
   const json &params = r.array(doc, "", "parameters");
   for (size_t i = 0; i < params.size(); ++i) {
     std::string at = "/parameters/" + std::to_string(i);
@@ -436,8 +468,13 @@ Plan readPlan(Reader &r, const json &doc) {
     spec.globalShape = r.shape(p, at, "global_shape");
     spec.localShape = r.shape(p, at, "local_shape");
     spec.init = r.string(p, at, "init");
+    if (spec.init != "zeros" && spec.init != "ones" && spec.init != "normal")
+      r.fail(at + "/init", "expected zeros, ones or normal, got \"" +
+                               spec.init + "\"");
     if (p.contains("init_std"))
       spec.initStd = r.number(p, at, "init_std");
+    if (!(spec.initStd >= 0) || !std::isfinite(spec.initStd))
+      r.fail(at + "/init_std", "expected a finite standard deviation >= 0");
     if (!r.at(p, at, "tp_dim").is_null())
       spec.tpDim = r.integer(p, at, "tp_dim");
     spec.tpParts = r.integer(p, at, "tp_parts");

@@ -4,7 +4,9 @@
 // models, errors without a GPU) always run. The kernel cases run every
 // kernel of the plan format on random inputs on both backends, through the
 // Device interface the executor uses, and compare, once with f32 buffers
-// and once with bf16 ones; without a GPU they skip with the reason.
+// and once with bf16 ones; without a GPU they skip with the reason. Built
+// against the CUDA emulator (partita-cuda-emulated-tests), the same cases
+// run the kernels on the CPU.
 //
 //===----------------------------------------------------------------------===//
 

@@ -105,8 +105,14 @@ Plan planWithStep(const nlohmann::json &launches) {
        {{{"pp_rank", 0},
          {"max_in_flight", 1},
          {"buffers", buffers},
-         {"phases", {{{"kind", "step"}, {"launches", launches}}}},
-         {"schedule", nlohmann::json::array()}}}},
+         // An empty forward phase: every micro-batch must run.
+         {"phases",
+          {{{"kind", "forward"},
+            {"chunk", 0},
+            {"launches", nlohmann::json::array()}},
+           {{"kind", "step"}, {"launches", launches}}}},
+         {"schedule",
+          {{{"phase", "forward"}, {"chunk", 0}, {"micro_batch", 0}}}}}}},
       {"strategy", nlohmann::json::object()}};
   // ctest runs the cases of this binary as processes side by side.
   static int written = 0;
