@@ -176,6 +176,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   *p = std::aligned_alloc(256, rounded);
   if (!*p)
     return fails(cudaErrorMemoryAllocation);
+  // Device memory starts as whatever it held: NaN here, so that reading
+  // what nothing wrote (a missing memset) shows.
+  std::memset(*p, 0xff, rounded);
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.allocations[static_cast<const char *>(*p)] = bytes;

@@ -1,10 +1,11 @@
 //===- Emulator.cpp - CUDA threads as fibers ------------------------------===//
 //
 // A block's threads are Boost.Context fibers on pooled, guarded stacks. The
-// scheduler resumes every ready fiber in thread order; a fiber runs until
-// it returns or waits at a barrier. The last thread to reach a barrier
-// releases the others; a thread that returns counts as having reached
-// every later barrier, as on the GPU.
+// scheduler resumes the lowest-numbered ready fiber (the highest in every
+// other block); a fiber runs until it returns or waits at a barrier. The
+// last thread to reach a barrier releases the others; a thread that
+// returns counts as having reached every later __syncthreads, as on the
+// GPU, but a warp-wide operation over lanes that returned is an error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,16 +85,52 @@ struct Thread {
   State state = State::Ready;
 };
 
+/// The threads ready to run, a bit each.
+class ReadySet {
+public:
+  void clear(size_t threads) { words.assign((threads + 63) / 64, 0); }
+  void set(size_t t, bool ready) {
+    uint64_t bit = uint64_t(1) << (t % 64);
+    words[t / 64] = ready ? words[t / 64] | bit : words[t / 64] & ~bit;
+  }
+  /// The lowest (or highest) ready thread, or -1.
+  int64_t pick(bool highestFirst) const {
+    if (highestFirst) {
+      for (size_t w = words.size(); w-- > 0;)
+        if (words[w])
+          return int64_t(w * 64 + 63 - __builtin_clzll(words[w]));
+    } else {
+      for (size_t w = 0; w < words.size(); ++w)
+        if (words[w])
+          return int64_t(w * 64 + __builtin_ctzll(words[w]));
+    }
+    return -1;
+  }
+
+private:
+  std::vector<uint64_t> words;
+};
+
 struct Block {
   std::vector<Thread> threads;
+  ReadySet ready;
   unsigned live = 0, atBarrier = 0;
   std::vector<unsigned> warpLive, warpAtBarrier;
   /// Per warp, two rows of 32 values: a shuffle writes one row and waits
   /// for the warp, and the next shuffle uses the other, so no lane can
   /// overwrite a value before every lane has read it.
   std::vector<std::array<std::array<void *, 32>, 2>> exchange;
-  std::vector<char> shared;
+  /// Dynamic shared memory, 128-byte aligned as the kernels declare it.
+  std::vector<char> sharedStorage;
+  char *shared = nullptr;
+  size_t sharedBytes = 0;
   Thread *current = nullptr;
+
+  size_t indexOf(const Thread &t) const { return size_t(&t - threads.data()); }
+  void setState(Thread &t, State state) {
+    t.state = state;
+    ready.set(indexOf(t), state == State::Ready);
+  }
 };
 
 thread_local Block *active = nullptr;
@@ -109,7 +146,7 @@ void yield(Thread &me) { me.scheduler = std::move(me.scheduler).resume(); }
 void releaseBlock(Block &b) {
   for (Thread &t : b.threads)
     if (t.state == State::AtBlockBarrier)
-      t.state = State::Ready;
+      b.setState(t, State::Ready);
   b.atBarrier = 0;
 }
 
@@ -117,20 +154,8 @@ void releaseWarp(Block &b, unsigned warp) {
   size_t end = std::min(b.threads.size(), size_t(warp + 1) * 32);
   for (size_t t = size_t(warp) * 32; t < end; ++t)
     if (b.threads[t].state == State::AtWarpBarrier)
-      b.threads[t].state = State::Ready;
+      b.setState(b.threads[t], State::Ready);
   b.warpAtBarrier[warp] = 0;
-}
-
-/// A thread returned: the barriers it no longer waits for may be complete.
-void finish(Block &b, Thread &me) {
-  me.state = State::Done;
-  --b.live;
-  --b.warpLive[me.warp];
-  if (b.atBarrier > 0 && b.atBarrier == b.live)
-    releaseBlock(b);
-  if (b.warpAtBarrier[me.warp] > 0 &&
-      b.warpAtBarrier[me.warp] == b.warpLive[me.warp])
-    releaseWarp(b, me.warp);
 }
 
 std::string describe(Index i) {
@@ -138,18 +163,38 @@ std::string describe(Index i) {
          std::to_string(i.z) + ")";
 }
 
-void runBlock(Block &b, const std::function<void()> &body) {
+/// A thread returned: it counts as having reached every later
+/// __syncthreads (as PTX's exit does). A warp-wide operation its lanes
+/// wait in can no longer be one.
+void finish(Block &b, Thread &me) {
+  b.setState(me, State::Done);
+  --b.live;
+  --b.warpLive[me.warp];
+  if (b.atBarrier > 0 && b.atBarrier == b.live)
+    releaseBlock(b);
+  if (b.warpAtBarrier[me.warp] > 0)
+    fail("thread " + describe(me.index) + " of block " + describe(blockIndex) +
+         " returned while lanes of its warp wait in __syncwarp or a "
+         "shuffle over the whole warp: undefined on the GPU");
+}
+
+/// Runs the block's threads, always resuming the lowest-numbered ready one
+/// (or, with `highestFirst`, the highest): low warps then run as far
+/// ahead of high ones as barriers allow, so a missing barrier between a
+/// write and a read shows whichever thread writes, over a grid's blocks.
+void runBlock(Block &b, const std::function<void()> &body, bool highestFirst) {
   unsigned n = unsigned(b.threads.size());
   b.live = n;
   b.atBarrier = 0;
+  b.ready.clear(n);
   for (unsigned w = 0; w < b.warpLive.size(); ++w) {
     b.warpLive[w] = std::min(32u, n - 32 * w);
     b.warpAtBarrier[w] = 0;
   }
-  std::fill(b.shared.begin(), b.shared.end(), char(0xff));
+  std::fill(b.shared, b.shared + b.sharedBytes, char(0xff));
   for (unsigned t = 0; t < n; ++t) {
     Thread &me = b.threads[t];
-    me.state = State::Ready;
+    b.setState(me, State::Ready);
     me.phase = 0;
     me.self = ctx::fiber(std::allocator_arg, PooledStack(),
                          [&b, &me, &body](ctx::fiber &&scheduler) {
@@ -160,16 +205,13 @@ void runBlock(Block &b, const std::function<void()> &body) {
                          });
   }
   while (b.live > 0) {
-    bool ran = false;
-    for (Thread &t : b.threads) {
-      if (t.state != State::Ready)
-        continue;
+    int64_t next = b.ready.pick(highestFirst);
+    if (next >= 0) {
+      Thread &t = b.threads[size_t(next)];
       threadIndex = t.index;
       b.current = &t;
       t.self = std::move(t.self).resume();
-      ran = true;
-    }
-    if (!ran) {
+    } else {
       unsigned atBlock = 0, atWarp = 0;
       for (const Thread &t : b.threads) {
         atBlock += t.state == State::AtBlockBarrier;
@@ -209,7 +251,10 @@ std::string run(Index grid, Index blockShape, size_t sharedBytes,
   b.warpLive.resize(warps);
   b.warpAtBarrier.resize(warps);
   b.exchange.resize(warps);
-  b.shared.resize(sharedBytes);
+  b.sharedStorage.resize(sharedBytes + 128);
+  b.shared = b.sharedStorage.data() +
+             (128 - reinterpret_cast<uintptr_t>(b.sharedStorage.data()) % 128);
+  b.sharedBytes = sharedBytes;
   unsigned t = 0;
   for (unsigned z = 0; z < blockShape.z; ++z)
     for (unsigned y = 0; y < blockShape.y; ++y)
@@ -221,17 +266,18 @@ std::string run(Index grid, Index blockShape, size_t sharedBytes,
   blockDimension = blockShape;
   gridDimension = grid;
   active = &b;
+  uint64_t blocks = 0;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         blockIndex = {x, y, z};
-        runBlock(b, body);
+        runBlock(b, body, blocks++ % 2 == 1);
       }
   active = nullptr;
   return "";
 }
 
-char *dynamicShared() { return block().shared.data(); }
+char *dynamicShared() { return block().shared; }
 
 void syncThreads() {
   Block &b = block();
@@ -240,7 +286,7 @@ void syncThreads() {
     releaseBlock(b);
     return;
   }
-  me.state = State::AtBlockBarrier;
+  b.setState(me, State::AtBlockBarrier);
   yield(me);
 }
 
@@ -250,11 +296,18 @@ void syncWarp(unsigned mask) {
          ": the emulator takes whole warps only");
   Block &b = block();
   Thread &me = *b.current;
+  // A whole-warp mask names 32 lanes; naming one that returned, or that
+  // the block does not have, is undefined on the GPU.
+  if (b.warpLive[me.warp] != 32)
+    fail("__syncwarp or a shuffle over the whole warp " +
+         std::to_string(me.warp) + " of block " + describe(blockIndex) +
+         " with " + std::to_string(b.warpLive[me.warp]) +
+         " of its 32 lanes running: undefined on the GPU");
   if (++b.warpAtBarrier[me.warp] == b.warpLive[me.warp]) {
     releaseWarp(b, me.warp);
     return;
   }
-  me.state = State::AtWarpBarrier;
+  b.setState(me, State::AtWarpBarrier);
   yield(me);
 }
 

@@ -26,9 +26,10 @@
 #error "compile the emulated kernels with PARTITA_CUDA_EMULATOR defined"
 #endif
 
-// One block runs at a time, so a block's shared variables can be statics.
+// One block runs at a time on a host thread, so a block's shared variables
+// can be statics of that thread.
 #undef __shared__
-#define __shared__ static
+#define __shared__ static thread_local
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #define threadIdx (::partita::runtime::cuda::emulator::threadIndex)

@@ -16,6 +16,8 @@
 
 #include <cuda_bf16.h>
 
+#include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace nvcuda::wmma {
@@ -52,17 +54,30 @@ template <typename Layout> constexpr bool rowMajor() {
   return std::is_same_v<Layout, row_major>;
 }
 
+/// What the PTX ISA asks of a WMMA load or store: a 256-bit aligned
+/// address and a leading dimension of a multiple of 16 bytes.
+template <typename T> void checkTile(const T *p, unsigned ld) {
+  namespace emu = ::partita::runtime::cuda::emulator;
+  if (reinterpret_cast<uintptr_t>(p) % 32 != 0)
+    emu::fail("a WMMA load or store at an address not 256-bit aligned");
+  if (ld * sizeof(T) % 16 != 0)
+    emu::fail("a WMMA leading dimension of " + std::to_string(ld) +
+              " elements, not a multiple of 16 bytes");
+}
+
 } // namespace detail
 
 template <typename Use, typename T, typename Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p,
                       unsigned ld) {
+  detail::checkTile(p, ld);
   for (int e = int(detail::lane()); e < 256; e += 32)
     f.x[e] = detail::at(p, e, ld, detail::rowMajor<Layout>());
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
                              const float *p, unsigned ld, layout_t layout) {
+  detail::checkTile(p, ld);
   for (int e = int(detail::lane()); e < 256; e += 32)
     f.x[e] = detail::at(p, e, ld, layout == mem_row_major);
 }
@@ -70,6 +85,7 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
 inline void store_matrix_sync(float *p,
                               const fragment<accumulator, 16, 16, 16, float> &f,
                               unsigned ld, layout_t layout) {
+  detail::checkTile(p, ld);
   for (int e = int(detail::lane()); e < 256; e += 32)
     detail::at(p, e, ld, layout == mem_row_major) = f.x[e];
 }
