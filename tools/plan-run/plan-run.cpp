@@ -416,7 +416,7 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
   where = "cuda:" + std::to_string(local) + ", " +
           gemmPrecisionName(precision) + " GEMMs";
 #ifdef PARTITA_CUDA_EMULATOR
-  // Device memory is host memory, and collectives go over MPI.
+  // Device memory is host memory, and NCCL's calls go over MPI.
   where += ", on the CPU emulator";
 #endif
   return createCudaDevice(int(local), precision);
@@ -502,7 +502,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::unique_ptr<Communicator> comm;
-#if defined(PARTITA_HAVE_CUDA) && !defined(PARTITA_CUDA_EMULATOR)
+#ifdef PARTITA_HAVE_CUDA
   if (where.rfind("cuda", 0) == 0)
     comm = createNcclCommunicator(plan, *device);
 #endif

@@ -200,6 +200,19 @@ cudaError_t cudaFree(void *p) {
   return cudaSuccess;
 }
 
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes,
+                                     const void *p) {
+  std::memset(attributes, 0, sizeof(*attributes));
+  if (onDevice(p, 1)) {
+    attributes->type = cudaMemoryTypeDevice;
+    attributes->devicePointer = const_cast<void *>(p);
+  } else {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->hostPointer = const_cast<void *>(p);
+  }
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
   *free = meminfo("MemAvailable");
   *total = meminfo("MemTotal");

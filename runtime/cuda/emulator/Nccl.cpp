@@ -1,0 +1,254 @@
+//===- Nccl.cpp - The NCCL calls of the backend, over MPI -----------------===//
+//
+// The NCCL API the NCCL communicator calls, for emulated devices whose
+// memory is host memory: each NCCL communicator is an MPI communicator of
+// the same ranks in the same order, so NcclCommunicator.cpp runs unchanged
+// in partita-cuda-emulated-run. Work runs when it is enqueued, as on the
+// emulated streams: a collective completes before it returns, a receive
+// blocks until its message is there, and a send copies its data and goes
+// out with MPI_Isend, so it never waits for the receiver (as a send on its
+// own stream does not hold up the host).
+//
+// ncclCommInitRank meets its members without a parent communicator: each
+// sends its world rank to the rank that made the unique id, which answers
+// with the list, and the members create the MPI communicator of that group.
+//
+//===----------------------------------------------------------------------===//
+
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <list>
+#include <vector>
+
+struct ncclComm {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  /// Sends in flight: their data, copied at the call, and requests.
+  std::list<std::pair<std::vector<char>, MPI_Request>> sends;
+};
+
+namespace {
+
+/// What ncclGetUniqueId puts in the id: who made it, and its number among
+/// the ids that rank made.
+struct IdContents {
+  int creator;
+  int sequence;
+};
+static_assert(sizeof(IdContents) <= sizeof(ncclUniqueId), "fits in the id");
+
+/// The tags of the members' meeting: one per id of a creator, so the
+/// meetings of several communicators a rank creates never mix.
+constexpr int kMeetingTagBase = 16384;
+
+int worldRank() {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+bool datatype(ncclDataType_t type, MPI_Datatype &mpi, size_t &bytes) {
+  switch (type) {
+  case ncclFloat32:
+    mpi = MPI_FLOAT;
+    bytes = 4;
+    return true;
+  case ncclInt8: // ncclChar
+    mpi = MPI_BYTE;
+    bytes = 1;
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool operation(ncclRedOp_t op, MPI_Op &mpi) {
+  if (op == ncclSum)
+    mpi = MPI_SUM;
+  else if (op == ncclMax)
+    mpi = MPI_MAX;
+  else
+    return false;
+  return true;
+}
+
+/// Finishes the communicator's sends that MPI has delivered.
+void reap(ncclComm *comm) {
+  for (auto it = comm->sends.begin(); it != comm->sends.end();) {
+    int done = 0;
+    MPI_Test(&it->second, &done, MPI_STATUS_IGNORE);
+    it = done ? comm->sends.erase(it) : std::next(it);
+  }
+}
+
+ncclResult_t mpiResult(int status) {
+  return status == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+}
+
+} // namespace
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  static int made = 0;
+  std::memset(id, 0, sizeof(*id));
+  IdContents contents{worldRank(), made++};
+  std::memcpy(id->internal, &contents, sizeof(contents));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank) {
+  IdContents contents;
+  std::memcpy(&contents, id.internal, sizeof(contents));
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return ncclInvalidArgument;
+  int tag = kMeetingTagBase + contents.sequence % kMeetingTagBase;
+  // members[r]: the world rank of communicator rank r.
+  std::vector<int> members(size_t(nranks), -1);
+  int me = worldRank();
+  if (me == contents.creator) {
+    members[size_t(rank)] = me;
+    for (int k = 1; k < nranks; ++k) {
+      int theirs[2]; // communicator rank, world rank
+      MPI_Recv(theirs, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      if (theirs[0] < 0 || theirs[0] >= nranks || members[theirs[0]] != -1)
+        return ncclInvalidUsage;
+      members[size_t(theirs[0])] = theirs[1];
+    }
+    for (int r = 0; r < nranks; ++r)
+      if (members[size_t(r)] != me)
+        MPI_Send(members.data(), nranks, MPI_INT, members[size_t(r)], tag,
+                 MPI_COMM_WORLD);
+  } else {
+    int mine[2] = {rank, me};
+    MPI_Send(mine, 2, MPI_INT, contents.creator, tag, MPI_COMM_WORLD);
+    MPI_Recv(members.data(), nranks, MPI_INT, contents.creator, tag,
+             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  MPI_Group world, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, nranks, members.data(), &group);
+  auto *made = new ncclComm;
+  int status = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &made->mpi);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  if (status != MPI_SUCCESS) {
+    delete made;
+    return ncclSystemError;
+  }
+  *comm = made;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *) {
+  MPI_Comm split;
+  int status = MPI_Comm_split(
+      comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key,
+      &split);
+  if (status != MPI_SUCCESS)
+    return ncclSystemError;
+  if (split == MPI_COMM_NULL) {
+    *newcomm = nullptr;
+    return ncclSuccess;
+  }
+  *newcomm = new ncclComm;
+  (*newcomm)->mpi = split;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm)
+    return ncclInvalidArgument;
+  for (auto &[data, request] : comm->sends)
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&comm->mpi);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  // The job stops next (MPI_Abort); nothing to wait for.
+  return comm ? ncclSuccess : ncclInvalidArgument;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
+  *error = ncclSuccess;
+  return comm ? ncclSuccess : ncclInvalidArgument;
+}
+
+const char *ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+  case ncclSuccess:
+    return "no error";
+  case ncclSystemError:
+    return "MPI call failed (the NCCL stand-in of the CUDA emulator)";
+  case ncclInvalidArgument:
+    return "invalid argument";
+  case ncclInvalidUsage:
+    return "invalid usage";
+  default:
+    return "an error the NCCL stand-in does not raise";
+  }
+}
+
+ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
+                           ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t) {
+  MPI_Datatype mpiType;
+  MPI_Op mpiOp;
+  size_t bytes;
+  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp))
+    return ncclInvalidArgument;
+  return mpiResult(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count),
+                                 mpiType, mpiOp, comm->mpi));
+}
+
+ncclResult_t ncclAllGather(const void *in, void *out, size_t count,
+                           ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
+  MPI_Datatype mpiType;
+  size_t bytes;
+  if (!comm || !datatype(type, mpiType, bytes))
+    return ncclInvalidArgument;
+  return mpiResult(MPI_Allgather(in, int(count), mpiType, out, int(count),
+                                 mpiType, comm->mpi));
+}
+
+ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
+                               ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t) {
+  MPI_Datatype mpiType;
+  MPI_Op mpiOp;
+  size_t bytes;
+  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp))
+    return ncclInvalidArgument;
+  return mpiResult(
+      MPI_Reduce_scatter_block(in, out, int(count), mpiType, mpiOp, comm->mpi));
+}
+
+ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
+                      int peer, ncclComm_t comm, cudaStream_t) {
+  MPI_Datatype mpiType;
+  size_t bytes;
+  if (!comm || !datatype(type, mpiType, bytes))
+    return ncclInvalidArgument;
+  reap(comm);
+  comm->sends.emplace_back();
+  auto &[copy, request] = comm->sends.back();
+  copy.assign(static_cast<const char *>(data),
+              static_cast<const char *>(data) + count * bytes);
+  return mpiResult(MPI_Isend(copy.data(), int(count), mpiType, peer, 0,
+                             comm->mpi, &request));
+}
+
+ncclResult_t ncclRecv(void *data, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t) {
+  MPI_Datatype mpiType;
+  size_t bytes;
+  if (!comm || !datatype(type, mpiType, bytes))
+    return ncclInvalidArgument;
+  reap(comm);
+  return mpiResult(MPI_Recv(data, int(count), mpiType, peer, 0, comm->mpi,
+                            MPI_STATUS_IGNORE));
+}
