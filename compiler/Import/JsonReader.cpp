@@ -193,7 +193,8 @@ std::optional<int64_t> ObjectReader::integer(StringRef key, Need need,
 }
 
 std::optional<double> ObjectReader::number(StringRef key, Need need, double min,
-                                           double max, bool minExclusive) {
+                                           double max, bool minExclusive,
+                                           bool maxExclusive) {
   const json *value = lookup(key, need);
   if (!value)
     return std::nullopt;
@@ -203,10 +204,12 @@ std::optional<double> ObjectReader::number(StringRef key, Need need, double min,
   }
   double d = value->get<double>();
   bool belowMin = minExclusive ? !(d > min) : !(d >= min);
-  if (!std::isfinite(d) || belowMin || d > max) {
+  bool aboveMax = maxExclusive ? !(d < max) : !(d <= max);
+  if (!std::isfinite(d) || belowMin || aboveMax) {
     errorList->add(where(key),
                    "must be " + llvm::Twine(minExclusive ? "> " : ">= ") +
-                       formatNumber(min) + " and <= " + formatNumber(max) +
+                       formatNumber(min) + " and " +
+                       (maxExclusive ? "< " : "<= ") + formatNumber(max) +
                        ", got " + value->dump());
     return std::nullopt;
   }

@@ -79,7 +79,8 @@ public:
                                  int64_t min = 1, int64_t max = INT64_MAX);
   std::optional<double> number(llvm::StringRef key, Need need,
                                double min = -1e308, double max = 1e308,
-                               bool minExclusive = false);
+                               bool minExclusive = false,
+                               bool maxExclusive = false);
   std::optional<bool> boolean(llvm::StringRef key, Need need);
   std::optional<std::string> string(llvm::StringRef key, Need need);
   /// A string that must be one of `choices`.

@@ -506,10 +506,10 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       OptimizerConfig &opt = t.optimizer;
       // False when the key is given but invalid (already reported).
       auto real = [&](StringRef key, double &field, double min, double max,
-                      bool minExclusive) {
+                      bool minExclusive, bool maxExclusive = false) {
         bool given = o->has(key);
         if (auto v = o->number(key, ObjectReader::Optional, min, max,
-                               minExclusive)) {
+                               minExclusive, maxExclusive)) {
           field = *v;
           return true;
         }
@@ -517,8 +517,9 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       };
       bool lrValid = real("lr", opt.lr, 0, 1, true);
       bool minLrValid = real("min_lr", opt.minLr, 0, 1, false);
-      real("beta1", opt.beta1, 0, 1, false);
-      real("beta2", opt.beta2, 0, 1, false);
+      // A beta of 1 never forgets: the moments, and the step, run to NaN.
+      real("beta1", opt.beta1, 0, 1, false, true);
+      real("beta2", opt.beta2, 0, 1, false, true);
       real("eps", opt.eps, 0, 1, true);
       real("weight_decay", opt.weightDecay, 0, 10, false);
       real("clip_norm", opt.clipNorm, 0, 1e9, false);

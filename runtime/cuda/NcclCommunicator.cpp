@@ -166,6 +166,11 @@ public:
     after(c.stream, device.stream(Stream::Compute));
   }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  bool anyRank(bool mine) override {
+    int value = mine, any = 0;
+    MPI_Allreduce(&value, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any != 0;
+  }
   void finishSends() override {
     for (HostSend &h : hostSends)
       MPI_Wait(&h.request, MPI_STATUS_IGNORE);

@@ -306,12 +306,10 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
         problem = file + ": checksum mismatch (corrupted)";
     }
     // Every rank must find its file intact, or none loads this one.
-    float bad = problem.empty() ? 0.0f : 1.0f;
     if (!problem.empty())
       say("plan-run: checkpoint " + here + ": " + problem +
           "; trying an older one");
-    comm.allReduce("world", &bad, 1, true);
-    if (bad > 0)
+    if (comm.anyRank(!problem.empty()))
       continue;
     if (manifest["model"] != plan.model)
       throw std::runtime_error("checkpoint " + here + " is of model " +

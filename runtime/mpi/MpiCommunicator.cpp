@@ -109,6 +109,15 @@ public:
     call("barrier over world",
          [this] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier", "world"); });
   }
+  bool anyRank(bool mine) override {
+    int any = 0;
+    call("agreement over world", [this, mine, &any] {
+      int value = mine;
+      check(MPI_Allreduce(&value, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+            "agreement", "world");
+    });
+    return any != 0;
+  }
   void finishSends() override {
     call("delivery of pipeline sends", [this] {
       for (Pending &p : pending)

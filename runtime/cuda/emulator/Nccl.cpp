@@ -9,16 +9,22 @@
 // out with MPI_Isend, so it never waits for the receiver (as a send on its
 // own stream does not hold up the host).
 //
+// Like NCCL, it takes device memory only: a buffer cudaPointerGetAttributes
+// does not place on the device is ncclInvalidArgument, where a GPU would
+// fault or read garbage.
+//
 // ncclCommInitRank meets its members without a parent communicator: each
 // sends its world rank to the rank that made the unique id, which answers
 // with the list, and the members create the MPI communicator of that group.
 //
 //===----------------------------------------------------------------------===//
 
+#include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <list>
 #include <vector>
 
@@ -80,6 +86,17 @@ void reap(ncclComm *comm) {
     MPI_Test(&it->second, &done, MPI_STATUS_IGNORE);
     it = done ? comm->sends.erase(it) : std::next(it);
   }
+}
+
+/// Whether every buffer is device memory, as NCCL needs.
+bool onDevice(std::initializer_list<const void *> buffers) {
+  for (const void *p : buffers) {
+    cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess ||
+        attributes.type != cudaMemoryTypeDevice)
+      return false;
+  }
+  return true;
 }
 
 ncclResult_t mpiResult(int status) {
@@ -185,7 +202,7 @@ const char *ncclGetErrorString(ncclResult_t result) {
   case ncclSystemError:
     return "MPI call failed (the NCCL stand-in of the CUDA emulator)";
   case ncclInvalidArgument:
-    return "invalid argument";
+    return "invalid argument (a buffer not in device memory?)";
   case ncclInvalidUsage:
     return "invalid usage";
   default:
@@ -199,7 +216,8 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
   MPI_Datatype mpiType;
   MPI_Op mpiOp;
   size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp))
+  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp) ||
+      !onDevice({in, out}))
     return ncclInvalidArgument;
   return mpiResult(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count),
                                  mpiType, mpiOp, comm->mpi));
@@ -209,7 +227,7 @@ ncclResult_t ncclAllGather(const void *in, void *out, size_t count,
                            ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
   MPI_Datatype mpiType;
   size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes))
+  if (!comm || !datatype(type, mpiType, bytes) || !onDevice({in, out}))
     return ncclInvalidArgument;
   return mpiResult(MPI_Allgather(in, int(count), mpiType, out, int(count),
                                  mpiType, comm->mpi));
@@ -221,7 +239,8 @@ ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
   MPI_Datatype mpiType;
   MPI_Op mpiOp;
   size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp))
+  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp) ||
+      !onDevice({in, out}))
     return ncclInvalidArgument;
   return mpiResult(
       MPI_Reduce_scatter_block(in, out, int(count), mpiType, mpiOp, comm->mpi));
@@ -231,7 +250,7 @@ ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
                       int peer, ncclComm_t comm, cudaStream_t) {
   MPI_Datatype mpiType;
   size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes))
+  if (!comm || !datatype(type, mpiType, bytes) || !onDevice({data}))
     return ncclInvalidArgument;
   reap(comm);
   comm->sends.emplace_back();
@@ -246,7 +265,7 @@ ncclResult_t ncclRecv(void *data, size_t count, ncclDataType_t type, int peer,
                       ncclComm_t comm, cudaStream_t) {
   MPI_Datatype mpiType;
   size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes))
+  if (!comm || !datatype(type, mpiType, bytes) || !onDevice({data}))
     return ncclInvalidArgument;
   reap(comm);
   return mpiResult(MPI_Recv(data, int(count), mpiType, peer, 0, comm->mpi,

@@ -39,6 +39,10 @@ public:
   virtual void recv(int64_t from, void *data, int64_t bytes) = 0;
   /// Waits until every rank of the job gets here.
   virtual void barrier() = 0;
+  /// Whether any rank of the job passes true: an agreement on a host value
+  /// (every rank found its checkpoint file intact). The collectives above
+  /// take rank memory, which on a GPU is not the host's.
+  virtual bool anyRank(bool mine) = 0;
   /// Waits until every send has been delivered.
   virtual void finishSends() = 0;
   /// Starts `work` (calls of this interface) on the communicator's comm
