@@ -107,13 +107,15 @@ if [[ -n "$deps" ]]; then
     ln -s mpirun.openmpi "$deps/usr/bin/mpirun"
 fi
 
-# 1. Build: the runtime alone (no MLIR needed), with CUDA.
+# 1. Build: the runtime alone (no MLIR needed), with CUDA (the CPU emulator
+# of the CUDA backend is of no use where the GPU is).
 start=$(date +%s)
 # Configured once; built every time, so a build left from older sources
 # is brought up to date (and costs nothing when it is).
 say "building the runtime with CUDA in $build"
 { [[ -f "$build/CMakeCache.txt" ]] ||
   cmake -S "$root/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPARTITA_ENABLE_CUDA_EMULATOR=OFF \
     "${configure_arch[@]}" "${configure_deps[@]}" > "$out/configure.log" 2>&1; } &&
   timeout $((deadline > $(date +%s) ? deadline - $(date +%s) : 1)) \
     cmake --build "$build" -j "$(nproc)" > "$out/build.log" 2>&1 || {
