@@ -1,5 +1,4 @@
-//===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA
-//-*-===//
+//===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA -*-===//
 //
 // Reading and writing In / Out operands, the attention kernels' shape and
 // masks, and the one place a kernel is launched, for Kernels.cu and
