@@ -1,14 +1,15 @@
 //===- Emulator.h - CUDA kernels run on the CPU -----------------*- C++ -*-===//
 //
-// Runs the CUDA backend's kernels, unchanged, on one CPU thread, so that
-// the backend's arithmetic, indexing and synchronisation are tested on
-// machines without a GPU. Each CUDA thread of a block is a fiber; a block's
-// fibers run one at a time and switch only where CUDA threads wait for
-// each other (__syncthreads, __syncwarp, shuffles, WMMA products), so that
-// a missing barrier shows up as a wrong result, and threads that wait at
-// different barriers are reported as a deadlock. Blocks run one after
-// another. What it cannot show: timing, races between streams, and the
-// GPU's own rounding of fast-math intrinsics.
+// Runs the CUDA backend's kernels, unchanged, on the calling CPU thread, so
+// that the backend's arithmetic, indexing and synchronisation are tested
+// on machines without a GPU. Each CUDA thread of a block is a fiber; a
+// block's fibers run one at a time, lowest-numbered first (highest-first
+// in every other block), and switch only where CUDA threads wait for each
+// other (__syncthreads, __syncwarp, shuffles, WMMA products), so that a
+// missing barrier shows up as a wrong result, and threads left waiting at
+// a barrier the others never reach are reported as a deadlock. Blocks run
+// one after another. What it cannot show: timing, races between streams,
+// and the GPU's own rounding of fast-math intrinsics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,7 +75,7 @@ void refuseLaunch(const std::string &why);
 size_t dynamicSharedLimit(const void *kernel);
 
 /// Fails the process with `message`: a kernel did what no GPU runs (a
-/// deadlock, a partial-warp shuffle).
+/// deadlock, a shuffle over lanes that returned, a misaligned WMMA tile).
 [[noreturn]] void fail(const std::string &message);
 
 } // namespace partita::runtime::cuda::emulator
