@@ -26,6 +26,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <list>
+#include <optional>
 #include <vector>
 
 struct ncclComm {
@@ -97,6 +98,21 @@ bool onDevice(std::initializer_list<const void *> buffers) {
       return false;
   }
   return true;
+}
+
+/// A call's arguments in MPI's terms.
+struct MpiArgs {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  size_t bytes = 0;
+  MPI_Op op = MPI_OP_NULL;
+};
+
+/// Whether a call's arguments are ones NCCL takes (a communicator, a type
+/// and reduction the backend uses, device buffers), filling `args`.
+bool takes(ncclComm_t comm, ncclDataType_t type, std::optional<ncclRedOp_t> op,
+           std::initializer_list<const void *> buffers, MpiArgs &args) {
+  return comm && datatype(type, args.type, args.bytes) &&
+         (!op || operation(*op, args.op)) && onDevice(buffers);
 }
 
 ncclResult_t mpiResult(int status) {
@@ -213,61 +229,52 @@ const char *ncclGetErrorString(ncclResult_t result) {
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
                            ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t) {
-  MPI_Datatype mpiType;
-  MPI_Op mpiOp;
-  size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp) ||
-      !onDevice({in, out}))
+  MpiArgs a;
+  if (!takes(comm, type, op, {in, out}, a))
     return ncclInvalidArgument;
   return mpiResult(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count),
-                                 mpiType, mpiOp, comm->mpi));
+                                 a.type, a.op, comm->mpi));
 }
 
 ncclResult_t ncclAllGather(const void *in, void *out, size_t count,
                            ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
-  MPI_Datatype mpiType;
-  size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !onDevice({in, out}))
+  MpiArgs a;
+  if (!takes(comm, type, std::nullopt, {in, out}, a))
     return ncclInvalidArgument;
-  return mpiResult(MPI_Allgather(in, int(count), mpiType, out, int(count),
-                                 mpiType, comm->mpi));
+  return mpiResult(MPI_Allgather(in, int(count), a.type, out, int(count),
+                                 a.type, comm->mpi));
 }
 
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
                                ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t) {
-  MPI_Datatype mpiType;
-  MPI_Op mpiOp;
-  size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !operation(op, mpiOp) ||
-      !onDevice({in, out}))
+  MpiArgs a;
+  if (!takes(comm, type, op, {in, out}, a))
     return ncclInvalidArgument;
   return mpiResult(
-      MPI_Reduce_scatter_block(in, out, int(count), mpiType, mpiOp, comm->mpi));
+      MPI_Reduce_scatter_block(in, out, int(count), a.type, a.op, comm->mpi));
 }
 
 ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
                       int peer, ncclComm_t comm, cudaStream_t) {
-  MPI_Datatype mpiType;
-  size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !onDevice({data}))
+  MpiArgs a;
+  if (!takes(comm, type, std::nullopt, {data}, a))
     return ncclInvalidArgument;
   reap(comm);
   comm->sends.emplace_back();
   auto &[copy, request] = comm->sends.back();
   copy.assign(static_cast<const char *>(data),
-              static_cast<const char *>(data) + count * bytes);
-  return mpiResult(MPI_Isend(copy.data(), int(count), mpiType, peer, 0,
-                             comm->mpi, &request));
+              static_cast<const char *>(data) + count * a.bytes);
+  return mpiResult(
+      MPI_Isend(copy.data(), int(count), a.type, peer, 0, comm->mpi, &request));
 }
 
 ncclResult_t ncclRecv(void *data, size_t count, ncclDataType_t type, int peer,
                       ncclComm_t comm, cudaStream_t) {
-  MPI_Datatype mpiType;
-  size_t bytes;
-  if (!comm || !datatype(type, mpiType, bytes) || !onDevice({data}))
+  MpiArgs a;
+  if (!takes(comm, type, std::nullopt, {data}, a))
     return ncclInvalidArgument;
   reap(comm);
-  return mpiResult(MPI_Recv(data, int(count), mpiType, peer, 0, comm->mpi,
+  return mpiResult(MPI_Recv(data, int(count), a.type, peer, 0, comm->mpi,
                             MPI_STATUS_IGNORE));
 }
