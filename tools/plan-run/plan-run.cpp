@@ -14,6 +14,7 @@
 #include "../../runtime/mpi/MpiCommunicator.h"
 #ifdef PARTITA_HAVE_CUDA
 #include "partita/runtime/Cuda.h"
+#include "partita/runtime/HostMemory.h"
 #endif
 
 #include <mpi.h>
@@ -339,21 +340,12 @@ void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
       << "\n";
 }
 
-/// Bytes of memory this host can still give (MemAvailable), or -1.
-int64_t availableHostBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib;
-  while (meminfo >> key >> kib) {
-    if (key == "MemAvailable:")
-      return kib * 1024;
-    meminfo.ignore(256, '\n');
-  }
-  return -1;
-}
-
-/// Whether the ranks run on this host's CPUs (not GPUs).
+/// Whether the ranks' memory is this host's (CPU ranks, or the CUDA
+/// emulator's devices, whose memory is host memory).
 bool onCpus(const Options &o) {
+#ifdef PARTITA_CUDA_EMULATOR
+  return true;
+#endif
   if (o.device != "auto")
     return o.device == "cpu";
 #ifdef PARTITA_HAVE_CUDA
@@ -371,7 +363,7 @@ void checkHostMemory(const Plan &plan, const std::vector<int> &ranks) {
   int64_t need = 0;
   for (int r : ranks)
     need += plan.programs[plan.devices[r].pp].arenaBytes;
-  int64_t have = availableHostBytes();
+  int64_t have = hostMemoryBytes("MemAvailable");
   if (have < 0 || need <= have)
     return;
   auto gib = [](int64_t bytes) {

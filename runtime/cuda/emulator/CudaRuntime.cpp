@@ -11,12 +11,12 @@
 
 #include "Emulator.h"
 
+#include "partita/runtime/HostMemory.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -58,7 +58,8 @@ cudaError_t fails(cudaError_t error) {
   return error;
 }
 
-/// Whether [p, p + bytes) lies in one allocation.
+} // namespace
+
 bool onDevice(const void *p, size_t bytes) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -69,21 +70,6 @@ bool onDevice(const void *p, size_t bytes) {
   --found;
   return at + bytes <= found->first + found->second;
 }
-
-/// The host's meminfo field `key` in bytes, or 0.
-size_t meminfo(const std::string &key) {
-  std::ifstream file("/proc/meminfo");
-  std::string name;
-  size_t kib;
-  while (file >> name >> kib) {
-    if (name == key + ":")
-      return kib * 1024;
-    file.ignore(256, '\n');
-  }
-  return 0;
-}
-
-} // namespace
 
 void refuseLaunch(const std::string &why) {
   State &s = state();
@@ -102,6 +88,7 @@ size_t dynamicSharedLimit(const void *kernel) {
 } // namespace partita::runtime::cuda::emulator
 
 using namespace partita::runtime::cuda::emulator;
+using partita::runtime::hostMemoryBytes;
 
 cudaError_t cudaGetDeviceCount(int *count) {
   *count = kDevices;
@@ -214,8 +201,9 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes,
 }
 
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
-  *free = meminfo("MemAvailable");
-  *total = meminfo("MemTotal");
+  // Every device's memory is the host's.
+  *free = size_t(std::max<int64_t>(0, hostMemoryBytes("MemAvailable")));
+  *total = size_t(std::max<int64_t>(0, hostMemoryBytes("MemTotal")));
   return cudaSuccess;
 }
 

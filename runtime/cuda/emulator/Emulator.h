@@ -72,6 +72,8 @@ template <typename T> T shuffleXor(unsigned mask, T value, int laneMask) {
 /// returned by the next cudaGetLastError) and the bytes of dynamic shared
 /// memory `kernel` may have (48 KiB unless cudaFuncSetAttribute raised it).
 void refuseLaunch(const std::string &why);
+/// Whether [p, p + bytes) lies in one cudaMalloc allocation.
+bool onDevice(const void *p, size_t bytes);
 size_t dynamicSharedLimit(const void *kernel);
 
 /// Fails the process with `message`: a kernel did what no GPU runs (a

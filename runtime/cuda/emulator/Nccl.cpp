@@ -9,8 +9,8 @@
 // out with MPI_Isend, so it never waits for the receiver (as a send on its
 // own stream does not hold up the host).
 //
-// Like NCCL, it takes device memory only: a buffer cudaPointerGetAttributes
-// does not place on the device is ncclInvalidArgument, where a GPU would
+// Like NCCL, it takes device memory only: a buffer that does not lie wholly
+// in one cudaMalloc allocation is ncclInvalidArgument, where a GPU would
 // fault or read garbage.
 //
 // ncclCommInitRank meets its members without a parent communicator: each
@@ -18,6 +18,8 @@
 // with the list, and the members create the MPI communicator of that group.
 //
 //===----------------------------------------------------------------------===//
+
+#include "Emulator.h"
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -89,17 +91,6 @@ void reap(ncclComm *comm) {
   }
 }
 
-/// Whether every buffer is device memory, as NCCL needs.
-bool onDevice(std::initializer_list<const void *> buffers) {
-  for (const void *p : buffers) {
-    cudaPointerAttributes attributes;
-    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess ||
-        attributes.type != cudaMemoryTypeDevice)
-      return false;
-  }
-  return true;
-}
-
 /// A call's arguments in MPI's terms.
 struct MpiArgs {
   MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -107,12 +98,32 @@ struct MpiArgs {
   MPI_Op op = MPI_OP_NULL;
 };
 
+/// A buffer of a call, and its elements.
+struct Buffer {
+  const void *data;
+  size_t elements;
+};
+
 /// Whether a call's arguments are ones NCCL takes (a communicator, a type
-/// and reduction the backend uses, device buffers), filling `args`.
+/// and reduction the backend uses, buffers wholly in device memory),
+/// filling `args`.
 bool takes(ncclComm_t comm, ncclDataType_t type, std::optional<ncclRedOp_t> op,
-           std::initializer_list<const void *> buffers, MpiArgs &args) {
-  return comm && datatype(type, args.type, args.bytes) &&
-         (!op || operation(*op, args.op)) && onDevice(buffers);
+           std::initializer_list<Buffer> buffers, MpiArgs &args) {
+  if (!comm || !datatype(type, args.type, args.bytes) ||
+      (op && !operation(*op, args.op)))
+    return false;
+  for (const Buffer &b : buffers)
+    if (!partita::runtime::cuda::emulator::onDevice(b.data,
+                                                    b.elements * args.bytes))
+      return false;
+  return true;
+}
+
+/// The number of ranks of `comm`.
+size_t ranks(ncclComm_t comm) {
+  int size = 0;
+  MPI_Comm_size(comm->mpi, &size);
+  return size_t(size);
 }
 
 ncclResult_t mpiResult(int status) {
@@ -230,7 +241,7 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
                            ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t) {
   MpiArgs a;
-  if (!takes(comm, type, op, {in, out}, a))
+  if (!takes(comm, type, op, {{in, count}, {out, count}}, a))
     return ncclInvalidArgument;
   return mpiResult(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count),
                                  a.type, a.op, comm->mpi));
@@ -239,7 +250,8 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
 ncclResult_t ncclAllGather(const void *in, void *out, size_t count,
                            ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
   MpiArgs a;
-  if (!takes(comm, type, std::nullopt, {in, out}, a))
+  if (!comm || !takes(comm, type, std::nullopt,
+                      {{in, count}, {out, count * ranks(comm)}}, a))
     return ncclInvalidArgument;
   return mpiResult(MPI_Allgather(in, int(count), a.type, out, int(count),
                                  a.type, comm->mpi));
@@ -249,7 +261,8 @@ ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
                                ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t) {
   MpiArgs a;
-  if (!takes(comm, type, op, {in, out}, a))
+  if (!comm ||
+      !takes(comm, type, op, {{in, count * ranks(comm)}, {out, count}}, a))
     return ncclInvalidArgument;
   return mpiResult(
       MPI_Reduce_scatter_block(in, out, int(count), a.type, a.op, comm->mpi));
@@ -258,7 +271,7 @@ ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
 ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
                       int peer, ncclComm_t comm, cudaStream_t) {
   MpiArgs a;
-  if (!takes(comm, type, std::nullopt, {data}, a))
+  if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
   reap(comm);
   comm->sends.emplace_back();
@@ -272,7 +285,7 @@ ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
 ncclResult_t ncclRecv(void *data, size_t count, ncclDataType_t type, int peer,
                       ncclComm_t comm, cudaStream_t) {
   MpiArgs a;
-  if (!takes(comm, type, std::nullopt, {data}, a))
+  if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
   reap(comm);
   return mpiResult(MPI_Recv(data, int(count), a.type, peer, 0, comm->mpi,
