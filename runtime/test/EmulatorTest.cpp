@@ -1,0 +1,127 @@
+//===- EmulatorTest.cpp - The CUDA emulator's own checks ------------------===//
+//
+// Small kernels that do what the emulator is there to catch: a missing
+// barrier gives a wrong result (in both thread orders), threads stuck at
+// barriers the others never reach and a shuffle over lanes that returned
+// stop the process, and a launch a GPU refuses is refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Prelude.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace partita::runtime::cuda;
+
+namespace {
+
+constexpr int kBlock = 64;
+
+/// The slot of thread t's neighbour: the next one, or the previous one,
+/// or (`wrap`) either with the ends joined.
+__host__ __device__ int neighbour(int t, int step, bool wrap) {
+  int n = t + step;
+  return wrap ? (n + kBlock) % kBlock : std::min(kBlock - 1, std::max(0, n));
+}
+
+/// Each thread writes its slot and reads its neighbour's, with or without
+/// a barrier between.
+__global__ void neighbourKernel(int *out, bool barrier, int step, bool wrap) {
+  __shared__ int slot[kBlock];
+  int t = int(threadIdx.x);
+  slot[t] = int(blockIdx.x) * kBlock + t;
+  if (barrier)
+    __syncthreads();
+  out[blockIdx.x * kBlock + t] = slot[neighbour(t, step, wrap)];
+}
+
+std::vector<int> neighbours(bool barrier, int blocks, int step = 1,
+                            bool wrap = true) {
+  int *out = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void **>(&out),
+                       sizeof(int) * kBlock * blocks),
+            cudaSuccess);
+  launchKernel(neighbourKernel, blocks, kBlock, 0, nullptr, out, barrier, step,
+               wrap);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  std::vector<int> values(out, out + kBlock * blocks);
+  cudaFree(out);
+  return values;
+}
+
+TEST(CudaEmulator, AMissingBarrierGivesAWrongResultInEveryBlock) {
+  int blocks = 4; // lowest-first and highest-first, twice
+  std::vector<int> with = neighbours(true, blocks),
+                   without = neighbours(false, blocks);
+  for (int b = 0; b < blocks; ++b) {
+    int wrong = 0;
+    for (int t = 0; t < kBlock; ++t) {
+      int want = b * kBlock + neighbour(t, 1, true);
+      EXPECT_EQ(with[b * kBlock + t], want);
+      wrong += without[b * kBlock + t] != want;
+    }
+    EXPECT_GT(wrong, 0) << "block " << b << " read every slot after its write";
+  }
+}
+
+// Without the ends joined, reading the next thread's slot races only where
+// low threads run first, and reading the previous one's only where high
+// threads do: the emulator alternates, so both show.
+TEST(CudaEmulator, RunsLowAndHighThreadsFirstInTurn) {
+  int blocks = 2;
+  for (int step : {1, -1}) {
+    std::vector<int> without = neighbours(false, blocks, step, false);
+    int wrong = 0;
+    for (int b = 0; b < blocks; ++b)
+      for (int t = 0; t < kBlock; ++t)
+        wrong +=
+            without[b * kBlock + t] != b * kBlock + neighbour(t, step, false);
+    EXPECT_GT(wrong, 0) << "reading the slot " << step << " away never raced";
+  }
+}
+
+__global__ void splitBarrierKernel() {
+  if (threadIdx.x == 0)
+    __syncthreads();
+  else
+    __syncwarp();
+}
+
+TEST(CudaEmulatorDeathTest, ThreadsAtBarriersTheOthersNeverReachDeadlock) {
+  EXPECT_DEATH(
+      launchKernel(splitBarrierKernel, 1, 32, 0, nullptr),
+      "deadlock in block \\(0, 0, 0\\): 1 threads wait at __syncthreads and "
+      "31 at warp barriers");
+}
+
+__global__ void shuffleAfterReturnKernel(float *out) {
+  if (threadIdx.x == 0)
+    return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, float(threadIdx.x), 1);
+}
+
+TEST(CudaEmulatorDeathTest, AShuffleOverLanesThatReturnedStops) {
+  float out[32];
+  EXPECT_DEATH(launchKernel(shuffleAfterReturnKernel, 1, 32, 0, nullptr, out),
+               "with 31 of its 32 lanes running: undefined on the GPU");
+}
+
+__global__ void emptyKernel() {}
+
+TEST(CudaEmulator, RefusesALaunchAGpuRefuses) {
+  launchKernel(emptyKernel, 1, 2048, 0, nullptr);
+  cudaError_t error = cudaGetLastError();
+  EXPECT_EQ(error, cudaErrorInvalidConfiguration);
+  EXPECT_NE(std::string(cudaGetErrorString(error)).find("a block of (2048"),
+            std::string::npos)
+      << cudaGetErrorString(error);
+  launchKernel(emptyKernel, 1, 32, size_t(64) << 10, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration)
+      << "64 KiB of dynamic shared memory without cudaFuncSetAttribute";
+  launchKernel(emptyKernel, 1, 32, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+} // namespace
