@@ -774,7 +774,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // AdamW reads and writes parameters, gradients and states once.
   double shard = c.zero >= 1 ? dp : 1;
   e.optimizerS =
-      dev.memoryTime(2 * (eb + gradientBytes + 12.0) * stageParams / shard);
+      dev.memoryTime(2 * (eb + gradientBytes + optimizerStateBytes(eb)) *
+                     stageParams / shard);
 
   // --- Step ------------------------------------------------------------------
   e.forwardS = m * busiest.fwd;
