@@ -193,13 +193,15 @@ void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k, In a,
   // A bias the epilogue cannot read (it wants 16-byte alignment and C's
   // type) is added by a kernel after the GEMM, which rounds a bf16 C twice.
   In addBias;
-  if (bias.data && (alignment(bias.data) < 16 || bias.bf16 != c.bf16)) {
+  uint32_t biasAlignment = bias.data ? alignment(bias.data) : 0;
+  if (bias.data && (biasAlignment < 16 || bias.bf16 != c.bf16)) {
     addBias = bias;
     bias = In();
+    biasAlignment = 0;
   }
-  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc,
-                    bias.data ? alignment(bias.data) : 0, alignment(a.data),
-                    alignment(b.data), alignment(c.data), a.bf16, c.bf16},
+  Shape &s = shape({transA, transB, m, n, k, lda, ldb, ldc, biasAlignment,
+                    alignment(a.data), alignment(b.data), alignment(c.data),
+                    a.bf16, c.bf16},
                    bias.data);
   if (bias.data)
     checkLt(cublasLtMatmulDescSetAttribute(s.desc,

@@ -337,18 +337,24 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
              b.name + ": a tokens or labels buffer holds micro_batch_size x "
                       "seq_len i32 values");
   }
-  std::vector<bool> runs(size_t(plan.numMicroBatches), false);
+  std::set<int64_t> runs;
   for (size_t k = 0; k < program.schedule.size(); ++k) {
     int64_t mb = program.schedule[k].microBatch;
     if (mb < 0 || mb >= plan.numMicroBatches)
       r.fail(path + "/schedule/" + std::to_string(k) + "/micro_batch",
              "not a micro-batch of the step");
-    runs[size_t(mb)] = true;
+    runs.insert(mb);
   }
-  for (int64_t mb = 0; mb < plan.numMicroBatches; ++mb)
-    if (!runs[size_t(mb)])
-      r.fail(path + "/schedule", "micro-batch " + std::to_string(mb) +
-                                     " of the step never runs");
+  // The schedule's micro-batches are in range: the first one missing is
+  // the first whose number differs from its rank among them.
+  if (int64_t(runs.size()) < plan.numMicroBatches) {
+    int64_t missing = 0;
+    for (int64_t mb : runs)
+      if (mb == missing)
+        ++missing;
+    r.fail(path + "/schedule", "micro-batch " + std::to_string(missing) +
+                                   " of the step never runs");
+  }
   for (size_t j = 0; j < program.phases.size(); ++j)
     for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
       const Launch &l = program.phases[j].launches[k];
