@@ -3,7 +3,8 @@
 // Small kernels that do what the emulator is there to catch: a missing
 // barrier gives a wrong result (in both thread orders), threads stuck at
 // barriers the others never reach and a shuffle over lanes that returned
-// stop the process, and a launch a GPU refuses is refused.
+// stop the process, a launch a GPU refuses is refused, and an NCCL
+// operation in flight lands only when the host waits for it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 using namespace partita::runtime::cuda;
+namespace emulator = partita::runtime::cuda::emulator;
 
 namespace {
 
@@ -122,6 +124,55 @@ TEST(CudaEmulator, RefusesALaunchAGpuRefuses) {
       << "64 KiB of dynamic shared memory without cudaFuncSetAttribute";
   launchKernel(emptyKernel, 1, 32, 0, nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+/// An operation in flight that arrives when `arrives` is set and writes
+/// `value` to `out` when it lands.
+std::shared_ptr<emulator::InFlight> operation(const bool &arrives, int *out,
+                                              int value) {
+  auto op = std::make_shared<emulator::InFlight>();
+  op->poll = [&arrives] { return arrives; };
+  op->land = [out, value] { *out = value; };
+  return op;
+}
+
+TEST(CudaEmulator, AnOperationInFlightLandsWhenTheHostWaitsForIt) {
+  cudaStream_t comm, compute;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+            cudaSuccess);
+  cudaEvent_t done;
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+            cudaSuccess);
+  bool arrives = false;
+  int result = 0;
+  emulator::enqueueInFlight(comm, operation(arrives, &result, 1));
+  cudaEventRecord(done, comm);
+  // Not arrived: its event is pending, as a collective a peer never
+  // joins stays pending for the watchdog.
+  emulator::reachStream(compute);
+  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  // Arrived, but no reader has waited: the output is still the old one.
+  arrives = true;
+  emulator::reachStream(compute);
+  EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
+  EXPECT_EQ(result, 0);
+  // The compute stream waits for it: it lands.
+  cudaStreamWaitEvent(compute, done, 0);
+  EXPECT_EQ(result, 1);
+
+  // More work on the same stream lands it too; so does synchronising.
+  emulator::enqueueInFlight(comm, operation(arrives, &result, 2));
+  emulator::reachStream(comm);
+  EXPECT_EQ(result, 2);
+  emulator::enqueueInFlight(comm, operation(arrives, &result, 3));
+  cudaDeviceSynchronize();
+  EXPECT_EQ(result, 3);
+
+  cudaEventDestroy(done);
+  cudaStreamDestroy(compute);
+  cudaStreamDestroy(comm);
 }
 
 } // namespace

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Emulator.h"
+
 #include "partita/runtime/Bf16.h"
 
 #include <cublasLt.h>
@@ -231,12 +233,15 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t
-cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha,
-               const void *A, cublasLtMatrixLayout_t a, const void *B,
-               cublasLtMatrixLayout_t b, const void *beta, const void *C,
-               cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t dl,
-               const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t) {
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d,
+                              const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t a, const void *B,
+                              cublasLtMatrixLayout_t b, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t c, void *D,
+                              cublasLtMatrixLayout_t dl,
+                              const cublasLtMatmulAlgo_t *, void *, size_t,
+                              cudaStream_t stream) {
+  partita::runtime::cuda::emulator::reachStream(stream);
   const Desc &s = desc(d);
   const Layout &la = layout(a), &lb = layout(b), &lc = layout(c),
                &ld = layout(dl);

@@ -2,10 +2,13 @@
 //
 // The part of the CUDA runtime API the backend calls, for a node of
 // kDevices emulated devices whose memory is host memory (each process has
-// its own, as each rank has its own GPU). Work runs when it is enqueued, so
-// streams and events are always complete. Copies and fills of device
-// memory are checked against the allocations they touch, as a GPU would
-// fault on memory outside them.
+// its own, as each rank has its own GPU). Kernels, copies and fills run
+// when they are enqueued; NCCL operations stay in flight (Emulator.h's
+// InFlight) until the host waits for them: an event recorded after one is
+// complete once the operation has arrived, and waiting for the event, or
+// the stream, or enqueuing more work on the stream lands it. Copies and
+// fills of device memory are checked against the allocations they touch,
+// as a GPU would fault on memory outside them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,14 +18,24 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
-struct CUstream_st {};
-struct CUevent_st {};
+struct CUstream_st {
+  /// The stream's last operation in flight; earlier ones have landed.
+  std::shared_ptr<partita::runtime::cuda::emulator::InFlight> last;
+};
+struct CUevent_st {
+  /// What the event waits for: the stream's operation in flight when it
+  /// was recorded, if any.
+  std::shared_ptr<partita::runtime::cuda::emulator::InFlight> after;
+};
 
 namespace partita::runtime::cuda::emulator {
 
@@ -42,6 +55,10 @@ struct State {
   std::map<const void *, size_t> sharedLimits;
   cudaError_t lastError = cudaSuccess;
   std::string refusal;
+  /// Touched only by the host thread that enqueues work.
+  std::set<CUstream_st *> streams;
+  CUstream_st defaultStream;
+  std::vector<std::shared_ptr<InFlight>> notArrived;
 };
 
 /// Never destroyed: devices held in statics free their memory at exit,
@@ -58,7 +75,38 @@ cudaError_t fails(cudaError_t error) {
   return error;
 }
 
+CUstream_st &streamOf(cudaStream_t stream) {
+  return stream ? *stream : state().defaultStream;
+}
+
+void land(const std::shared_ptr<InFlight> &op) {
+  if (!op || op->landed)
+    return;
+  op->land();
+  op->landed = true;
+  op->arrived = true;
+}
+
 } // namespace
+
+void enqueueInFlight(CUstream_st *stream, std::shared_ptr<InFlight> op) {
+  reachStream(stream);
+  state().notArrived.push_back(op);
+  streamOf(stream).last = std::move(op);
+}
+
+void reachStream(CUstream_st *stream) {
+  CUstream_st &s = streamOf(stream);
+  land(s.last);
+  s.last = nullptr;
+  std::vector<std::shared_ptr<InFlight>> &waiting = state().notArrived;
+  for (auto &op : waiting)
+    if (!op->arrived && op->poll())
+      op->arrived = true;
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [](auto &op) { return bool(op->arrived); }),
+                waiting.end());
+}
 
 bool onDevice(const void *p, size_t bytes) {
   State &s = state();
@@ -175,6 +223,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 cudaError_t cudaFree(void *p) {
   if (!p)
     return cudaSuccess;
+  // As on a GPU, freeing waits for the device's work.
+  cudaDeviceSynchronize();
   State &s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -207,7 +257,9 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
+                            cudaStream_t stream) {
+  reachStream(stream);
   if (bytes == 0)
     return cudaSuccess;
   if (!onDevice(p, bytes))
@@ -217,7 +269,8 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
-                            cudaMemcpyKind kind, cudaStream_t) {
+                            cudaMemcpyKind kind, cudaStream_t stream) {
+  reachStream(stream);
   if (bytes == 0)
     return cudaSuccess;
   bool srcOnDevice =
@@ -233,16 +286,29 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
   *stream = new CUstream_st;
+  state().streams.insert(*stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  // Work still enqueued completes, as CUDA documents.
+  reachStream(stream);
+  state().streams.erase(stream);
   delete stream;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  reachStream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  reachStream(nullptr);
+  for (CUstream_st *stream : state().streams)
+    reachStream(stream);
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
   *event = new CUevent_st;
@@ -254,8 +320,20 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  event->after = streamOf(stream).last;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  // Any thread may ask (the NCCL communicator's watchdog does): read only.
+  return !event->after || event->after->arrived ? cudaSuccess
+                                                : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
+  // Work enqueued on the stream from now on runs at once, so the host
+  // waits here.
+  land(event->after);
   return cudaSuccess;
 }

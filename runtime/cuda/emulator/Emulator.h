@@ -8,19 +8,24 @@
 // other (__syncthreads, __syncwarp, shuffles, WMMA products), so that a
 // missing barrier shows up as a wrong result, and threads left waiting at
 // a barrier the others never reach are reported as a deadlock. Blocks run
-// one after another. What it cannot show: timing, races between streams,
-// and the GPU's own rounding of fast-math intrinsics.
+// one after another. What it cannot show: timing, races between streams
+// (but for a missing wait for an NCCL operation: InFlight, below), and the
+// GPU's own rounding of fast-math intrinsics.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITA_RUNTIME_CUDA_EMULATOR_EMULATOR_H
 #define PARTITA_RUNTIME_CUDA_EMULATOR_EMULATOR_H
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
+
+struct CUstream_st;
 
 namespace partita::runtime::cuda::emulator {
 
@@ -75,6 +80,28 @@ void refuseLaunch(const std::string &why);
 /// Whether [p, p + bytes) lies in one cudaMalloc allocation.
 bool onDevice(const void *p, size_t bytes);
 size_t dynamicSharedLimit(const void *kernel);
+
+/// Work a stream runs apart from the host: an NCCL operation. It has
+/// arrived once `poll` says so (its peers took part) and lands, writing its
+/// outputs, when the host first waits for it, so that a reader not ordered
+/// after it sees the old values, as it may on a GPU.
+struct InFlight {
+  /// Whether the operation is complete; never blocks.
+  std::function<bool()> poll;
+  /// Waits for the operation and writes its outputs.
+  std::function<void()> land;
+  /// Read by cudaEventQuery, from any thread.
+  std::atomic<bool> arrived{false};
+  bool landed = false;
+};
+/// Enqueues `op` on `stream` (nullptr: the default stream) after the
+/// stream's earlier work.
+void enqueueInFlight(CUstream_st *stream, std::shared_ptr<InFlight> op);
+/// Lands the work enqueued on `stream` so far, so that what is enqueued
+/// next runs after it, and polls the operations in flight on every stream.
+/// Every call that enqueues work calls this first, on the host thread that
+/// enqueues.
+void reachStream(CUstream_st *stream);
 
 /// Fails the process with `message`: a kernel did what no GPU runs (a
 /// deadlock, a shuffle over lanes that returned, a misaligned WMMA tile).

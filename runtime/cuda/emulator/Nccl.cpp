@@ -3,11 +3,15 @@
 // The NCCL API the NCCL communicator calls, for emulated devices whose
 // memory is host memory: each NCCL communicator is an MPI communicator of
 // the same ranks in the same order, so NcclCommunicator.cpp runs unchanged
-// in partita-cuda-emulated-run. Work runs when it is enqueued, as on the
-// emulated streams: a collective completes before it returns, a receive
-// blocks until its message is there, and a send copies its data and goes
-// out with MPI_Isend, so it never waits for the receiver (as a send on its
-// own stream does not hold up the host).
+// in partita-cuda-emulated-run. As NCCL does, a collective or receive
+// returns at once and runs apart from the host: it is a nonblocking MPI
+// call on copies, in flight on its stream (Emulator.h's InFlight), whose
+// event completes when MPI has delivered it and whose outputs are written
+// only when the host waits for it. So a peer that never takes part leaves
+// the operation pending for the communicator's watchdog to see, and a
+// kernel that reads a result without waiting for it reads the old values.
+// A send copies its data and goes out with MPI_Isend, complete for its
+// stream at once (as if NCCL buffered it).
 //
 // Like NCCL, it takes device memory only: a buffer that does not lie wholly
 // in one cudaMalloc allocation is ncclInvalidArgument, where a GPU would
@@ -28,6 +32,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <list>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -36,6 +41,8 @@ struct ncclComm {
   /// Sends in flight: their data, copied at the call, and requests.
   std::list<std::pair<std::vector<char>, MPI_Request>> sends;
 };
+
+namespace emulator = partita::runtime::cuda::emulator;
 
 namespace {
 
@@ -113,8 +120,7 @@ bool takes(ncclComm_t comm, ncclDataType_t type, std::optional<ncclRedOp_t> op,
       (op && !operation(*op, args.op)))
     return false;
   for (const Buffer &b : buffers)
-    if (!partita::runtime::cuda::emulator::onDevice(b.data,
-                                                    b.elements * args.bytes))
+    if (!emulator::onDevice(b.data, b.elements * args.bytes))
       return false;
   return true;
 }
@@ -128,6 +134,45 @@ size_t ranks(ncclComm_t comm) {
 
 ncclResult_t mpiResult(int status) {
   return status == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+}
+
+/// Bytes of a call's input.
+struct Bytes {
+  const void *data;
+  size_t size;
+};
+
+/// Enqueues a nonblocking MPI operation on `stream`, after the stream's
+/// earlier work: `start` begins it on a copy of `input`, into a result
+/// buffer of `resultBytes` that is copied to `out` when the host waits.
+template <typename Start>
+ncclResult_t startOn(cudaStream_t stream, Bytes input, void *out,
+                     size_t resultBytes, Start start) {
+  emulator::reachStream(stream);
+  struct Buffers {
+    std::vector<char> input, result;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  auto buffers = std::make_shared<Buffers>();
+  const char *in = static_cast<const char *>(input.data);
+  buffers->input.assign(in, in + input.size);
+  buffers->result.resize(resultBytes);
+  int status =
+      start(buffers->input.data(), buffers->result.data(), &buffers->request);
+  if (status != MPI_SUCCESS)
+    return ncclSystemError;
+  auto op = std::make_shared<emulator::InFlight>();
+  op->poll = [buffers] {
+    int done = 0;
+    MPI_Test(&buffers->request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  };
+  op->land = [buffers, out] {
+    MPI_Wait(&buffers->request, MPI_STATUS_IGNORE);
+    std::memcpy(out, buffers->result.data(), buffers->result.size());
+  };
+  emulator::enqueueInFlight(stream, std::move(op));
+  return ncclSuccess;
 }
 
 } // namespace
@@ -239,40 +284,53 @@ const char *ncclGetErrorString(ncclResult_t result) {
 
 ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
                            ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
   MpiArgs a;
   if (!takes(comm, type, op, {{in, count}, {out, count}}, a))
     return ncclInvalidArgument;
-  return mpiResult(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, int(count),
-                                 a.type, a.op, comm->mpi));
+  return startOn(stream, {in, count * a.bytes}, out, count * a.bytes,
+                 [&](const char *input, char *result, MPI_Request *request) {
+                   return MPI_Iallreduce(input, result, int(count), a.type,
+                                         a.op, comm->mpi, request);
+                 });
 }
 
 ncclResult_t ncclAllGather(const void *in, void *out, size_t count,
-                           ncclDataType_t type, ncclComm_t comm, cudaStream_t) {
+                           ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
   MpiArgs a;
   if (!comm || !takes(comm, type, std::nullopt,
                       {{in, count}, {out, count * ranks(comm)}}, a))
     return ncclInvalidArgument;
-  return mpiResult(MPI_Allgather(in, int(count), a.type, out, int(count),
-                                 a.type, comm->mpi));
+  return startOn(
+      stream, {in, count * a.bytes}, out, count * ranks(comm) * a.bytes,
+      [&](const char *input, char *result, MPI_Request *request) {
+        return MPI_Iallgather(input, int(count), a.type, result, int(count),
+                              a.type, comm->mpi, request);
+      });
 }
 
 ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
                                ncclDataType_t type, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
+                               ncclComm_t comm, cudaStream_t stream) {
   MpiArgs a;
   if (!comm ||
       !takes(comm, type, op, {{in, count * ranks(comm)}, {out, count}}, a))
     return ncclInvalidArgument;
-  return mpiResult(
-      MPI_Reduce_scatter_block(in, out, int(count), a.type, a.op, comm->mpi));
+  return startOn(
+      stream, {in, count * ranks(comm) * a.bytes}, out, count * a.bytes,
+      [&](const char *input, char *result, MPI_Request *request) {
+        return MPI_Ireduce_scatter_block(input, result, int(count), a.type,
+                                         a.op, comm->mpi, request);
+      });
 }
 
 ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
-                      int peer, ncclComm_t comm, cudaStream_t) {
+                      int peer, ncclComm_t comm, cudaStream_t stream) {
   MpiArgs a;
   if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
+  emulator::reachStream(stream);
   reap(comm);
   comm->sends.emplace_back();
   auto &[copy, request] = comm->sends.back();
@@ -283,11 +341,14 @@ ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
 }
 
 ncclResult_t ncclRecv(void *data, size_t count, ncclDataType_t type, int peer,
-                      ncclComm_t comm, cudaStream_t) {
+                      ncclComm_t comm, cudaStream_t stream) {
   MpiArgs a;
   if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
   reap(comm);
-  return mpiResult(MPI_Recv(data, int(count), a.type, peer, 0, comm->mpi,
-                            MPI_STATUS_IGNORE));
+  return startOn(stream, {nullptr, 0}, data, count * a.bytes,
+                 [&](const char *, char *result, MPI_Request *request) {
+                   return MPI_Irecv(result, int(count), a.type, peer, 0,
+                                    comm->mpi, request);
+                 });
 }

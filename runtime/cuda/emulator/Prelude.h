@@ -77,8 +77,9 @@ namespace partita::runtime::cuda {
 /// every thread. A configuration a GPU refuses is refused the same way.
 template <typename... Params, typename... Args>
 void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
-                  size_t sharedBytes, cudaStream_t, Args... args) {
+                  size_t sharedBytes, cudaStream_t stream, Args... args) {
   namespace emu = ::partita::runtime::cuda::emulator;
+  emu::reachStream(stream);
   size_t limit =
       emu::dynamicSharedLimit(reinterpret_cast<const void *>(kernel));
   if (sharedBytes > limit) {

@@ -9,6 +9,8 @@
 #ifndef PARTITA_RUNTIME_CUDA_EMULATOR_CUB_DEVICE_RADIX_SORT_CUH
 #define PARTITA_RUNTIME_CUDA_EMULATOR_CUB_DEVICE_RADIX_SORT_CUH
 
+#include "Emulator.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -24,11 +26,12 @@ struct DeviceRadixSort {
   SortPairs(void *scratch, size_t &scratchBytes, const Key *keysIn,
             Key *keysOut, const Value *valuesIn, Value *valuesOut, Count count,
             int beginBit = 0, int endBit = int(sizeof(Key) * 8),
-            cudaStream_t = nullptr) {
+            cudaStream_t stream = nullptr) {
     if (!scratch) {
       scratchBytes = 1;
       return cudaSuccess;
     }
+    partita::runtime::cuda::emulator::reachStream(stream);
     if (beginBit < 0 || endBit > int(sizeof(Key) * 8) || beginBit > endBit)
       return cudaErrorInvalidValue;
     auto bits = [&](Key k) {
