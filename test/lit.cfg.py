@@ -43,8 +43,7 @@ if config.partita_have_cuda in ("ON", "1", "TRUE"):
         config.available_features.add("cuda-device")
 # The CUDA backend built for the CPU emulator (runtime/cuda/emulator), where
 # CUDA's headers and Boost.Context are found.
-if os.path.exists(os.path.join(config.partita_tools_dir,
-                               "partita-cuda-emulated-run")):
+if config.partita_have_cuda_emulator in ("ON", "1", "TRUE"):
     tools += ["partita-cuda-emulated-run"]
     config.available_features.add("cuda-emulator")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
