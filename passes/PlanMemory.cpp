@@ -54,8 +54,8 @@ MemoryPlan planProgram(exec::ProgramOp program) {
   for (auto [i, buf] : llvm::enumerate(buffers))
     index[buf.getSymName()] = i;
   SmallVector<exec::PhaseOp> phases(body.getOps<exec::PhaseOp>());
-  // uses[phase][buffer]
-  std::vector<std::map<size_t, Use>> uses(phases.size());
+  // usesOf[buffer][phase]
+  std::vector<std::map<size_t, Use>> usesOf(buffers.size());
   for (auto [p, phase] : llvm::enumerate(phases)) {
     SmallVector<Operation *> launches;
     for (Operation &op : phase.getBody().front())
@@ -74,7 +74,7 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         until = waitAt.count(c.getOutput()) ? waitAt.lookup(c.getOutput())
                                             : int64_t(launches.size()) - 1;
       auto touch = [&](StringRef name, bool write, int64_t end) {
-        Use &u = uses[p][index.lookup(name)];
+        Use &u = usesOf[index.lookup(name)][p];
         if (u.first < 0) {
           u.first = i;
           u.writtenFirst = write;
@@ -117,13 +117,9 @@ MemoryPlan planProgram(exec::ProgramOp program) {
                     buf.getKind() != exec::BufferKind::labels &&
                     (!persistent(buf.getKind()) ||
                      buf.getKind() == exec::BufferKind::param_grad);
-    bool used = false;
-    for (auto &phaseUses : uses)
-      if (auto it = phaseUses.find(i); it != phaseUses.end()) {
-        runLocal &= it->second.writtenFirst;
-        used = true;
-      }
-    if (runLocal && used) {
+    for (auto &[p, use] : usesOf[i])
+      runLocal &= use.writtenFirst;
+    if (runLocal && !usesOf[i].empty()) {
       local.push_back(i);
     } else if (persistent(buf.getKind())) {
       place(buf, plan.persistentBytes, 1);
@@ -137,12 +133,11 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     // The chunk whose phases use it, when only one does.
     std::optional<int64_t> chunk;
     bool oneChunk = true;
-    for (auto [p, phase] : llvm::enumerate(phases))
-      if (uses[p].count(i)) {
-        std::optional<int64_t> c = phase.getChunk();
-        oneChunk &= c && (!chunk || *chunk == *c);
-        chunk = c;
-      }
+    for (auto &[p, use] : usesOf[i]) {
+      std::optional<int64_t> c = phases[p].getChunk();
+      oneChunk &= c && (!chunk || *chunk == *c);
+      chunk = c;
+    }
     int64_t copies = oneChunk && chunk ? chunkInFlight[*chunk] : inFlight;
     place(buffers[i], keptStart + plan.keptBytes, copies);
     plan.keptBytes += copies * aligned(bufferBytes(buffers[i]));
@@ -161,29 +156,23 @@ MemoryPlan planProgram(exec::ProgramOp program) {
   };
   std::vector<Placed> placed;
   std::vector<std::vector<std::vector<uint32_t>>> liveAt(phases.size());
-  for (auto [p, phaseUses] : llvm::enumerate(uses)) {
-    int64_t positions = 0;
-    for (auto &[buffer, use] : phaseUses)
-      positions = std::max(positions, use.last + 1);
-    liveAt[p].resize(positions);
-  }
+  for (auto &bufferUses : usesOf)
+    for (auto &[p, use] : bufferUses)
+      if (int64_t(liveAt[p].size()) <= use.last)
+        liveAt[p].resize(use.last + 1);
   // seenBy[k]: the last buffer that found placed buffer k live with it.
   std::vector<size_t> seenBy(local.size(), SIZE_MAX);
   for (size_t i : local) {
     int64_t size = aligned(bufferBytes(buffers[i]));
     std::vector<std::pair<int64_t, int64_t>> taken;
-    for (auto [p, phaseUses] : llvm::enumerate(uses)) {
-      auto it = phaseUses.find(i);
-      if (it == phaseUses.end())
-        continue;
-      for (int64_t t = it->second.first; t <= it->second.last; ++t)
+    for (auto &[p, use] : usesOf[i])
+      for (int64_t t = use.first; t <= use.last; ++t)
         for (uint32_t k : liveAt[p][t])
           if (seenBy[k] != i) {
             seenBy[k] = i;
             taken.push_back({placed[k].offset,
                              placed[k].offset + placed[k].size});
           }
-    }
     llvm::sort(taken);
     int64_t offset = 0;
     for (auto [begin, end] : taken) {
@@ -191,10 +180,9 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         break;
       offset = std::max(offset, end);
     }
-    for (auto [p, phaseUses] : llvm::enumerate(uses))
-      if (auto it = phaseUses.find(i); it != phaseUses.end())
-        for (int64_t t = it->second.first; t <= it->second.last; ++t)
-          liveAt[p][t].push_back(uint32_t(placed.size()));
+    for (auto &[p, use] : usesOf[i])
+      for (int64_t t = use.first; t <= use.last; ++t)
+        liveAt[p][t].push_back(uint32_t(placed.size()));
     placed.push_back({i, offset, size});
     plan.localBytes = std::max(plan.localBytes, offset + size);
   }
