@@ -170,6 +170,14 @@ Options parse(int argc, char **argv) {
   return o;
 }
 
+bool underLauncher() {
+  for (const char *v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
+    if (std::getenv(v))
+      return true;
+  return false;
+}
+
 /// Why the files the run reads and writes cannot be (a missing or
 /// unwritable directory, a directory where a file goes), or empty: checked
 /// before any step, so a run does not train only to fail at its end.
@@ -201,6 +209,11 @@ std::string pathError(const Options &o) {
   }
   if (!o.data.empty() && !fs::is_regular_file(o.data, ec))
     return "--data: " + o.data + " is not a readable file";
+  // Only the launching plan-run reads it: the ranks mpirun starts on other
+  // hosts need not have it.
+  if (!o.hostfile.empty() && !underLauncher() &&
+      !fs::is_regular_file(o.hostfile, ec))
+    return "--hostfile: " + o.hostfile + " is not a readable file";
   return "";
 }
 
@@ -228,14 +241,6 @@ void onTerminate(int) {
   ssize_t ignored = write(STDERR_FILENO, line, n);
   (void)ignored;
   _exit(1);
-}
-
-bool underLauncher() {
-  for (const char *v :
-       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
-    if (std::getenv(v))
-      return true;
-  return false;
 }
 
 /// Re-executes plan-run under mpirun with the plan's world size.
@@ -447,12 +452,6 @@ int main(int argc, char **argv) {
       std::cerr << "plan-run: error: " << o.plan << ": " << e.what() << "\n";
       return 1;
     }
-  }
-  if (!underLauncher() && !o.hostfile.empty() &&
-      !std::filesystem::is_regular_file(o.hostfile)) {
-    std::cerr << "plan-run: error: --hostfile: " << o.hostfile
-              << " is not a readable file\n";
-    return 1;
   }
   if (!underLauncher() && (plan.worldSize > 1 || o.maxRestarts > 0))
     return launch(o, plan, argv);
