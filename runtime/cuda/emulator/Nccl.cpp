@@ -17,6 +17,13 @@
 // in one cudaMalloc allocation is ncclInvalidArgument, where a GPU would
 // fault or read garbage.
 //
+// PARTITA_EMULATOR_NCCL_FAULT=RANK:N injects the fault NCCL reports
+// asynchronously when a peer's connection drops: the Nth NCCL operation
+// (collective, send or receive, counted from 1) that world rank RANK
+// enqueues never arrives, and its communicator's ncclCommGetAsyncError
+// reports ncclRemoteError from then on. So the communicator's watchdog is
+// tested on the error NCCL raises, not only on a timeout.
+//
 // ncclCommInitRank meets its members without a parent communicator: each
 // sends its world rank to the rank that made the unique id, which answers
 // with the list, and the members create the MPI communicator of that group.
@@ -29,17 +36,25 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <list>
 #include <memory>
 #include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;
   /// Sends in flight: their data, copied at the call, and requests.
   std::list<std::pair<std::vector<char>, MPI_Request>> sends;
+  /// What ncclCommGetAsyncError reports, read from the watchdog's thread.
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
 };
 
 namespace emulator = partita::runtime::cuda::emulator;
@@ -136,26 +151,72 @@ ncclResult_t mpiResult(int status) {
   return status == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
 }
 
-/// Bytes of a call's input.
-struct Bytes {
-  const void *data;
-  size_t size;
-};
+/// The NCCL operation this rank loses (PARTITA_EMULATOR_NCCL_FAULT), by its
+/// number among those it enqueues; none when the fault names another rank.
+std::optional<long long> lostOperation() {
+  static const std::optional<long long> lost =
+      []() -> std::optional<long long> {
+    const char *spec = std::getenv("PARTITA_EMULATOR_NCCL_FAULT");
+    if (!spec || !*spec)
+      return std::nullopt;
+    char *end;
+    long long rank = std::strtoll(spec, &end, 10);
+    long long nth = *end == ':' ? std::strtoll(end + 1, &end, 10) : 0;
+    int worldSize;
+    MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+    if (*end || rank < 0 || rank >= worldSize || nth < 1) {
+      std::fprintf(stderr,
+                   "CUDA emulator: PARTITA_EMULATOR_NCCL_FAULT must be RANK:N "
+                   "(a world rank below %d and an operation from 1), got "
+                   "\"%s\"\n",
+                   worldSize, spec);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (rank != worldRank())
+      return std::nullopt;
+    return nth;
+  }();
+  return lost;
+}
 
-/// Enqueues a nonblocking MPI operation on `stream`, after the stream's
-/// earlier work: `start` begins it on a copy of `input`, into a result
-/// buffer of `resultBytes` that is copied to `out` when the host waits.
+/// Whether the operation of `comm` being enqueued on `stream` is the one the
+/// injected fault loses. If it is, it stays in flight there for ever (a host
+/// that waits for it waits until the job is stopped) and `comm` reports
+/// ncclRemoteError.
+bool loses(ncclComm_t comm, cudaStream_t stream) {
+  static long long enqueued = 0;
+  std::optional<long long> lost = lostOperation();
+  if (!lost || ++enqueued != *lost)
+    return false;
+  auto op = std::make_shared<emulator::InFlight>();
+  op->poll = [] { return false; };
+  op->land = [] {
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  };
+  emulator::enqueueInFlight(stream, std::move(op));
+  comm->asyncError = ncclRemoteError;
+  return true;
+}
+
+/// Enqueues a nonblocking MPI operation of `comm` on `stream`, after the
+/// stream's earlier work: `start` begins it on a copy of the `inputBytes` at
+/// `input`, into a result buffer of `resultBytes` that is copied to `out`
+/// when the host waits.
 template <typename Start>
-ncclResult_t startOn(cudaStream_t stream, Bytes input, void *out,
-                     size_t resultBytes, Start start) {
+ncclResult_t startOn(ncclComm_t comm, cudaStream_t stream, const void *input,
+                     size_t inputBytes, void *out, size_t resultBytes,
+                     Start start) {
+  if (loses(comm, stream))
+    return ncclSuccess;
   emulator::reachStream(stream);
   struct Buffers {
     std::vector<char> input, result;
     MPI_Request request = MPI_REQUEST_NULL;
   };
   auto buffers = std::make_shared<Buffers>();
-  const char *in = static_cast<const char *>(input.data);
-  buffers->input.assign(in, in + input.size);
+  const char *in = static_cast<const char *>(input);
+  buffers->input.assign(in, in + inputBytes);
   buffers->result.resize(resultBytes);
   int status =
       start(buffers->input.data(), buffers->result.data(), &buffers->request);
@@ -263,8 +324,10 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
-  *error = ncclSuccess;
-  return comm ? ncclSuccess : ncclInvalidArgument;
+  if (!comm)
+    return ncclInvalidArgument;
+  *error = comm->asyncError;
+  return ncclSuccess;
 }
 
 const char *ncclGetErrorString(ncclResult_t result) {
@@ -277,6 +340,8 @@ const char *ncclGetErrorString(ncclResult_t result) {
     return "invalid argument (a buffer not in device memory?)";
   case ncclInvalidUsage:
     return "invalid usage";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
   default:
     return "an error the NCCL stand-in does not raise";
   }
@@ -288,7 +353,7 @@ ncclResult_t ncclAllReduce(const void *in, void *out, size_t count,
   MpiArgs a;
   if (!takes(comm, type, op, {{in, count}, {out, count}}, a))
     return ncclInvalidArgument;
-  return startOn(stream, {in, count * a.bytes}, out, count * a.bytes,
+  return startOn(comm, stream, in, count * a.bytes, out, count * a.bytes,
                  [&](const char *input, char *result, MPI_Request *request) {
                    return MPI_Iallreduce(input, result, int(count), a.type,
                                          a.op, comm->mpi, request);
@@ -303,7 +368,7 @@ ncclResult_t ncclAllGather(const void *in, void *out, size_t count,
                       {{in, count}, {out, count * ranks(comm)}}, a))
     return ncclInvalidArgument;
   return startOn(
-      stream, {in, count * a.bytes}, out, count * ranks(comm) * a.bytes,
+      comm, stream, in, count * a.bytes, out, count * ranks(comm) * a.bytes,
       [&](const char *input, char *result, MPI_Request *request) {
         return MPI_Iallgather(input, int(count), a.type, result, int(count),
                               a.type, comm->mpi, request);
@@ -318,7 +383,7 @@ ncclResult_t ncclReduceScatter(const void *in, void *out, size_t count,
       !takes(comm, type, op, {{in, count * ranks(comm)}, {out, count}}, a))
     return ncclInvalidArgument;
   return startOn(
-      stream, {in, count * ranks(comm) * a.bytes}, out, count * a.bytes,
+      comm, stream, in, count * ranks(comm) * a.bytes, out, count * a.bytes,
       [&](const char *input, char *result, MPI_Request *request) {
         return MPI_Ireduce_scatter_block(input, result, int(count), a.type,
                                          a.op, comm->mpi, request);
@@ -330,6 +395,8 @@ ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
   MpiArgs a;
   if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
+  if (loses(comm, stream))
+    return ncclSuccess;
   emulator::reachStream(stream);
   reap(comm);
   comm->sends.emplace_back();
@@ -346,7 +413,7 @@ ncclResult_t ncclRecv(void *data, size_t count, ncclDataType_t type, int peer,
   if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
   reap(comm);
-  return startOn(stream, {nullptr, 0}, data, count * a.bytes,
+  return startOn(comm, stream, nullptr, 0, data, count * a.bytes,
                  [&](const char *, char *result, MPI_Request *request) {
                    return MPI_Irecv(result, int(count), a.type, peer, 0,
                                     comm->mpi, request);
