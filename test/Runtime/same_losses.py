@@ -39,6 +39,9 @@ def main():
             return 1
         for step in sorted(run):
             a, b = run[step], base[step]
+            if a is None:  # plan-run logs a loss that is not finite as null
+                print(f"DIVERGED {path}: step {step} loss is not finite")
+                return 1
             if abs(a - b) > args.rtol * abs(b):
                 print(f"DIVERGED {path}: step {step} loss {a:.8f}, the "
                       f"single rank's {b:.8f}")

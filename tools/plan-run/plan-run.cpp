@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -593,12 +594,29 @@ int main(int argc, char **argv) {
                       (long long)(s + 1), (long long)o.steps, eta);
         }
         std::fflush(stdout);
+        // JSON has no NaN: a value that is not finite is null.
+        auto number = [&](double v) {
+          std::ostringstream os;
+          os.precision(9);
+          if (std::isfinite(v))
+            os << v;
+          else
+            os << "null";
+          return os.str();
+        };
         if (log)
-          log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss
-              << ", \"grad_norm\": " << r.gradNorm
+          log << "{\"step\": " << s + 1 << ", \"loss\": " << number(r.loss)
+              << ", \"grad_norm\": " << number(r.gradNorm)
               << ", \"step_time_s\": " << seconds
               << ", \"tokens_per_s\": " << tokens / seconds << "}"
               << std::endl; // on disk before a failure can lose it
+        // Every later step would train on NaNs: stop, as Megatron-LM's
+        // NaN check does.
+        if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm))
+          comm->abort("step " + std::to_string(s + 1) + " gave loss " +
+                      std::to_string(r.loss) + " and grad_norm " +
+                      std::to_string(r.gradNorm) +
+                      ": training diverged; stopping the job");
       }
       if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
         auto begin = std::chrono::steady_clock::now();
