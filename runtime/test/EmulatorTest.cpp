@@ -3,8 +3,9 @@
 // Small kernels that do what the emulator is there to catch: a missing
 // barrier gives a wrong result (in both thread orders), threads stuck at
 // barriers the others never reach and a shuffle over lanes that returned
-// stop the process, a launch a GPU refuses is refused, and an NCCL
-// operation in flight lands only when the host waits for it.
+// stop the process, a launch a GPU refuses is refused, a stream's work runs
+// only when something needs it, and an NCCL operation in flight lands only
+// when its stream is needed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +49,7 @@ std::vector<int> neighbours(bool barrier, int blocks, int step = 1,
   launchKernel(neighbourKernel, blocks, kBlock, 0, nullptr, out, barrier, step,
                wrap);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaDeviceSynchronize();
   std::vector<int> values(out, out + kBlock * blocks);
   cudaFree(out);
   return values;
@@ -93,7 +95,10 @@ __global__ void splitBarrierKernel() {
 
 TEST(CudaEmulatorDeathTest, ThreadsAtBarriersTheOthersNeverReachDeadlock) {
   EXPECT_DEATH(
-      launchKernel(splitBarrierKernel, 1, 32, 0, nullptr),
+      {
+        launchKernel(splitBarrierKernel, 1, 32, 0, nullptr);
+        cudaDeviceSynchronize();
+      },
       "deadlock in block \\(0, 0, 0\\): 1 threads wait at __syncthreads and "
       "31 at warp barriers");
 }
@@ -106,8 +111,12 @@ __global__ void shuffleAfterReturnKernel(float *out) {
 
 TEST(CudaEmulatorDeathTest, AShuffleOverLanesThatReturnedStops) {
   float out[32];
-  EXPECT_DEATH(launchKernel(shuffleAfterReturnKernel, 1, 32, 0, nullptr, out),
-               "with 31 of its 32 lanes running: undefined on the GPU");
+  EXPECT_DEATH(
+      {
+        launchKernel(shuffleAfterReturnKernel, 1, 32, 0, nullptr, out);
+        cudaDeviceSynchronize();
+      },
+      "with 31 of its 32 lanes running: undefined on the GPU");
 }
 
 __global__ void emptyKernel() {}
@@ -126,13 +135,64 @@ TEST(CudaEmulator, RefusesALaunchAGpuRefuses) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-/// An operation in flight that arrives when `arrives` is set and writes
-/// `value` to `out` when it lands.
-std::shared_ptr<emulator::InFlight> operation(const bool &arrives, int *out,
-                                              int value) {
-  auto op = std::make_shared<emulator::InFlight>();
+__global__ void storeKernel(int *out, int value) { out[threadIdx.x] = value; }
+__global__ void copyKernel(const int *in, int *out) {
+  out[threadIdx.x] = in[threadIdx.x];
+}
+
+TEST(CudaEmulator, AStreamsWorkRunsWhenSomethingNeedsIt) {
+  cudaStream_t writer, reader;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking),
+            cudaSuccess);
+  cudaEvent_t written;
+  ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming),
+            cudaSuccess);
+  int *x = nullptr, *y = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&x), 32 * sizeof(int)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&y), 32 * sizeof(int)),
+            cudaSuccess);
+  cudaMemsetAsync(x, 0, 32 * sizeof(int), writer);
+  cudaDeviceSynchronize();
+
+  // Without a wait, the reader's copy runs before the writer's store.
+  launchKernel(storeKernel, 1, 32, 0, writer, x, 7);
+  launchKernel(copyKernel, 1, 32, 0, reader, x, y);
+  cudaStreamSynchronize(reader);
+  EXPECT_EQ(y[31], 0);
+  cudaStreamSynchronize(writer);
+  EXPECT_EQ(x[31], 7);
+
+  // Waiting for an event recorded after the store, it reads the store.
+  launchKernel(storeKernel, 1, 32, 0, writer, x, 9);
+  cudaEventRecord(written, writer);
+  cudaStreamWaitEvent(reader, written, 0);
+  launchKernel(copyKernel, 1, 32, 0, reader, x, y);
+  cudaStreamSynchronize(reader);
+  EXPECT_EQ(y[31], 9);
+
+  // Downloading to the host waits for the stream's work.
+  launchKernel(storeKernel, 1, 32, 0, writer, x, 11);
+  int last = 0;
+  cudaMemcpyAsync(&last, x + 31, sizeof(int), cudaMemcpyDeviceToHost, writer);
+  EXPECT_EQ(last, 11);
+
+  cudaFree(x);
+  cudaFree(y);
+  cudaEventDestroy(written);
+  cudaStreamDestroy(reader);
+  cudaStreamDestroy(writer);
+}
+
+/// An NCCL operation in flight that arrives when `arrives` is set and
+/// writes `value` to `out` when its stream reaches it.
+std::shared_ptr<emulator::Work> operation(const bool &arrives, int *out,
+                                          int value) {
+  auto op = std::make_shared<emulator::Work>();
   op->poll = [&arrives] { return arrives; };
-  op->land = [out, value] { *out = value; };
+  op->run = [out, value] { *out = value; };
   return op;
 }
 
@@ -158,8 +218,11 @@ TEST(CudaEmulator, AnOperationInFlightLandsWhenTheHostWaitsForIt) {
   emulator::reachStream(compute);
   EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
   EXPECT_EQ(result, 0);
-  // The compute stream waits for it: it lands.
+  // The compute stream waits for it: it lands once the compute stream is
+  // needed.
   cudaStreamWaitEvent(compute, done, 0);
+  EXPECT_EQ(result, 0);
+  emulator::reachStream(compute);
   EXPECT_EQ(result, 1);
 
   // More work on the same stream lands it too; so does synchronising.

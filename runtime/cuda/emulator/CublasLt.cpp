@@ -241,37 +241,39 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d,
                               cublasLtMatrixLayout_t dl,
                               const cublasLtMatmulAlgo_t *, void *, size_t,
                               cudaStream_t stream) {
-  partita::runtime::cuda::emulator::reachStream(stream);
-  const Desc &s = desc(d);
-  const Layout &la = layout(a), &lb = layout(b), &lc = layout(c),
-               &ld = layout(dl);
+  // The descriptors and the host scalars are read now, as cuBLASLt reads
+  // them when the call enqueues the product; the caller may free them.
+  Desc s = desc(d);
+  Layout la = layout(a), lb = layout(b), lc = layout(c), ld = layout(dl);
   cublasStatus_t status = validate(s, la, lb, lc, ld);
   if (status != CUBLAS_STATUS_SUCCESS)
     return status;
   if (s.epilogue == CUBLASLT_EPILOGUE_BIAS && !s.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
-  bool transA = s.transA != CUBLAS_OP_N, transB = s.transB != CUBLAS_OP_N;
-  uint64_t m = ld.rows, n = ld.cols, k = transA ? la.rows : la.cols;
-  // Row i of op(A), and column j of op(B) (row j of op(B)^T).
-  std::vector<float> rowsA = rowsOf(A, la, transA, m, k, s.compute);
-  std::vector<float> colsB = rowsOf(B, lb, !transB, n, k, s.compute);
   float scale = *static_cast<const float *>(alpha);
   float keep = *static_cast<const float *>(beta);
-  std::vector<float> result(m * n);
-  for (uint64_t j = 0; j < n; ++j)
-    for (uint64_t i = 0; i < m; ++i) {
-      float sum = 0;
-      for (uint64_t l = 0; l < k; ++l)
-        sum += rowsA[i * k + l] * colsB[j * k + l];
-      float v = scale * sum;
-      if (keep != 0)
-        v += keep * read(C, lc.type, int64_t(i) + int64_t(j) * lc.ld);
-      if (s.epilogue == CUBLASLT_EPILOGUE_BIAS)
-        v += read(s.bias, ld.type, int64_t(i));
-      result[j * m + i] = v;
-    }
-  for (uint64_t j = 0; j < n; ++j)
-    for (uint64_t i = 0; i < m; ++i)
-      write(D, ld.type, int64_t(i) + int64_t(j) * ld.ld, result[j * m + i]);
+  partita::runtime::cuda::emulator::enqueue(stream, [=] {
+    bool transA = s.transA != CUBLAS_OP_N, transB = s.transB != CUBLAS_OP_N;
+    uint64_t m = ld.rows, n = ld.cols, k = transA ? la.rows : la.cols;
+    // Row i of op(A), and column j of op(B) (row j of op(B)^T).
+    std::vector<float> rowsA = rowsOf(A, la, transA, m, k, s.compute);
+    std::vector<float> colsB = rowsOf(B, lb, !transB, n, k, s.compute);
+    std::vector<float> result(m * n);
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i) {
+        float sum = 0;
+        for (uint64_t l = 0; l < k; ++l)
+          sum += rowsA[i * k + l] * colsB[j * k + l];
+        float v = scale * sum;
+        if (keep != 0)
+          v += keep * read(C, lc.type, int64_t(i) + int64_t(j) * lc.ld);
+        if (s.epilogue == CUBLASLT_EPILOGUE_BIAS)
+          v += read(s.bias, ld.type, int64_t(i));
+        result[j * m + i] = v;
+      }
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i)
+        write(D, ld.type, int64_t(i) + int64_t(j) * ld.ld, result[j * m + i]);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }

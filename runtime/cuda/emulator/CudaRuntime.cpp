@@ -2,13 +2,14 @@
 //
 // The part of the CUDA runtime API the backend calls, for a node of
 // kDevices emulated devices whose memory is host memory (each process has
-// its own, as each rank has its own GPU). Kernels, copies and fills run
-// when they are enqueued; NCCL operations stay in flight (Emulator.h's
-// InFlight) until the host waits for them: an event recorded after one is
-// complete once the operation has arrived, and waiting for the event, or
-// the stream, or enqueuing more work on the stream lands it. Copies and
-// fills of device memory are checked against the allocations they touch,
-// as a GPU would fault on memory outside them.
+// its own, as each rank has its own GPU). A stream's kernels, copies and
+// fills run in order when something needs them (Emulator.h's Work): a
+// stream that waits for an event recorded after them reaching that wait,
+// synchronising, freeing memory, a download to the host, or an NCCL
+// operation enqueued behind them. NCCL operations start when enqueued and
+// write their outputs when reached. Copies and fills of device memory are
+// checked against the allocations they touch when enqueued, as a GPU would
+// fault on memory outside them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -28,13 +30,19 @@
 #include <vector>
 
 struct CUstream_st {
-  /// The stream's last operation in flight; earlier ones have landed.
-  std::shared_ptr<partita::runtime::cuda::emulator::InFlight> last;
+  /// Work enqueued and not yet run, in order.
+  std::deque<std::shared_ptr<partita::runtime::cuda::emulator::Work>> queue;
 };
 struct CUevent_st {
-  /// What the event waits for: the stream's operation in flight when it
-  /// was recorded, if any.
-  std::shared_ptr<partita::runtime::cuda::emulator::InFlight> after;
+  /// What a stream that waits for the event waits for: the last work on
+  /// `stream` when it was recorded, if any had not run.
+  std::shared_ptr<partita::runtime::cuda::emulator::Work> after;
+  CUstream_st *stream = nullptr;
+  /// What keeps the event pending for cudaEventQuery: the last NCCL
+  /// operation on `stream` then, if any had not run. The stream's other
+  /// work runs as soon as it is needed, as a GPU runs it in bounded time;
+  /// only a peer that never takes part keeps an event pending for ever.
+  std::shared_ptr<partita::runtime::cuda::emulator::Work> nccl;
 };
 
 namespace partita::runtime::cuda::emulator {
@@ -58,7 +66,8 @@ struct State {
   /// Touched only by the host thread that enqueues work.
   std::set<CUstream_st *> streams;
   CUstream_st defaultStream;
-  std::vector<std::shared_ptr<InFlight>> notArrived;
+  /// NCCL operations in flight that have not arrived.
+  std::vector<std::shared_ptr<Work>> notArrived;
 };
 
 /// Never destroyed: devices held in statics free their memory at exit,
@@ -79,33 +88,72 @@ CUstream_st &streamOf(cudaStream_t stream) {
   return stream ? *stream : state().defaultStream;
 }
 
-void land(const std::shared_ptr<InFlight> &op) {
-  if (!op || op->landed)
-    return;
-  op->land();
-  op->landed = true;
-  op->arrived = true;
+/// Whether work runs as it is enqueued (PARTITA_EMULATOR_STREAMS=eager)
+/// rather than when something needs it (lazy, the default). Each order
+/// shows missing waits the other hides: lazily, a collective that reads
+/// what the compute stream has not yet written for want of a wait; eagerly,
+/// a kernel that reads a collective's result before it lands for want of
+/// one.
+bool streamsRunEagerly() {
+  static const bool eager = [] {
+    const char *order = std::getenv("PARTITA_EMULATOR_STREAMS");
+    std::string name = order ? order : "lazy";
+    if (name != "lazy" && name != "eager")
+      fail("PARTITA_EMULATOR_STREAMS must be lazy or eager, got \"" + name +
+           "\"");
+    return name == "eager";
+  }();
+  return eager;
 }
 
-} // namespace
-
-void enqueueInFlight(CUstream_st *stream, std::shared_ptr<InFlight> op) {
-  reachStream(stream);
-  state().notArrived.push_back(op);
-  streamOf(stream).last = std::move(op);
-}
-
-void reachStream(CUstream_st *stream) {
-  CUstream_st &s = streamOf(stream);
-  land(s.last);
-  s.last = nullptr;
-  std::vector<std::shared_ptr<InFlight>> &waiting = state().notArrived;
+/// Polls the NCCL operations in flight, so that their events complete.
+void progress() {
+  std::vector<std::shared_ptr<Work>> &waiting = state().notArrived;
   for (auto &op : waiting)
     if (!op->arrived && op->poll())
       op->arrived = true;
   waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
                                [](auto &op) { return bool(op->arrived); }),
                 waiting.end());
+}
+
+/// Runs the work on `stream` up to and including `until` (held by value: it
+/// leaves the queue).
+void runUntil(CUstream_st &stream, std::shared_ptr<Work> until) {
+  while (!until->ran) {
+    std::shared_ptr<Work> next = stream.queue.front();
+    stream.queue.pop_front();
+    next->run();
+    next->ran = true;
+    next->arrived = true;
+  }
+}
+
+} // namespace
+
+void enqueue(CUstream_st *stream, std::function<void()> run) {
+  if (streamsRunEagerly()) {
+    reachStream(stream);
+    run();
+    return;
+  }
+  progress();
+  auto work = std::make_shared<Work>();
+  work->run = std::move(run);
+  streamOf(stream).queue.push_back(std::move(work));
+}
+
+void enqueueInFlight(CUstream_st *stream, std::shared_ptr<Work> op) {
+  state().notArrived.push_back(op);
+  streamOf(stream).queue.push_back(std::move(op));
+  progress();
+}
+
+void reachStream(CUstream_st *stream) {
+  CUstream_st &s = streamOf(stream);
+  if (!s.queue.empty())
+    runUntil(s, s.queue.back());
+  progress();
 }
 
 bool onDevice(const void *p, size_t bytes) {
@@ -259,18 +307,16 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
 
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
                             cudaStream_t stream) {
-  reachStream(stream);
   if (bytes == 0)
     return cudaSuccess;
   if (!onDevice(p, bytes))
     return fails(cudaErrorInvalidValue);
-  std::memset(p, value, bytes);
+  enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream) {
-  reachStream(stream);
   if (bytes == 0)
     return cudaSuccess;
   bool srcOnDevice =
@@ -280,7 +326,21 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
   if ((srcOnDevice && !onDevice(src, bytes)) ||
       (dstOnDevice && !onDevice(dst, bytes)))
     return fails(cudaErrorInvalidValue);
-  std::memmove(dst, src, bytes);
+  if (!dstOnDevice) {
+    // Into pageable host memory (the backend pins none), the copy is
+    // complete when the call returns, as CUDA's is.
+    reachStream(stream);
+    std::memmove(dst, src, bytes);
+  } else if (!srcOnDevice) {
+    // From pageable host memory, the call takes the data before it
+    // returns, as CUDA's staging does; the caller may reuse it.
+    auto data = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(src), static_cast<const char *>(src) + bytes);
+    enqueue(stream,
+            [dst, data] { std::memcpy(dst, data->data(), data->size()); });
+  } else {
+    enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
   return cudaSuccess;
 }
 
@@ -321,19 +381,29 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  event->after = streamOf(stream).last;
+  CUstream_st &s = streamOf(stream);
+  event->stream = &s;
+  event->after = s.queue.empty() ? nullptr : s.queue.back();
+  event->nccl = nullptr;
+  for (auto it = s.queue.rbegin(); it != s.queue.rend() && !event->nccl; ++it)
+    if ((*it)->poll)
+      event->nccl = *it;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   // Any thread may ask (the NCCL communicator's watchdog does): read only.
-  return !event->after || event->after->arrived ? cudaSuccess
-                                                : cudaErrorNotReady;
+  return !event->nccl || event->nccl->arrived ? cudaSuccess : cudaErrorNotReady;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
-  // Work enqueued on the stream from now on runs at once, so the host
-  // waits here.
-  land(event->after);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                unsigned) {
+  std::shared_ptr<Work> after = event->after;
+  if (!after || after->ran)
+    return cudaSuccess;
+  // A stream that is destroyed runs its work first, so `waited` is alive
+  // while `after` has not run.
+  CUstream_st *waited = event->stream;
+  enqueue(stream, [waited, after] { runUntil(*waited, after); });
   return cudaSuccess;
 }

@@ -233,8 +233,9 @@ void fail(const std::string &message) {
   std::abort();
 }
 
-std::string run(Index grid, Index blockShape, size_t sharedBytes,
-                const std::function<void()> &body) {
+std::string launchRefusal(Index grid, Index blockShape) {
+  if (active)
+    fail("a kernel launched a kernel");
   uint64_t threads = uint64_t(blockShape.x) * blockShape.y * blockShape.z;
   if (threads == 0 || threads > 1024 || blockShape.z > 64)
     return "a block of " + describe(blockShape) +
@@ -243,8 +244,12 @@ std::string run(Index grid, Index blockShape, size_t sharedBytes,
       grid.y > 65535 || grid.z > 65535)
     return "a grid of " + describe(grid) +
            " blocks (at least 1 and at most 2^31 - 1, 65535, 65535)";
-  if (active)
-    fail("a kernel launched a kernel");
+  return "";
+}
+
+void run(Index grid, Index blockShape, size_t sharedBytes,
+         const std::function<void()> &body) {
+  uint64_t threads = uint64_t(blockShape.x) * blockShape.y * blockShape.z;
   Block b;
   b.threads.resize(threads);
   unsigned warps = unsigned((threads + 31) / 32);
@@ -274,7 +279,6 @@ std::string run(Index grid, Index blockShape, size_t sharedBytes,
         runBlock(b, body, blocks++ % 2 == 1);
       }
   active = nullptr;
-  return "";
 }
 
 char *dynamicShared() { return block().shared; }

@@ -8,9 +8,11 @@
 // other (__syncthreads, __syncwarp, shuffles, WMMA products), so that a
 // missing barrier shows up as a wrong result, and threads left waiting at
 // a barrier the others never reach are reported as a deadlock. Blocks run
-// one after another. What it cannot show: timing, races between streams
-// (but for a missing wait for an NCCL operation: InFlight, below), and the
-// GPU's own rounding of fast-math intrinsics.
+// one after another. A stream's work runs only when something needs it
+// (Work, below), so that a missing wait between streams shows too. What it
+// cannot show: timing, the other orders in which a GPU may interleave two
+// streams (it runs each as late as it is needed), and the GPU's own
+// rounding of fast-math intrinsics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,12 +43,15 @@ inline thread_local Index threadIndex, blockIndex, blockDimension,
 
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-/// Runs `body` once per thread of every block of the grid. `sharedBytes`
-/// of dynamic shared memory are given to each block, filled with 0xff (NaN
-/// as f32 and bf16) so that reading what no thread wrote shows. Returns an
-/// error message, empty when the configuration is one a GPU launches.
-std::string run(Index grid, Index block, size_t sharedBytes,
-                const std::function<void()> &body);
+/// Why a GPU refuses a launch of `grid` blocks of `block` threads, or empty
+/// when it takes it.
+std::string launchRefusal(Index grid, Index block);
+/// Runs `body` once per thread of every block of a grid launchRefusal
+/// takes. `sharedBytes` of dynamic shared memory are given to each block,
+/// filled with 0xff (NaN as f32 and bf16) so that reading what no thread
+/// wrote shows.
+void run(Index grid, Index block, size_t sharedBytes,
+         const std::function<void()> &body);
 
 /// The block's dynamic shared memory.
 char *dynamicShared();
@@ -81,26 +86,37 @@ void refuseLaunch(const std::string &why);
 bool onDevice(const void *p, size_t bytes);
 size_t dynamicSharedLimit(const void *kernel);
 
-/// Work a stream runs apart from the host: an NCCL operation. It has
-/// arrived once `poll` says so (its peers took part) and lands, writing its
-/// outputs, when the host first waits for it, so that a reader not ordered
-/// after it sees the old values, as it may on a GPU.
-struct InFlight {
-  /// Whether the operation is complete; never blocks.
+/// A stream's work runs in order, but only when something needs it: a
+/// wait for an event recorded after it (cudaStreamWaitEvent, when the
+/// waiting stream reaches the wait), synchronising its stream or the
+/// device, cudaFree, a download to the host, or an NCCL operation enqueued
+/// behind it. So a kernel on one stream that reads what another stream
+/// writes, without waiting for it, reads the old values, as it may on a
+/// GPU. NCCL operations are the exception: each starts when it is enqueued
+/// (after the work it follows), as its peers need it to, and runs apart
+/// from the host until it arrives; it writes its outputs only when
+/// reached. PARTITA_EMULATOR_STREAMS=eager runs other work as it is
+/// enqueued instead, which shows the missing waits this order hides
+/// (CudaRuntime.cpp's streamsRunEagerly).
+struct Work {
+  /// Runs the work; for an NCCL operation, waits for it to arrive and
+  /// writes its outputs.
+  std::function<void()> run;
+  /// For an NCCL operation: whether it has arrived; never blocks.
   std::function<bool()> poll;
-  /// Waits for the operation and writes its outputs.
-  std::function<void()> land;
-  /// Read by cudaEventQuery, from any thread.
+  /// Whether `poll` said so, read by cudaEventQuery from any thread.
   std::atomic<bool> arrived{false};
-  bool landed = false;
+  /// Run (on the host thread that enqueues work).
+  bool ran = false;
 };
-/// Enqueues `op` on `stream` (nullptr: the default stream) after the
-/// stream's earlier work.
-void enqueueInFlight(CUstream_st *stream, std::shared_ptr<InFlight> op);
-/// Lands the work enqueued on `stream` so far, so that what is enqueued
-/// next runs after it, and polls the operations in flight on every stream.
-/// Every call that enqueues work calls this first, on the host thread that
-/// enqueues.
+/// Enqueues `run` on `stream` (nullptr: the default stream), to run after
+/// the stream's earlier work when something needs it.
+void enqueue(CUstream_st *stream, std::function<void()> run);
+/// Enqueues an NCCL operation on `stream` whose peers are already on their
+/// way: call reachStream(stream) before starting it.
+void enqueueInFlight(CUstream_st *stream, std::shared_ptr<Work> op);
+/// Runs the work enqueued on `stream` so far (and what it waits for on
+/// other streams), and polls the NCCL operations in flight.
 void reachStream(CUstream_st *stream);
 
 /// Fails the process with `message`: a kernel did what no GPU runs (a

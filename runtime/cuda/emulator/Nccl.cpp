@@ -3,11 +3,13 @@
 // The NCCL API the NCCL communicator calls, for emulated devices whose
 // memory is host memory: each NCCL communicator is an MPI communicator of
 // the same ranks in the same order, so NcclCommunicator.cpp runs unchanged
-// in partita-cuda-emulated-run. As NCCL does, a collective or receive
-// returns at once and runs apart from the host: it is a nonblocking MPI
-// call on copies, in flight on its stream (Emulator.h's InFlight), whose
-// event completes when MPI has delivered it and whose outputs are written
-// only when the host waits for it. So a peer that never takes part leaves
+// in partita-cuda-emulated-run. An operation first runs the work its
+// stream holds (and what that waits for), so it reads its inputs as a GPU
+// would once the stream reached it. Then, as with NCCL, a collective or
+// receive returns at once and runs apart from the host: a nonblocking MPI
+// call on copies, in flight on its stream (Emulator.h's Work), whose event
+// completes when MPI has delivered it and whose outputs are written only
+// when the stream is next needed. So a peer that never takes part leaves
 // the operation pending for the communicator's watchdog to see, and a
 // kernel that reads a result without waiting for it reads the old values.
 // A send copies its data and goes out with MPI_Isend, complete for its
@@ -179,18 +181,18 @@ std::optional<long long> lostOperation() {
   return lost;
 }
 
-/// Whether the operation of `comm` being enqueued on `stream` is the one the
-/// injected fault loses. If it is, it stays in flight there for ever (a host
-/// that waits for it waits until the job is stopped) and `comm` reports
-/// ncclRemoteError.
+/// Whether the operation of `comm` being enqueued on `stream` (reached
+/// already) is the one the injected fault loses. If it is, it stays in
+/// flight there for ever (a host that waits for it waits until the job is
+/// stopped) and `comm` reports ncclRemoteError.
 bool loses(ncclComm_t comm, cudaStream_t stream) {
   static long long enqueued = 0;
   std::optional<long long> lost = lostOperation();
   if (!lost || ++enqueued != *lost)
     return false;
-  auto op = std::make_shared<emulator::InFlight>();
+  auto op = std::make_shared<emulator::Work>();
   op->poll = [] { return false; };
-  op->land = [] {
+  op->run = [] {
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(1));
   };
@@ -202,14 +204,14 @@ bool loses(ncclComm_t comm, cudaStream_t stream) {
 /// Enqueues a nonblocking MPI operation of `comm` on `stream`, after the
 /// stream's earlier work: `start` begins it on a copy of the `inputBytes` at
 /// `input`, into a result buffer of `resultBytes` that is copied to `out`
-/// when the host waits.
+/// when the stream reaches it.
 template <typename Start>
 ncclResult_t startOn(ncclComm_t comm, cudaStream_t stream, const void *input,
                      size_t inputBytes, void *out, size_t resultBytes,
                      Start start) {
+  emulator::reachStream(stream);
   if (loses(comm, stream))
     return ncclSuccess;
-  emulator::reachStream(stream);
   struct Buffers {
     std::vector<char> input, result;
     MPI_Request request = MPI_REQUEST_NULL;
@@ -222,13 +224,13 @@ ncclResult_t startOn(ncclComm_t comm, cudaStream_t stream, const void *input,
       start(buffers->input.data(), buffers->result.data(), &buffers->request);
   if (status != MPI_SUCCESS)
     return ncclSystemError;
-  auto op = std::make_shared<emulator::InFlight>();
+  auto op = std::make_shared<emulator::Work>();
   op->poll = [buffers] {
     int done = 0;
     MPI_Test(&buffers->request, &done, MPI_STATUS_IGNORE);
     return done != 0;
   };
-  op->land = [buffers, out] {
+  op->run = [buffers, out] {
     MPI_Wait(&buffers->request, MPI_STATUS_IGNORE);
     std::memcpy(out, buffers->result.data(), buffers->result.size());
   };
@@ -395,9 +397,9 @@ ncclResult_t ncclSend(const void *data, size_t count, ncclDataType_t type,
   MpiArgs a;
   if (!takes(comm, type, std::nullopt, {{data, count}}, a))
     return ncclInvalidArgument;
+  emulator::reachStream(stream);
   if (loses(comm, stream))
     return ncclSuccess;
-  emulator::reachStream(stream);
   reap(comm);
   comm->sends.emplace_back();
   auto &[copy, request] = comm->sends.back();

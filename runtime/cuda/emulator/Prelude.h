@@ -72,14 +72,14 @@ cudaError_t cudaFuncSetAttribute(void (*kernel)(Params...),
 
 namespace partita::runtime::cuda {
 
-/// The emulator's kernel launch: the arguments converted to the kernel's
-/// parameter types once, as a launch copies them, then the kernel run by
-/// every thread. A configuration a GPU refuses is refused the same way.
+/// The emulator's kernel launch: a configuration a GPU refuses is refused
+/// the same way, at once; otherwise the arguments are converted to the
+/// kernel's parameter types once, as a launch copies them, and the kernel
+/// runs on every thread when its stream is needed (Emulator.h's Work).
 template <typename... Params, typename... Args>
 void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
                   size_t sharedBytes, cudaStream_t stream, Args... args) {
   namespace emu = ::partita::runtime::cuda::emulator;
-  emu::reachStream(stream);
   size_t limit =
       emu::dynamicSharedLimit(reinterpret_cast<const void *>(kernel));
   if (sharedBytes > limit) {
@@ -88,12 +88,18 @@ void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
                       std::to_string(limit) + " the kernel may have");
     return;
   }
+  emu::Index gridShape{grid.x, grid.y, grid.z},
+      blockShape{block.x, block.y, block.z};
+  std::string refusal = emu::launchRefusal(gridShape, blockShape);
+  if (!refusal.empty()) {
+    emu::refuseLaunch(refusal);
+    return;
+  }
   std::tuple<std::decay_t<Params>...> params(args...);
-  std::string error =
-      emu::run({grid.x, grid.y, grid.z}, {block.x, block.y, block.z},
-               sharedBytes, [&] { std::apply(kernel, params); });
-  if (!error.empty())
-    emu::refuseLaunch(error);
+  emu::enqueue(stream, [=] {
+    emu::run(gridShape, blockShape, sharedBytes,
+             [&] { std::apply(kernel, params); });
+  });
 }
 
 } // namespace partita::runtime::cuda

@@ -31,29 +31,30 @@ struct DeviceRadixSort {
       scratchBytes = 1;
       return cudaSuccess;
     }
-    partita::runtime::cuda::emulator::reachStream(stream);
     if (beginBit < 0 || endBit > int(sizeof(Key) * 8) || beginBit > endBit)
       return cudaErrorInvalidValue;
-    auto bits = [&](Key k) {
-      Key shifted = Key(k >> beginBit);
-      int width = endBit - beginBit;
-      return width >= int(sizeof(Key) * 8)
-                 ? shifted
-                 : Key(shifted & ((Key(1) << width) - 1));
-    };
-    std::vector<size_t> order(static_cast<size_t>(count));
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      return bits(keysIn[x]) < bits(keysIn[y]);
+    partita::runtime::cuda::emulator::enqueue(stream, [=] {
+      auto bits = [&](Key k) {
+        Key shifted = Key(k >> beginBit);
+        int width = endBit - beginBit;
+        return width >= int(sizeof(Key) * 8)
+                   ? shifted
+                   : Key(shifted & ((Key(1) << width) - 1));
+      };
+      std::vector<size_t> order(static_cast<size_t>(count));
+      std::iota(order.begin(), order.end(), size_t(0));
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        return bits(keysIn[x]) < bits(keysIn[y]);
+      });
+      std::vector<Key> keys(order.size());
+      std::vector<Value> values(order.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        keys[k] = keysIn[order[k]];
+        values[k] = valuesIn[order[k]];
+      }
+      std::copy(keys.begin(), keys.end(), keysOut);
+      std::copy(values.begin(), values.end(), valuesOut);
     });
-    std::vector<Key> keys(order.size());
-    std::vector<Value> values(order.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      keys[k] = keysIn[order[k]];
-      values[k] = valuesIn[order[k]];
-    }
-    std::copy(keys.begin(), keys.end(), keysOut);
-    std::copy(values.begin(), values.end(), valuesOut);
     return cudaSuccess;
   }
 };
