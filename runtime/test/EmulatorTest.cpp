@@ -4,8 +4,9 @@
 // barrier gives a wrong result (in both thread orders), threads stuck at
 // barriers the others never reach and a shuffle over lanes that returned
 // stop the process, a launch a GPU refuses is refused, a stream's work runs
-// only when something needs it, and an NCCL operation in flight lands only
-// when its stream is needed.
+// only when something needs it (in the late order), and an NCCL operation
+// in flight lands as soon as it arrives (late) or when its stream is
+// needed (eager).
 //
 //===----------------------------------------------------------------------===//
 
@@ -140,7 +141,8 @@ __global__ void copyKernel(const int *in, int *out) {
   out[threadIdx.x] = in[threadIdx.x];
 }
 
-TEST(CudaEmulator, AStreamsWorkRunsWhenSomethingNeedsIt) {
+TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
+  emulator::setStreamOrder(emulator::StreamOrder::Late);
   cudaStream_t writer, reader;
   ASSERT_EQ(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking),
             cudaSuccess);
@@ -196,17 +198,30 @@ std::shared_ptr<emulator::Work> operation(const bool &arrives, int *out,
   return op;
 }
 
-TEST(CudaEmulator, AnOperationInFlightLandsWhenTheHostWaitsForIt) {
-  cudaStream_t comm, compute;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
-            cudaSuccess);
-  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
-            cudaSuccess);
-  cudaEvent_t done;
-  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
-            cudaSuccess);
+/// Two streams and an event, as the NCCL communicator uses them.
+struct CommAndCompute : ::testing::Test {
+  void SetUp() override {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+              cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming),
+              cudaSuccess);
+  }
+  void TearDown() override {
+    cudaEventDestroy(done);
+    cudaStreamDestroy(compute);
+    cudaStreamDestroy(comm);
+    emulator::setStreamOrder(emulator::StreamOrder::Late);
+  }
+  cudaStream_t comm = nullptr, compute = nullptr;
+  cudaEvent_t done = nullptr;
   bool arrives = false;
   int result = 0;
+};
+
+TEST_F(CommAndCompute, EagerlyAnOperationLandsWhenItsStreamIsNeeded) {
+  emulator::setStreamOrder(emulator::StreamOrder::Eager);
   emulator::enqueueInFlight(comm, operation(arrives, &result, 1));
   cudaEventRecord(done, comm);
   // Not arrived: its event is pending, as a collective a peer never
@@ -218,11 +233,8 @@ TEST(CudaEmulator, AnOperationInFlightLandsWhenTheHostWaitsForIt) {
   emulator::reachStream(compute);
   EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
   EXPECT_EQ(result, 0);
-  // The compute stream waits for it: it lands once the compute stream is
-  // needed.
+  // The compute stream waits for it: it lands.
   cudaStreamWaitEvent(compute, done, 0);
-  EXPECT_EQ(result, 0);
-  emulator::reachStream(compute);
   EXPECT_EQ(result, 1);
 
   // More work on the same stream lands it too; so does synchronising.
@@ -232,10 +244,21 @@ TEST(CudaEmulator, AnOperationInFlightLandsWhenTheHostWaitsForIt) {
   emulator::enqueueInFlight(comm, operation(arrives, &result, 3));
   cudaDeviceSynchronize();
   EXPECT_EQ(result, 3);
+}
 
-  cudaEventDestroy(done);
-  cudaStreamDestroy(compute);
-  cudaStreamDestroy(comm);
+TEST_F(CommAndCompute, LateAnOperationLandsAsSoonAsItArrives) {
+  emulator::setStreamOrder(emulator::StreamOrder::Late);
+  emulator::enqueueInFlight(comm, operation(arrives, &result, 1));
+  cudaEventRecord(done, comm);
+  emulator::reachStream(compute);
+  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  EXPECT_EQ(result, 0);
+  // Arrived: it writes its output at the host's next call, though no
+  // stream has waited for it.
+  arrives = true;
+  emulator::reachStream(compute);
+  EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
+  EXPECT_EQ(result, 1);
 }
 
 } // namespace

@@ -2,14 +2,12 @@
 //
 // The part of the CUDA runtime API the backend calls, for a node of
 // kDevices emulated devices whose memory is host memory (each process has
-// its own, as each rank has its own GPU). A stream's kernels, copies and
-// fills run in order when something needs them (Emulator.h's Work): a
-// stream that waits for an event recorded after them reaching that wait,
-// synchronising, freeing memory, a download to the host, or an NCCL
-// operation enqueued behind them. NCCL operations start when enqueued and
-// write their outputs when reached. Copies and fills of device memory are
-// checked against the allocations they touch when enqueued, as a GPU would
-// fault on memory outside them.
+// its own, as each rank has its own GPU). Streams run their kernels,
+// copies, fills and NCCL operations in one of two extreme orders
+// (Emulator.h's StreamOrder): as late as something needs them, or as they
+// are enqueued. Copies and fills of device memory are checked against the
+// allocations they touch when enqueued, as a GPU would fault on memory
+// outside them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +23,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +67,7 @@ struct State {
   CUstream_st defaultStream;
   /// NCCL operations in flight that have not arrived.
   std::vector<std::shared_ptr<Work>> notArrived;
+  std::optional<StreamOrder> order;
 };
 
 /// Never destroyed: devices held in statics free their memory at exit,
@@ -88,30 +88,19 @@ CUstream_st &streamOf(cudaStream_t stream) {
   return stream ? *stream : state().defaultStream;
 }
 
-/// Whether work runs as it is enqueued (PARTITA_EMULATOR_STREAMS=eager)
-/// rather than when something needs it (lazy, the default). Each order
-/// shows missing waits the other hides: lazily, a collective that reads
-/// what the compute stream has not yet written for want of a wait; eagerly,
-/// a kernel that reads a collective's result before it lands for want of
-/// one.
-bool streamsRunEagerly() {
-  static const bool eager = [] {
-    const char *order = std::getenv("PARTITA_EMULATOR_STREAMS");
-    std::string name = order ? order : "lazy";
-    if (name != "lazy" && name != "eager")
-      fail("PARTITA_EMULATOR_STREAMS must be lazy or eager, got \"" + name +
-           "\"");
-    return name == "eager";
-  }();
-  return eager;
-}
-
-/// Polls the NCCL operations in flight, so that their events complete.
+/// Polls the NCCL operations in flight, so that their events complete; in
+/// the late order, one that has arrived writes its outputs at once.
 void progress() {
   std::vector<std::shared_ptr<Work>> &waiting = state().notArrived;
+  bool late = streamOrder() == StreamOrder::Late;
   for (auto &op : waiting)
-    if (!op->arrived && op->poll())
+    if (!op->arrived && op->poll()) {
       op->arrived = true;
+      if (late) {
+        op->run();
+        op->ran = true;
+      }
+    }
   waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
                                [](auto &op) { return bool(op->arrived); }),
                 waiting.end());
@@ -123,7 +112,8 @@ void runUntil(CUstream_st &stream, std::shared_ptr<Work> until) {
   while (!until->ran) {
     std::shared_ptr<Work> next = stream.queue.front();
     stream.queue.pop_front();
-    next->run();
+    if (!next->ran)
+      next->run();
     next->ran = true;
     next->arrived = true;
   }
@@ -131,8 +121,23 @@ void runUntil(CUstream_st &stream, std::shared_ptr<Work> until) {
 
 } // namespace
 
+StreamOrder streamOrder() {
+  State &s = state();
+  if (!s.order) {
+    const char *name = std::getenv("PARTITA_EMULATOR_STREAMS");
+    std::string order = name ? name : "late";
+    if (order != "late" && order != "eager")
+      fail("PARTITA_EMULATOR_STREAMS must be late or eager, got \"" + order +
+           "\"");
+    s.order = order == "eager" ? StreamOrder::Eager : StreamOrder::Late;
+  }
+  return *s.order;
+}
+
+void setStreamOrder(StreamOrder order) { state().order = order; }
+
 void enqueue(CUstream_st *stream, std::function<void()> run) {
-  if (streamsRunEagerly()) {
+  if (streamOrder() == StreamOrder::Eager) {
     reachStream(stream);
     run();
     return;

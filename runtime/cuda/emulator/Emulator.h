@@ -8,11 +8,11 @@
 // other (__syncthreads, __syncwarp, shuffles, WMMA products), so that a
 // missing barrier shows up as a wrong result, and threads left waiting at
 // a barrier the others never reach are reported as a deadlock. Blocks run
-// one after another. A stream's work runs only when something needs it
-// (Work, below), so that a missing wait between streams shows too. What it
-// cannot show: timing, the other orders in which a GPU may interleave two
-// streams (it runs each as late as it is needed), and the GPU's own
-// rounding of fast-math intrinsics.
+// one after another. Streams run their work in one of two extreme orders
+// (StreamOrder, below), so that a missing wait between streams shows too.
+// What it cannot show: timing, the orders between those two in which a GPU
+// may interleave streams, and the GPU's own rounding of fast-math
+// intrinsics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,18 +86,32 @@ void refuseLaunch(const std::string &why);
 bool onDevice(const void *p, size_t bytes);
 size_t dynamicSharedLimit(const void *kernel);
 
-/// A stream's work runs in order, but only when something needs it: a
-/// wait for an event recorded after it (cudaStreamWaitEvent, when the
-/// waiting stream reaches the wait), synchronising its stream or the
-/// device, cudaFree, a download to the host, or an NCCL operation enqueued
-/// behind it. So a kernel on one stream that reads what another stream
-/// writes, without waiting for it, reads the old values, as it may on a
-/// GPU. NCCL operations are the exception: each starts when it is enqueued
-/// (after the work it follows), as its peers need it to, and runs apart
-/// from the host until it arrives; it writes its outputs only when
-/// reached. PARTITA_EMULATOR_STREAMS=eager runs other work as it is
-/// enqueued instead, which shows the missing waits this order hides
-/// (CudaRuntime.cpp's streamsRunEagerly).
+/// The order in which streams run their work: one of the two extremes a
+/// GPU may choose between, so that a missing wait between streams shows as
+/// stale or early values in one of them.
+///
+/// Late (the default): a stream's work runs in order, but only when
+/// something needs it: a wait for an event recorded after it
+/// (cudaStreamWaitEvent, when the waiting stream reaches the wait),
+/// synchronising its stream or the device, cudaFree, a download to the
+/// host, or an NCCL operation enqueued behind it. NCCL operations are the
+/// exception: each starts when it is enqueued (after the work it follows),
+/// as its peers need it to, runs apart from the host, and writes its
+/// outputs as soon as it arrives. So a collective that reads what the
+/// compute stream has not yet written, or that overwrites what the compute
+/// stream has yet to read, for want of a wait, shows.
+///
+/// Eager (PARTITA_EMULATOR_STREAMS=eager): work runs as it is enqueued,
+/// and an NCCL operation writes its outputs only when its stream is next
+/// needed. So a kernel that reads a collective's result before it is
+/// complete, for want of a wait, shows.
+enum class StreamOrder { Late, Eager };
+/// The order in force: PARTITA_EMULATOR_STREAMS's, until set.
+StreamOrder streamOrder();
+/// Sets the order, for work enqueued from now on.
+void setStreamOrder(StreamOrder order);
+
+/// A piece of a stream's work.
 struct Work {
   /// Runs the work; for an NCCL operation, waits for it to arrive and
   /// writes its outputs.
@@ -110,13 +124,14 @@ struct Work {
   bool ran = false;
 };
 /// Enqueues `run` on `stream` (nullptr: the default stream), to run after
-/// the stream's earlier work when something needs it.
+/// the stream's earlier work, in the stream order.
 void enqueue(CUstream_st *stream, std::function<void()> run);
 /// Enqueues an NCCL operation on `stream` whose peers are already on their
 /// way: call reachStream(stream) before starting it.
 void enqueueInFlight(CUstream_st *stream, std::shared_ptr<Work> op);
 /// Runs the work enqueued on `stream` so far (and what it waits for on
-/// other streams), and polls the NCCL operations in flight.
+/// other streams), and polls the NCCL operations in flight (which, in the
+/// late order, write their outputs once arrived).
 void reachStream(CUstream_st *stream);
 
 /// Fails the process with `message`: a kernel did what no GPU runs (a
