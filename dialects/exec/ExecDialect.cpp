@@ -310,16 +310,18 @@ LogicalResult CollectiveOp::verify() {
 
 LogicalResult ScheduleOp::verify() {
   auto program = (*this)->getParentOfType<ProgramOp>();
+  // The program's phases, found once: its body is mostly buffers.
+  SmallVector<PhaseOp> phases(program.getBody().front().getOps<PhaseOp>());
   for (Operation &op : getBody().front()) {
     auto run = dyn_cast<RunOp>(op);
     if (!run)
       return op.emitOpError("cannot appear in an exec.schedule");
     if (run.getPhase() == PhaseKind::step)
       return run.emitOpError("the step phase runs once, after the schedule");
-    bool found = false;
-    for (auto phase : program.getBody().front().getOps<PhaseOp>())
-      found |= phase.getKind() == run.getPhase() &&
-               phase.getChunk() == run.getChunk();
+    bool found = llvm::any_of(phases, [&](PhaseOp phase) {
+      return phase.getKind() == run.getPhase() &&
+             phase.getChunk() == run.getChunk();
+    });
     if (!found)
       return run.emitOpError("runs ")
              << stringifyPhaseKind(run.getPhase()) << " of chunk "
