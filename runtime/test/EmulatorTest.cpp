@@ -142,6 +142,7 @@ __global__ void copyKernel(const int *in, int *out) {
 }
 
 TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
+  emulator::StreamOrder order = emulator::streamOrder();
   emulator::setStreamOrder(emulator::StreamOrder::Late);
   cudaStream_t writer, reader;
   ASSERT_EQ(cudaStreamCreateWithFlags(&writer, cudaStreamNonBlocking),
@@ -186,6 +187,7 @@ TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
   cudaEventDestroy(written);
   cudaStreamDestroy(reader);
   cudaStreamDestroy(writer);
+  emulator::setStreamOrder(order);
 }
 
 /// An NCCL operation in flight that arrives when `arrives` is set and
@@ -212,8 +214,10 @@ struct CommAndCompute : ::testing::Test {
     cudaEventDestroy(done);
     cudaStreamDestroy(compute);
     cudaStreamDestroy(comm);
-    emulator::setStreamOrder(emulator::StreamOrder::Late);
+    emulator::setStreamOrder(order);
   }
+  /// The order the other cases of the binary run in.
+  emulator::StreamOrder order = emulator::streamOrder();
   cudaStream_t comm = nullptr, compute = nullptr;
   cudaEvent_t done = nullptr;
   bool arrives = false;

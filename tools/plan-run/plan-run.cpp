@@ -171,6 +171,10 @@ Options parse(int argc, char **argv) {
   return o;
 }
 
+/// The exit status of a run stopped by a loss that is not finite: the
+/// launcher does not restart it, as it would diverge again.
+constexpr int kDivergedStatus = 3;
+
 bool underLauncher() {
   for (const char *v :
        {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
@@ -282,7 +286,8 @@ int launch(const Options &o, const Plan &plan, char **argv) {
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code == 0 || code == 127 || attempt >= o.maxRestarts)
+    if (code == 0 || code == 127 || code == kDivergedStatus ||
+        attempt >= o.maxRestarts)
       return code;
     std::cerr << "plan-run: the job failed (status " << code
               << "); restarting it from the newest checkpoint in "
@@ -611,12 +616,17 @@ int main(int argc, char **argv) {
               << ", \"tokens_per_s\": " << tokens / seconds << "}"
               << std::endl; // on disk before a failure can lose it
         // Every later step would train on NaNs: stop, as Megatron-LM's
-        // NaN check does.
-        if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm))
-          comm->abort("step " + std::to_string(s + 1) + " gave loss " +
-                      std::to_string(r.loss) + " and grad_norm " +
-                      std::to_string(r.gradNorm) +
-                      ": training diverged; stopping the job");
+        // NaN check does, with a status the launcher does not restart on
+        // (a restart would diverge again).
+        if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm)) {
+          std::string line = "plan-run: rank " + std::to_string(rank) +
+                             ": step " + std::to_string(s + 1) + " gave loss " +
+                             std::to_string(r.loss) + " and grad_norm " +
+                             std::to_string(r.gradNorm) +
+                             ": training diverged; stopping the job\n";
+          std::cerr << line << std::flush;
+          MPI_Abort(MPI_COMM_WORLD, kDivergedStatus);
+        }
       }
       if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
         auto begin = std::chrono::steady_clock::now();

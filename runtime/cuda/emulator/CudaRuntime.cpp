@@ -41,6 +41,9 @@ struct CUevent_st {
   /// operation on `stream` then, if any had not run. The stream's other
   /// work runs as soon as it is needed, as a GPU runs it in bounded time;
   /// only a peer that never takes part keeps an event pending for ever.
+  /// (Not tracked: an NCCL operation on another stream that a wait on
+  /// `stream` waits for. The NCCL communicator records its events right
+  /// after each operation.)
   std::shared_ptr<partita::runtime::cuda::emulator::Work> nccl;
 };
 
@@ -110,12 +113,17 @@ void progress() {
 /// leaves the queue).
 void runUntil(CUstream_st &stream, std::shared_ptr<Work> until) {
   while (!until->ran) {
+    if (stream.queue.empty())
+      fail("a wait for work its stream does not hold");
     std::shared_ptr<Work> next = stream.queue.front();
     stream.queue.pop_front();
     if (!next->ran)
       next->run();
     next->ran = true;
     next->arrived = true;
+    // A long run of deferred work must not keep the watchdog from seeing
+    // the NCCL operations that have arrived meanwhile.
+    progress();
   }
 }
 

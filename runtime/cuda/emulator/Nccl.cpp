@@ -8,10 +8,12 @@
 // would once the stream reached it. Then, as with NCCL, a collective or
 // receive returns at once and runs apart from the host: a nonblocking MPI
 // call on copies, in flight on its stream (Emulator.h's Work), whose event
-// completes when MPI has delivered it and whose outputs are written only
-// when the stream is next needed. So a peer that never takes part leaves
-// the operation pending for the communicator's watchdog to see, and a
-// kernel that reads a result without waiting for it reads the old values.
+// completes once the host's next emulator call finds it delivered, and
+// whose outputs are written then (the late stream order) or when the
+// stream is next needed (eager). So a peer that never takes part leaves
+// the operation pending for the communicator's watchdog to see, and (in
+// the eager order) a kernel that reads a result without waiting for it
+// reads the old values.
 // A send copies its data and goes out with MPI_Isend, complete for its
 // stream at once (as if NCCL buffered it).
 //
@@ -204,7 +206,7 @@ bool loses(ncclComm_t comm, cudaStream_t stream) {
 /// Enqueues a nonblocking MPI operation of `comm` on `stream`, after the
 /// stream's earlier work: `start` begins it on a copy of the `inputBytes` at
 /// `input`, into a result buffer of `resultBytes` that is copied to `out`
-/// when the stream reaches it.
+/// when it lands (Emulator.h's StreamOrder).
 template <typename Start>
 ncclResult_t startOn(ncclComm_t comm, cudaStream_t stream, const void *input,
                      size_t inputBytes, void *out, size_t resultBytes,
@@ -250,6 +252,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
                               int rank) {
+  lostOperation(); // a bad PARTITA_EMULATOR_NCCL_FAULT stops the job here
   IdContents contents;
   std::memcpy(&contents, id.internal, sizeof(contents));
   if (nranks < 1 || rank < 0 || rank >= nranks)
