@@ -150,13 +150,17 @@ Object launchJson(Operation *op) {
 }
 
 Object programJson(exec::ProgramOp program) {
+  // Reserved: json::Value's move is not noexcept, so a growing Array
+  // copies every object already in it.
   Array buffers, phases, schedule;
+  buffers.reserve(program.getBody().front().getOperations().size());
   int64_t inFlight = 1;
   for (Operation &op : program.getBody().front()) {
     if (auto buf = dyn_cast<exec::BufferOp>(op)) {
       buffers.push_back(bufferJson(buf));
     } else if (auto phase = dyn_cast<exec::PhaseOp>(op)) {
       Array launches;
+      launches.reserve(phase.getBody().front().getOperations().size());
       for (Operation &launch : phase.getBody().front())
         launches.push_back(launchJson(&launch));
       Object p{{"kind", exec::stringifyPhaseKind(phase.getKind())},
@@ -394,6 +398,7 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
                              {"tp", t}});
   }
   Array params;
+  params.reserve(parameterOrder.size());
   for (const std::string &name : parameterOrder)
     params.push_back(std::move(parameters[name]));
 
