@@ -270,9 +270,11 @@ int main(int argc, char **argv) {
     });
   }
 
-  if (writesPlan) // the export pass writes the file; the IR goes nowhere
-    return failed(
-               MlirOptMain(llvm::nulls(), std::move(input), registry, config))
+  // The export pass writes the file; the IR goes nowhere, as bytecode,
+  // which MLIR writes about twice as fast as text.
+  if (writesPlan)
+    return failed(MlirOptMain(llvm::nulls(), std::move(input), registry,
+                              config.emitBytecode(true)))
                ? EXIT_FAILURE
                : EXIT_SUCCESS;
   std::string error;
