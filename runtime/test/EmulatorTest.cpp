@@ -216,6 +216,17 @@ struct CommAndCompute : ::testing::Test {
     cudaStreamDestroy(comm);
     emulator::setStreamOrder(order);
   }
+  /// Enqueues an operation on the comm stream that writes `value` once
+  /// `arrives` is set, and records `done` after it: pending, and the output
+  /// untouched, until it arrives, as a collective a peer never joins stays
+  /// pending for the watchdog.
+  void enqueuePending(int value) {
+    emulator::enqueueInFlight(comm, operation(arrives, &result, value));
+    cudaEventRecord(done, comm);
+    emulator::reachStream(compute);
+    EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+    EXPECT_NE(result, value);
+  }
   /// The order the other cases of the binary run in.
   emulator::StreamOrder order = emulator::streamOrder();
   cudaStream_t comm = nullptr, compute = nullptr;
@@ -226,12 +237,7 @@ struct CommAndCompute : ::testing::Test {
 
 TEST_F(CommAndCompute, EagerlyAnOperationLandsWhenItsStreamIsNeeded) {
   emulator::setStreamOrder(emulator::StreamOrder::Eager);
-  emulator::enqueueInFlight(comm, operation(arrives, &result, 1));
-  cudaEventRecord(done, comm);
-  // Not arrived: its event is pending, as a collective a peer never
-  // joins stays pending for the watchdog.
-  emulator::reachStream(compute);
-  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
+  enqueuePending(1);
   // Arrived, but no reader has waited: the output is still the old one.
   arrives = true;
   emulator::reachStream(compute);
@@ -252,11 +258,7 @@ TEST_F(CommAndCompute, EagerlyAnOperationLandsWhenItsStreamIsNeeded) {
 
 TEST_F(CommAndCompute, LateAnOperationLandsAsSoonAsItArrives) {
   emulator::setStreamOrder(emulator::StreamOrder::Late);
-  emulator::enqueueInFlight(comm, operation(arrives, &result, 1));
-  cudaEventRecord(done, comm);
-  emulator::reachStream(compute);
-  EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
-  EXPECT_EQ(result, 0);
+  enqueuePending(1);
   // Arrived: it writes its output at the host's next call, though no
   // stream has waited for it.
   arrives = true;

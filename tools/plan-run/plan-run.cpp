@@ -175,6 +175,17 @@ Options parse(int argc, char **argv) {
 /// launcher does not restart it, as it would diverge again.
 constexpr int kDivergedStatus = 3;
 
+/// `v` for the step log, to 9 digits; JSON has no NaN, so one that is not
+/// finite is null.
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
 bool underLauncher() {
   for (const char *v :
        {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"})
@@ -599,19 +610,9 @@ int main(int argc, char **argv) {
                       (long long)(s + 1), (long long)o.steps, eta);
         }
         std::fflush(stdout);
-        // JSON has no NaN: a value that is not finite is null.
-        auto number = [&](double v) {
-          std::ostringstream os;
-          os.precision(9);
-          if (std::isfinite(v))
-            os << v;
-          else
-            os << "null";
-          return os.str();
-        };
         if (log)
-          log << "{\"step\": " << s + 1 << ", \"loss\": " << number(r.loss)
-              << ", \"grad_norm\": " << number(r.gradNorm)
+          log << "{\"step\": " << s + 1 << ", \"loss\": " << jsonNumber(r.loss)
+              << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
               << ", \"step_time_s\": " << seconds
               << ", \"tokens_per_s\": " << tokens / seconds << "}"
               << std::endl; // on disk before a failure can lose it
