@@ -41,8 +41,8 @@ struct DistConfirmStrategyPass
           ranked.push_back(s);
     std::string note;
     Topology topology = moduleTopology(module, note);
-    double cap = memoryCapGib > 0 ? memoryCapGib * 1073741824.0
-                                  : topology.device.memoryBytes;
+    double cap =
+        memoryCapGib > 0 ? memoryCapGib * kGiB : topology.device.memoryBytes;
 
     std::vector<Confirmed> results;
     // The first `candidates`, and further runners-up while none fits.
@@ -67,7 +67,7 @@ struct DistConfirmStrategyPass
                      "step_time_s");
         c.peakBytes =
             numberAt((*plan)->getAttrOfType<DictionaryAttr>("exec.memory"),
-                     "peak_bytes_per_rank");
+                     "device_bytes_per_rank");
       }
       fits |= c.peakBytes <= cap;
       results.push_back(c);
@@ -76,10 +76,10 @@ struct DistConfirmStrategyPass
     for (const Confirmed &c : results)
       if (c.peakBytes <= cap && (!chosen || c.simulatedS < chosen->simulatedS))
         chosen = &c;
-    llvm::errs() << "confirmed by simulation (step time: closed form, "
-                    "simulated; memory plan peak, of "
-                 << llvm::format("%.1f", cap / 1073741824.0)
-                 << " GiB per device):\n";
+    llvm::errs()
+        << "confirmed by simulation (step time: closed form, "
+           "simulated; device memory of the memory plan and the runtime, of "
+        << llvm::format("%.1f", cap / 1073741824.0) << " GiB per device):\n";
     for (const Confirmed &c : results) {
       ParallelConfig config = fromStrategyAttr(c.strategy);
       llvm::errs() << llvm::format(

@@ -467,12 +467,21 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
       packed by size (largest first) at the lowest offset that does not
       overlap a buffer live at the same time in any phase.
     Sets `offset` (bytes, of the first copy, 64-byte aligned) and `copies`
-    on every buffer and `arena_bytes` on every program, records the peak
-    over programs as `exec.memory`, and prints each rank's arena next to
+    on every buffer and `arena_bytes` on every program. Outside the arena
+    the runtime holds its own device memory: the CUDA context and
+    workspaces, and the buffers of every NCCL communicator the program's
+    collectives and pipeline messages use (docs/cost-model.md, "Memory per
+    device"); counted when the module names its topology and strategy.
+    Records the peaks over programs as `exec.memory` (the arena, the
+    runtime's, and their sum per device), and prints each rank's next to
     the cost model's memory estimate (`dist.predicted`).
   }];
   let options = [
     Option<"quiet", "quiet", "bool", "false", "Print nothing">,
+    Option<"costParams", "cost-params", "std::string", "\"\"",
+           "Cost-model parameter overrides, as plan-opt --cost-params (the "
+           "runtime's own memory: runtime_gib, nccl_collective_gib, "
+           "nccl_p2p_gib)">,
   ];
 }
 

@@ -19,7 +19,7 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
   if (overlap)
     pm.addPass(createExecOverlapCommunication({quiet}));
   pm.addPass(createExecSchedulePipeline());
-  pm.addPass(createExecPlanMemory({quiet}));
+  pm.addPass(createExecPlanMemory({quiet, costParams.str()}));
   pm.addPass(createExecSimulatePlan(
       {trace.str(), /*report=*/"", quiet, costParams.str()}));
 }

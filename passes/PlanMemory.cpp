@@ -1,13 +1,19 @@
 //===- PlanMemory.cpp - exec-plan-memory ----------------------------------===//
 
+#include "compiler/CostModel/CostModel.h"
+#include "compiler/CostModel/ParallelConfig.h"
 #include "compiler/Export/PlanExport.h"
+#include "compiler/Topology/Topology.h"
 #include "dialects/exec/ExecDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 
 #include <map>
+#include <optional>
+#include <set>
 
 namespace partita {
 #define GEN_PASS_DEF_EXECPLANMEMORY
@@ -193,41 +199,112 @@ MemoryPlan planProgram(exec::ProgramOp program) {
   return plan;
 }
 
+/// The NCCL communicators `program` uses: the groups of its collectives
+/// that span more than one rank, and each pipeline direction it sends or
+/// receives in (two-rank communicators, one per direction and peer).
+Communicators communicatorsOf(exec::ProgramOp program,
+                              const ParallelConfig &config, int64_t kvParts) {
+  int64_t stage = program.getPpRank();
+  llvm::StringSet<> groups;
+  std::set<std::pair<int64_t, bool>> directions; // (peer stage, sends)
+  auto peerStage = [&](exec::Peer peer) {
+    return (stage + (peer == exec::Peer::next ? 1 : config.pp - 1)) % config.pp;
+  };
+  program.walk([&](Operation *op) {
+    if (auto c = dyn_cast<exec::CollectiveOp>(op))
+      groups.insert(c.getGroup());
+    else if (auto send = dyn_cast<exec::SendOp>(op))
+      directions.insert({peerStage(send.getPeer()), true});
+    else if (auto recv = dyn_cast<exec::RecvOp>(op))
+      directions.insert({peerStage(recv.getPeer()), false});
+  });
+  Communicators n;
+  for (const auto &group : groups)
+    n.collective +=
+        groupMembers(group.getKey(), config, kvParts, stage, 0, 0).size() > 1;
+  n.p2p = int64_t(directions.size());
+  return n;
+}
+
 struct ExecPlanMemoryPass : impl::ExecPlanMemoryBase<ExecPlanMemoryPass> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int64_t peak = 0;
+    llvm::Expected<CostParams> params = parseCostParams(costParams);
+    if (!params) {
+      module.emitError("exec-plan-memory: ")
+          << llvm::toString(params.takeError());
+      return signalPassFailure();
+    }
+    // The runtime's own memory depends on the target and the mesh: a
+    // hand-built module without them has only its arenas counted.
+    auto topologyAttr =
+        module->getAttrOfType<dist::TopologyAttr>(dist::kTopologyAttrName);
+    auto strategy =
+        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
+    std::optional<ParallelConfig> config;
+    if (topologyAttr && strategy)
+      config = fromStrategyAttr(strategy);
+    int64_t kvParts = config ? keyValueParts(module, *config) : 1;
+
+    int64_t peak = 0, runtimePeak = 0, devicePeak = 0;
     std::string lines;
     llvm::raw_string_ostream os(lines);
-    constexpr double kGiB = 1073741824.0;
     for (auto program : module.getOps<exec::ProgramOp>()) {
       MemoryPlan plan = planProgram(program);
+      int64_t runtime = 0;
+      Communicators comms;
+      if (config) {
+        comms = communicatorsOf(program, *config, kvParts);
+        runtime = int64_t(
+            runtimeReserveBytes(fromAttr(topologyAttr), *params, comms));
+      }
       peak = std::max(peak, plan.arena());
+      runtimePeak = std::max(runtimePeak, runtime);
+      devicePeak = std::max(devicePeak, plan.arena() + runtime);
       os << llvm::format(
           "  pp rank %lld: %.3f GiB = persistent %.3f + kept "
           "activations %.3f (%lld micro-batches) + run-local "
-          "%.3f\n",
+          "%.3f",
           static_cast<long long>(program.getPpRank()), plan.arena() / kGiB,
           plan.persistentBytes / kGiB, plan.keptBytes / kGiB,
           static_cast<long long>(plan.copies), plan.localBytes / kGiB);
+      if (config)
+        os << llvm::format("; runtime %.3f (%lld collective and %lld "
+                           "pipeline NCCL communicators)",
+                           runtime / kGiB,
+                           static_cast<long long>(comms.collective),
+                           static_cast<long long>(comms.p2p));
+      os << "\n";
     }
     Builder b(module.getContext());
-    module->setAttr("exec.memory",
-                    b.getDictionaryAttr({b.getNamedAttr(
-                        "peak_bytes_per_rank", b.getI64IntegerAttr(peak))}));
+    module->setAttr(
+        "exec.memory",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("peak_bytes_per_rank", b.getI64IntegerAttr(peak)),
+             b.getNamedAttr("runtime_bytes_per_rank",
+                            b.getI64IntegerAttr(runtimePeak)),
+             b.getNamedAttr("device_bytes_per_rank",
+                            b.getI64IntegerAttr(devicePeak))}));
     if (quiet)
       return;
     llvm::errs() << llvm::format("memory plan: peak %.3f GiB per rank",
                                  peak / kGiB);
+    if (config)
+      llvm::errs() << llvm::format(", %.3f GiB of device memory with the "
+                                   "runtime's",
+                                   devicePeak / kGiB);
+    else
+      llvm::errs() << " (no dist.topology and dist.strategy: the runtime's "
+                      "own memory not counted)";
     double estimate =
         numberAt(module->getAttrOfType<DictionaryAttr>("dist.predicted"),
                  "peak_memory_bytes_per_gpu");
     if (!std::isnan(estimate))
       llvm::errs() << llvm::format(" (cost model %.3f GiB, %+.1f%%)",
                                    estimate / kGiB,
-                                   100 * (peak - estimate) / estimate);
+                                   100 * (devicePeak - estimate) / estimate);
     llvm::errs() << "\n" << lines;
   }
 };

@@ -81,7 +81,7 @@ struct DistSearchStrategyPass
       return fail("dist-search-strategy: memory-cap-gib must be a finite "
                   "number of GiB, not negative");
     if (memoryCapGib > 0)
-      options.memoryCapBytes = memoryCapGib * 1073741824.0;
+      options.memoryCapBytes = memoryCapGib * kGiB;
     options.allowTpAcrossNodes = allowTpAcrossNodes;
     options.freeGlobalBatch = freeGlobalBatch;
     options.topK = std::max<int64_t>(0, topK);

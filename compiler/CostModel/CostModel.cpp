@@ -51,6 +51,13 @@ std::string CostParams::str() const {
      << ",overlap_p2p=" << (overlapP2P ? 1 : 0)
      << ",overlap_tp=" << (overlapTensorParallel ? 1 : 0)
      << ",attention=" << (flashAttention ? "flash" : "unfused");
+  // Unset ones stay unset: the device decides.
+  if (runtimeGib)
+    os << ",runtime_gib=" << *runtimeGib;
+  if (ncclCollectiveGib)
+    os << ",nccl_collective_gib=" << *ncclCollectiveGib;
+  if (ncclP2PGib)
+    os << ",nccl_p2p_gib=" << *ncclP2PGib;
   return s;
 }
 
@@ -102,9 +109,16 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       p.overlapP2P = number == 1;
     else if (key == "overlap_tp" && (number == 0 || number == 1))
       p.overlapTensorParallel = number == 1;
-    else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
-             key == "overlap_grad_reduce" || key == "overlap_p2p" ||
-             key == "overlap_tp")
+    else if (key == "runtime_gib" || key == "nccl_collective_gib" ||
+             key == "nccl_p2p_gib") {
+      if (!(number >= 0 && number <= 1024))
+        return fail("GiB from 0 to 1024");
+      (key == "runtime_gib"           ? p.runtimeGib
+       : key == "nccl_collective_gib" ? p.ncclCollectiveGib
+                                      : p.ncclP2PGib) = number;
+    } else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
+               key == "overlap_grad_reduce" || key == "overlap_p2p" ||
+               key == "overlap_tp")
       return fail(key == "gemm_half_dim"    ? "a number from 0 to 1e6"
                   : key == "gradient_bytes" ? "2 or 4"
                                             : "0 or 1");
@@ -114,12 +128,53 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
           ("--cost-params: unknown key '" + key +
            "'; keys: gemm_efficiency, gemm_half_dim, attention_efficiency, "
            "hbm_efficiency, collective_efficiency, gradient_bytes, "
-           "overlap_grad_reduce, overlap_p2p, overlap_tp, attention")
+           "overlap_grad_reduce, overlap_p2p, overlap_tp, attention, "
+           "runtime_gib, nccl_collective_gib, nccl_p2p_gib")
               .str());
     if (err)
       return std::move(err);
   }
   return p;
+}
+
+//===----------------------------------------------------------------------===//
+// The runtime's own device memory
+//===----------------------------------------------------------------------===//
+
+Communicators communicatorsOf(const ParallelConfig &c, int64_t stage,
+                              bool tiedEmbedding, bool keyValueGroup) {
+  Communicators n;
+  n.collective =
+      (c.tp > 1) + (c.dp > 1) + (c.numDevices() > 1) +
+      (keyValueGroup && c.tp > 1) +
+      (tiedEmbedding && c.pp > 1 && (stage == 0 || stage == c.pp - 1));
+  // Activations go forward and their gradients back: both directions to
+  // each neighbour. The interleaved schedule also joins the last stage to
+  // the first.
+  bool end = stage == 0 || stage == c.pp - 1;
+  int64_t neighbours = c.pp == 1           ? 0
+                       : c.pp == 2         ? 1
+                       : c.vpp > 1 || !end ? 2
+                                           : 1;
+  n.p2p = 2 * neighbours;
+  return n;
+}
+
+double runtimeReserveBytes(const Topology &topology, const CostParams &params,
+                           Communicators communicators) {
+  // CPU ranks keep everything in host memory the plan does not model.
+  bool gpu = topology.intraNode.kind != dist::LinkKind::shared_memory;
+  // The defaults are estimates until a GPU measures them: a CUDA context
+  // with lazily loaded kernels takes about 0.5 GiB, and the runtime adds
+  // its cuBLASLt workspace (32 MiB), collective workspaces (two of up to
+  // 128 MiB at the default --collective-chunk) and kernel scratch; NCCL
+  // allocates a few hundred MiB of channel buffers per communicator that
+  // runs collectives, far less per point-to-point peer.
+  double runtime = params.runtimeGib.value_or(gpu ? 1.0 : 0.0);
+  double collective = params.ncclCollectiveGib.value_or(gpu ? 0.5 : 0.0);
+  double p2p = params.ncclP2PGib.value_or(gpu ? 1.0 / 16 : 0.0);
+  return kGiB * (runtime + collective * double(communicators.collective) +
+                 p2p * double(communicators.p2p));
 }
 
 //===----------------------------------------------------------------------===//
@@ -807,8 +862,15 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.mfu = e.modelTflopsPerDevice * 1e12 / dev.peakFlops;
 
   // --- Memory on the device that needs the most -----------------------------
-  for (const Rank &r : ranks) {
+  const bool tiedEmbedding = profile.headParams == 0;
+  const bool keyValueGroup =
+      llvm::any_of(profile.layers, [&](const LayerProfile &layer) {
+        return layer.kvHeads && layer.kvHeads < t;
+      });
+  for (auto [k, r] : llvm::enumerate(ranks)) {
     MemoryBreakdown mem;
+    mem.runtime = runtimeReserveBytes(
+        topo, params, communicatorsOf(c, k, tiedEmbedding, keyValueGroup));
     mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
     mem.gradients = gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
     mem.optimizerStates =

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct CostParams {
   /// Flash-style attention (scores never leave on-chip memory); otherwise
   /// the score matrix is written, softmaxed and read back (Megatron-LM 2021).
   bool flashAttention = true;
+  /// Device memory the runtime holds outside the plan's buffers, in GiB:
+  /// the CUDA context with its kernels and library handles, and the
+  /// runtime's workspaces; per NCCL communicator that carries collectives;
+  /// per pipeline direction's two-rank communicator. Unset: the device's
+  /// defaults (runtimeReserveBytes).
+  std::optional<double> runtimeGib, ncclCollectiveGib, ncclP2PGib;
   /// Replaces the closed-form GEMM efficiency (gemmEfficiency scaled by
   /// gemmHalfDim) with, say, a table measured on the user's GPU; set by
   /// cost-model overrides (passes/SearchExtensions.h).
@@ -142,10 +149,36 @@ inline double optimizerStateBytes(double elementBytes) {
 struct MemoryBreakdown {
   double parameters = 0, gradients = 0, optimizerStates = 0, activations = 0,
          buffers = 0;
+  /// What the runtime holds outside the plan's buffers (runtimeReserveBytes).
+  double runtime = 0;
   double total() const {
-    return parameters + gradients + optimizerStates + activations + buffers;
+    return parameters + gradients + optimizerStates + activations + buffers +
+           runtime;
   }
 };
+
+/// The NCCL communicators one rank uses: groups of more than one rank that
+/// carry collectives, and pipeline directions (a two-rank communicator
+/// each, docs/gpu.md).
+struct Communicators {
+  int64_t collective = 0, p2p = 0;
+};
+
+/// The communicators the ranks of pipeline stage `stage` use under `c`:
+/// tp, dp and the world's gradient-norm reduction where they span more
+/// than one rank, the tied embedding's first-and-last-stage group, tp_kv
+/// where tp exceeds the key/value heads, and one per direction to each
+/// pipeline neighbour that messages flow to or from.
+Communicators communicatorsOf(const ParallelConfig &c, int64_t stage,
+                              bool tiedEmbedding, bool keyValueGroup);
+
+/// Device memory one rank's runtime holds outside the plan's buffers:
+/// params.runtimeGib, plus the NCCL communicators' buffers. Unset
+/// parameters take the device's defaults: 1 GiB, 0.5 GiB per collective
+/// communicator and 1/16 GiB per pipeline direction on GPUs; nothing on CPU
+/// ranks, whose messages go over MPI in host memory.
+double runtimeReserveBytes(const Topology &topology, const CostParams &params,
+                           Communicators communicators);
 
 struct CostEstimate {
   ParallelConfig config;

@@ -6,8 +6,6 @@
 
 namespace partita {
 
-static constexpr double kGiB = 1073741824.0;
-
 void printCostReport(const CostEstimate &e, const ModelProfile &profile,
                      llvm::StringRef topologyNote, llvm::raw_ostream &os) {
   using llvm::format;
@@ -64,6 +62,7 @@ void printCostReport(const CostEstimate &e, const ModelProfile &profile,
   mem("optimizer states", m.optimizerStates);
   mem("activations", m.activations);
   mem("collective buffers", m.buffers);
+  mem("runtime (CUDA, NCCL)", m.runtime);
   mem("total", m.total());
   os << format("  %-26s %10.2f  %s\n", "device memory",
                e.deviceMemoryBytes / kGiB, e.fits() ? "fits" : "DOES NOT FIT");
@@ -118,7 +117,8 @@ llvm::json::Object predictedJson(const CostEstimate &e) {
                           {"gradients", m.gradients},
                           {"optimizer_states", m.optimizerStates},
                           {"activations", m.activations},
-                          {"buffers", m.buffers}}},
+                          {"buffers", m.buffers},
+                          {"runtime", m.runtime}}},
       {"comm_time_breakdown", llvm::json::Object{{"tp", e.tpCommS},
                                                  {"pp", e.ppCommS},
                                                  {"dp", e.dpCommS}}},
@@ -174,6 +174,7 @@ llvm::json::Object costReportJson(const CostEstimate &e,
               {"optimizer_states", m.optimizerStates},
               {"activations", m.activations},
               {"buffers", m.buffers},
+              {"runtime", m.runtime},
               {"total", m.total()},
               {"device_capacity", e.deviceMemoryBytes},
               {"fits", e.fits()}}},

@@ -9,8 +9,6 @@ namespace partita {
 
 namespace {
 
-constexpr double kGiB = 1073741824.0;
-
 std::string stageLayersText(const ParallelConfig &c, int64_t layers) {
   std::string text;
   for (int64_t k = 0; k < c.pp; ++k)
@@ -43,11 +41,11 @@ void printSearchReport(const SearchResult &r, const ModelProfile &profile,
                100 * e.bubbleFraction, e.exposedCommS);
   os << format("  memory %.1f of %.1f GiB per device (parameters %.1f, "
                "gradients %.1f, optimizer %.1f, activations %.1f, buffers "
-               "%.1f)\n",
+               "%.1f, runtime %.1f)\n",
                e.memory.total() / kGiB, r.memoryCapBytes / kGiB,
                e.memory.parameters / kGiB, e.memory.gradients / kGiB,
                e.memory.optimizerStates / kGiB, e.memory.activations / kGiB,
-               e.memory.buffers / kGiB);
+               e.memory.buffers / kGiB, e.memory.runtime / kGiB);
   if (!r.runnersUp.empty()) {
     os << "  runners-up\n";
     for (const Candidate &c : r.runnersUp)

@@ -128,7 +128,7 @@ FlopWeights flopWeights(const ModelProfile &profile, bool fullRecompute) {
 }
 
 std::string gib(double bytes) {
-  double g = bytes / 1073741824.0;
+  double g = bytes / kGiB;
   if (g < 0.1)
     return formatNumber(std::round(bytes / 1048576.0 * 10) / 10) + " MiB";
   return formatNumber(std::round(g * 10) / 10) + " GiB";

@@ -11,7 +11,7 @@ using llvm::StringRef;
 
 namespace partita {
 
-constexpr double kTera = 1e12, kGiga = 1e9, kGiB = 1073741824.0, kMicro = 1e-6;
+constexpr double kTera = 1e12, kGiga = 1e9, kMicro = 1e-6;
 
 double DeviceSpec::peakFlops(DType type) const {
   switch (type) {

@@ -41,6 +41,9 @@ struct InterNodeNetwork {
   double oversubscription = 1;
 };
 
+/// Bytes in a GiB, the unit of memory sizes in files and reports.
+constexpr double kGiB = 1073741824.0;
+
 /// The largest cluster Partita models: every size derived from a topology
 /// then fits int64 and memory.
 constexpr int64_t kMaxDevices = int64_t(1) << 18;

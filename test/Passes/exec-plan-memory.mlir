@@ -9,7 +9,7 @@
 
 // REPORT: memory plan: peak 0.000 GiB per rank
 // REPORT-NEXT: pp rank 0: 0.000 GiB = persistent 0.000 + kept activations 0.000 (2 micro-batches) + run-local 0.000
-// CHECK: module attributes {exec.memory = {peak_bytes_per_rank = 4224 : i64}}
+// CHECK: module attributes {exec.memory = {device_bytes_per_rank = 4224 : i64, peak_bytes_per_rank = 4224 : i64, runtime_bytes_per_rank = 0 : i64}}
 // CHECK-NEXT: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 4224 : i64} {
 // CHECK-NEXT: exec.buffer @w : tensor<16xf32> param {copies = 1 : i64, offset = 0 : i64}
 // CHECK-NEXT: exec.buffer @m : tensor<16xf32> optimizer_state {copies = 1 : i64, offset = 64 : i64}
@@ -52,7 +52,7 @@ module {
 // temporary written in between gets its own bytes. Run-local: x (1 KiB)
 // at 0, t (1 KiB) at 1024, y (256 B, live from the start to the last
 // read) at 2048; arena 64 + 2304 = 2368 bytes.
-// CHECK-LABEL: module attributes {exec.memory = {peak_bytes_per_rank = 2368 : i64}}
+// CHECK-LABEL: module attributes {exec.memory = {device_bytes_per_rank = 2368 : i64, peak_bytes_per_rank = 2368 : i64, runtime_bytes_per_rank = 0 : i64}}
 // CHECK: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 2368 : i64} {
 // CHECK-NEXT: exec.buffer @w : tensor<16xf32> param {copies = 1 : i64, offset = 0 : i64}
 // CHECK-NEXT: exec.buffer @x : tensor<256xf32> activation {copies = 1 : i64, offset = 64 : i64}

@@ -57,7 +57,7 @@ with tempfile.TemporaryDirectory() as tmp:
         figures = {
             "time": (plan["simulated"]["step_time_s"],
                      plan["predicted"]["step_time_s"], "s"),
-            "memory": (plan["memory"]["peak_bytes_per_rank"] / 2**30,
+            "memory": (plan["memory"]["device_bytes_per_rank"] / 2**30,
                        plan["predicted"]["peak_memory_bytes_per_gpu"] / 2**30,
                        "GiB")}
         for kind, (planned, model_value, unit) in figures.items():

@@ -112,6 +112,46 @@ TEST(CostModel, ZeroStagesDivideTheMixedPrecisionState) {
                    16 * P / 64);
 }
 
+TEST(CostModel, RuntimeMemoryCountsTheCommunicatorsOfEachStage) {
+  // The GPT ties its embedding. pp=4, dp=2 on 8 GPUs: the first stage
+  // reduces over dp, the world and the tied pair, and talks to one
+  // neighbour both ways; a middle stage has no tied group and two
+  // neighbours. The interleaved schedule joins the ends too.
+  ParallelConfig c;
+  c.dp = 2;
+  c.pp = 4;
+  EXPECT_EQ(communicatorsOf(c, 0, true, false).collective, 3);
+  EXPECT_EQ(communicatorsOf(c, 0, true, false).p2p, 2);
+  EXPECT_EQ(communicatorsOf(c, 1, true, false).collective, 2);
+  EXPECT_EQ(communicatorsOf(c, 1, true, false).p2p, 4);
+  c.vpp = 2;
+  EXPECT_EQ(communicatorsOf(c, 0, true, false).p2p, 4);
+  // tp_kv exists only with tensor parallelism.
+  ParallelConfig tp, dp;
+  tp.tp = dp.dp = 8;
+  EXPECT_EQ(communicatorsOf(tp, 0, false, true).collective, 3);
+  EXPECT_EQ(communicatorsOf(dp, 0, false, true).collective, 2);
+
+  Topology gpus = *presetTopology("dgx-a100", 1);
+  Topology cpus = *presetTopology("cpu", 8);
+  Communicators n{3, 2};
+  EXPECT_DOUBLE_EQ(runtimeReserveBytes(gpus, {}, n),
+                   kGiB * (1 + 3 * 0.5 + 2 / 16.0));
+  EXPECT_DOUBLE_EQ(runtimeReserveBytes(cpus, {}, n), 0);
+  CostParams set = *parseCostParams("runtime_gib=2,nccl_p2p_gib=1");
+  EXPECT_DOUBLE_EQ(runtimeReserveBytes(cpus, set, n), kGiB * (2 + 2));
+
+  // The estimate adds it to the stage that needs the most.
+  Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
+  CostEstimate e = estimate(f.profile, gpus, "dp=2,pp=4");
+  EXPECT_GE(e.memory.runtime, kGiB * (1 + 2 * 0.5 + 4 / 16.0));
+  EXPECT_LE(e.memory.runtime, kGiB * (1 + 3 * 0.5 + 4 / 16.0));
+  EXPECT_DOUBLE_EQ(e.memory.total(), e.memory.parameters + e.memory.gradients +
+                                         e.memory.optimizerStates +
+                                         e.memory.activations +
+                                         e.memory.buffers + e.memory.runtime);
+}
+
 TEST(CostModel, PipelineBubble) {
   Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
   Topology node = *presetTopology("dgx-a100", 1);

@@ -214,6 +214,15 @@ int main(int argc, char **argv) {
       "(docs/plan-format.md)\n",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  // An error names its op's location; the op printed after it (MLIR's
+  // default) would be the whole module for a module-level error, hundreds
+  // of lines of IR the user never wrote. --mlir-print-op-on-diagnostic
+  // brings it back.
+  if (auto *printOp = static_cast<llvm::cl::opt<bool> *>(
+          llvm::cl::getRegisteredOptions().lookup(
+              "mlir-print-op-on-diagnostic"));
+      printOp && printOp->getNumOccurrences() == 0)
+    *printOp = false;
 
   std::unique_ptr<llvm::MemoryBuffer> input;
   if (isModelSpec(inputFile)) {
