@@ -120,6 +120,23 @@ for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
                  f"{tflop / measured:.0f} TFLOP/s, MFU {mfu:.1%} of {peak:.0f} "
                  f"(cost model, {dtype}: {predicted['step_time_s'] * 1e3:.1f} "
                  f"ms)")
+    # What the device holds against the memory plan and its allowance for
+    # the runtime (CUDA context, workspaces, NCCL): the numbers to set
+    # plan-opt's runtime_gib and nccl_*_gib from.
+    in_use = steps[0].get("memory_in_use_bytes")
+    memory = plan.get("memory", {})
+    if in_use and "device_bytes_per_rank" in memory:
+        arena = memory["peak_bytes_per_rank"]
+        result[model].update(
+            memory_in_use_bytes=in_use, planned_device_bytes=memory[
+                "device_bytes_per_rank"], planned_runtime_bytes=memory[
+                "runtime_bytes_per_rank"], measured_runtime_bytes=in_use - arena)
+        gib = 2**30
+        lines.append(
+            f"{model}: {in_use / gib:.2f} GiB of device memory in use after "
+            f"step 1, {(in_use - arena) / gib:.2f} GiB beside the arena "
+            f"(the plan allows {memory['runtime_bytes_per_rank'] / gib:.2f}; "
+            f"{memory['device_bytes_per_rank'] / gib:.2f} GiB in all)")
 
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):

@@ -349,6 +349,12 @@ void *CudaDevice::allocateArena(int64_t bytes) {
   return p;
 }
 
+std::optional<int64_t> CudaDevice::memoryInUse() {
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return int64_t(total - free);
+}
+
 bool CudaDevice::hasKernel(const std::string &name) const {
   return kernelNames().count(name) > 0;
 }

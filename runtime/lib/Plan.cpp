@@ -550,6 +550,9 @@ Plan readPlan(Reader &r, const json &doc) {
     plan.predictedPeakBytes =
         doc["predicted"].value("peak_memory_bytes_per_gpu", 0.0);
   }
+  if (doc.contains("memory") && doc["memory"].is_object())
+    plan.plannedRuntimeBytes =
+        doc["memory"].value("runtime_bytes_per_rank", 0.0);
   const json &s = r.at(doc, "", "strategy");
   std::ostringstream os;
   os << "dp=" << s.value("dp", 1) << ",tp=" << s.value("tp", 1)

@@ -30,6 +30,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -177,6 +178,28 @@ constexpr int kDivergedStatus = 3;
 
 /// `v` for the step log, to 9 digits; JSON has no NaN, so one that is not
 /// finite is null.
+/// The reporting rank's device memory after a step, beside the plan's
+/// allowance for what the runtime holds outside its arena.
+void reportMemoryInUse(int64_t inUse, const Trainer &trainer, const Plan &plan,
+                       int64_t step) {
+  int64_t arena = trainer.allocatedBytes() + trainer.collectiveWorkspaceBytes();
+  double besides = double(inUse - arena);
+  std::cout << "plan-run: device memory in use after step " << step
+            << " on the reporting rank: " << inUse / 1e6 << " MB, "
+            << arena / 1e6 << " MB of buffers and collective workspace and "
+            << besides / 1e6 << " MB besides";
+  if (plan.plannedRuntimeBytes > 0)
+    std::cout << " (the plan allows " << plan.plannedRuntimeBytes / 1e6
+              << " MB besides"
+              << (besides > plan.plannedRuntimeBytes
+                      ? "; more is in use: give plan-opt --cost-params "
+                        "runtime_gib, nccl_collective_gib and nccl_p2p_gib "
+                        "from this machine"
+                      : "")
+              << ")";
+  std::cout << "\n";
+}
+
 std::string jsonNumber(double v) {
   if (!std::isfinite(v))
     return "null";
@@ -590,6 +613,11 @@ int main(int argc, char **argv) {
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
+      // Measured once warm (every workspace grown, every communicator
+      // connected): what the runtime holds beside the plan's buffers, to
+      // set the compiler's allowance from.
+      std::optional<int64_t> inUse =
+          reporter ? device->memoryInUse() : std::nullopt;
       if (reporter) {
         elapsed += seconds;
         // On a terminal, runs longer than a few seconds get a progress bar
@@ -601,6 +629,9 @@ int main(int argc, char **argv) {
             "step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
             "%.3f s\n",
             (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds, seconds);
+        std::fflush(stdout);
+        if (inUse && s == first)
+          reportMemoryInUse(*inUse, trainer, plan, s + 1);
         if (bar) {
           int width = 30, done = int(width * (s + 1) / o.steps);
           double eta = elapsed / (s + 1 - first) * (o.steps - s - 1);
@@ -614,8 +645,10 @@ int main(int argc, char **argv) {
           log << "{\"step\": " << s + 1 << ", \"loss\": " << jsonNumber(r.loss)
               << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
               << ", \"step_time_s\": " << seconds
-              << ", \"tokens_per_s\": " << tokens / seconds << "}"
-              << std::endl; // on disk before a failure can lose it
+              << ", \"tokens_per_s\": " << tokens / seconds
+              << (inUse ? ", \"memory_in_use_bytes\": " + std::to_string(*inUse)
+                        : std::string())
+              << "}" << std::endl; // on disk before a failure can lose it
         // Every later step would train on NaNs: stop, as Megatron-LM's
         // NaN check does, with a status the launcher does not restart on
         // (a restart would diverge again).

@@ -312,9 +312,18 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attributes,
 }
 
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) {
-  // Every device's memory is the host's.
-  *free = size_t(std::max<int64_t>(0, hostMemoryBytes("MemAvailable")));
-  *total = size_t(std::max<int64_t>(0, hostMemoryBytes("MemTotal")));
+  // Each rank's device holds what the host had available when first asked,
+  // and only this process's allocations: what is in use is what the
+  // runtime allocated (on a GPU, also the context and NCCL's buffers).
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  size_t used = 0;
+  for (const auto &[start, bytes] : s.allocations)
+    used += bytes;
+  static const size_t capacity =
+      size_t(std::max<int64_t>(0, hostMemoryBytes("MemAvailable"))) + used;
+  *total = capacity;
+  *free = capacity - std::min(used, capacity);
   return cudaSuccess;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ public:
   /// Zero-filled memory for buffers (4-byte aligned elements), alive as
   /// long as the device.
   virtual void *allocateArena(int64_t bytes) = 0;
+  /// Bytes of the device's memory in use, by anything, where the backend
+  /// can tell (a GPU: its context, libraries, communicators and our
+  /// allocations); none on CPU ranks.
+  virtual std::optional<int64_t> memoryInUse() { return std::nullopt; }
   virtual bool hasKernel(const std::string &name) const = 0;
   /// Runs kernel `name` on the compute stream: reads `ins`, writes `outs`,
   /// adding to those flagged in `accumulate`.

@@ -155,6 +155,10 @@ struct Plan {
   double predictedStepTimeS = 0;
   /// The cost model's memory per device (the busiest rank), in bytes.
   double predictedPeakBytes = 0;
+  /// The memory plan's allowance for what the runtime holds outside a
+  /// rank's arena (CUDA context, workspaces, NCCL buffers), the most of any
+  /// rank; 0 when the plan has none.
+  double plannedRuntimeBytes = 0;
   std::string strategy; // "dp=..,tp=..", for messages
 };
 
