@@ -79,13 +79,12 @@ struct DistConfirmStrategyPass
     llvm::errs()
         << "confirmed by simulation (step time: closed form, "
            "simulated; device memory of the memory plan and the runtime, of "
-        << llvm::format("%.1f", cap / 1073741824.0) << " GiB per device):\n";
+        << llvm::format("%.1f", cap / kGiB) << " GiB per device):\n";
     for (const Confirmed &c : results) {
       ParallelConfig config = fromStrategyAttr(c.strategy);
       llvm::errs() << llvm::format(
           "  %s %-72s %9.3f s %9.3f s %7.1f GiB%s\n", &c == chosen ? "*" : " ",
-          config.str().c_str(), c.closedFormS, c.simulatedS,
-          c.peakBytes / 1073741824.0,
+          config.str().c_str(), c.closedFormS, c.simulatedS, c.peakBytes / kGiB,
           std::isnan(c.simulatedS) ? "  (does not compile)"
           : c.peakBytes > cap      ? "  (does not fit)"
                                    : "");

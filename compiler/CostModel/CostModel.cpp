@@ -112,7 +112,7 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
     else if (key == "runtime_gib" || key == "nccl_collective_gib" ||
              key == "nccl_p2p_gib") {
       if (!(number >= 0 && number <= 1024))
-        return fail("GiB from 0 to 1024");
+        return fail("a number of GiB from 0 to 1024");
       (key == "runtime_gib"           ? p.runtimeGib
        : key == "nccl_collective_gib" ? p.ncclCollectiveGib
                                       : p.ncclP2PGib) = number;
@@ -169,12 +169,15 @@ double runtimeReserveBytes(const Topology &topology, const CostParams &params,
   // its cuBLASLt workspace (32 MiB), collective workspaces (two of up to
   // 128 MiB at the default --collective-chunk) and kernel scratch; NCCL
   // allocates a few hundred MiB of channel buffers per communicator that
-  // runs collectives, far less per point-to-point peer.
+  // runs collectives, far less per point-to-point peer. NCCL (2.22 on)
+  // connects a communicator at its first operation, so those never used
+  // (the world's parent, one-rank splits) cost next to nothing.
   double runtime = params.runtimeGib.value_or(gpu ? 1.0 : 0.0);
   double collective = params.ncclCollectiveGib.value_or(gpu ? 0.5 : 0.0);
   double p2p = params.ncclP2PGib.value_or(gpu ? 1.0 / 16 : 0.0);
   return kGiB * (runtime + collective * double(communicators.collective) +
-                 p2p * double(communicators.p2p));
+                 p2p * double(communicators.p2p)) +
+         (gpu ? communicators.sendStagingBytes : 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -869,8 +872,11 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       });
   for (auto [k, r] : llvm::enumerate(ranks)) {
     MemoryBreakdown mem;
-    mem.runtime = runtimeReserveBytes(
-        topo, params, communicatorsOf(c, k, tiedEmbedding, keyValueGroup));
+    Communicators comms = communicatorsOf(c, k, tiedEmbedding, keyValueGroup);
+    // Each direction sent in is half the directions: one boundary
+    // activation (or its gradient) staged.
+    comms.sendStagingBytes = double(comms.p2p / 2) * eb * tokens * h / sp;
+    mem.runtime = runtimeReserveBytes(topo, params, comms);
     mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
     mem.gradients = gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
     mem.optimizerStates =

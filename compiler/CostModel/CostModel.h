@@ -159,9 +159,11 @@ struct MemoryBreakdown {
 
 /// The NCCL communicators one rank uses: groups of more than one rank that
 /// carry collectives, and pipeline directions (a two-rank communicator
-/// each, docs/gpu.md).
+/// each, docs/gpu.md); and the staging copies its sends read, one of the
+/// largest message per direction it sends in.
 struct Communicators {
   int64_t collective = 0, p2p = 0;
+  double sendStagingBytes = 0;
 };
 
 /// The communicators the ranks of pipeline stage `stage` use under `c`:
@@ -173,7 +175,8 @@ Communicators communicatorsOf(const ParallelConfig &c, int64_t stage,
                               bool tiedEmbedding, bool keyValueGroup);
 
 /// Device memory one rank's runtime holds outside the plan's buffers:
-/// params.runtimeGib, plus the NCCL communicators' buffers. Unset
+/// params.runtimeGib, plus the NCCL communicators' buffers and the send
+/// staging copies. Unset
 /// parameters take the device's defaults: 1 GiB, 0.5 GiB per collective
 /// communicator and 1/16 GiB per pipeline direction on GPUs; nothing on CPU
 /// ranks, whose messages go over MPI in host memory.

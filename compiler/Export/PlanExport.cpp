@@ -184,6 +184,8 @@ Object programJson(exec::ProgramOp program) {
              {"schedule", std::move(schedule)}};
   if (auto arena = program->getAttrOfType<IntegerAttr>("arena_bytes"))
     out["arena_bytes"] = arena.getInt();
+  if (auto runtime = program->getAttrOfType<IntegerAttr>("runtime_bytes"))
+    out["runtime_bytes"] = runtime.getInt();
   return out;
 }
 

@@ -7,7 +7,8 @@
 // blocks; start() leaves the second wait to the future's get(), which is
 // where the plan's `wait` puts it. Pipeline messages use one two-rank
 // communicator and stream per direction of each neighbour pair, so sends
-// and receives of a 1F1B schedule never queue behind each other.
+// and receives of a 1F1B schedule never queue behind each other; only the
+// directions the rank's program uses are connected.
 //
 // A watchdog thread follows every enqueued operation by its event: past the
 // collective timeout, or on an NCCL asynchronous error, it aborts the
@@ -333,18 +334,22 @@ private:
     int64_t p = (c.pp + (next ? 1 : plan.pp - 1)) % plan.pp;
     return (p * plan.dp + c.dp) * plan.tp + c.tp;
   }
-  /// Two-rank communicators for both directions to each neighbour, created
-  /// in one global order (by the pair's ranks) so that no two ranks wait
-  /// for each other.
+  /// A two-rank communicator for each direction this rank's program sends
+  /// or receives in (the peer's program has the matching receive or send),
+  /// created in one global order (by the pair's ranks) so that no two ranks
+  /// wait for each other. NCCL's buffers are allocated per communicator:
+  /// the last stage's link to the first exists only where the interleaved
+  /// schedule uses it.
   void connectPipeline() {
     std::vector<std::pair<int64_t, int64_t>> pairs;
-    for (bool next : {true, false}) {
-      int64_t peer = pipelinePeer(next);
-      if (peer != me) {
-        pairs.push_back({me, peer});
-        pairs.push_back({peer, me});
+    for (const Phase &phase : plan.programs[plan.devices[me].pp].phases)
+      for (const Launch &l : phase.launches) {
+        int64_t peer = pipelinePeer(l.toNext);
+        if (l.op == Launch::Op::Send && peer != me)
+          pairs.push_back({me, peer});
+        else if (l.op == Launch::Op::Recv && peer != me)
+          pairs.push_back({peer, me});
       }
-    }
     std::sort(pairs.begin(), pairs.end(), [](auto a, auto b) {
       return std::make_pair(
                  std::min(a.first, a.second),

@@ -132,6 +132,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
   if (program.maxInFlight < 1)
     r.fail(path + "/max_in_flight", "expected at least 1");
   program.arenaBytes = r.optional(p, path, "arena_bytes", int64_t(0));
+  program.runtimeBytes = r.optional(p, path, "runtime_bytes", int64_t(0));
   const json &buffers = r.array(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string at = path + "/buffers/" + std::to_string(i);
@@ -550,9 +551,6 @@ Plan readPlan(Reader &r, const json &doc) {
     plan.predictedPeakBytes =
         doc["predicted"].value("peak_memory_bytes_per_gpu", 0.0);
   }
-  if (doc.contains("memory") && doc["memory"].is_object())
-    plan.plannedRuntimeBytes =
-        doc["memory"].value("runtime_bytes_per_rank", 0.0);
   const json &s = r.at(doc, "", "strategy");
   std::ostringstream os;
   os << "dp=" << s.value("dp", 1) << ",tp=" << s.value("tp", 1)

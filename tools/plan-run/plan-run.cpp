@@ -176,22 +176,20 @@ Options parse(int argc, char **argv) {
 /// launcher does not restart it, as it would diverge again.
 constexpr int kDivergedStatus = 3;
 
-/// `v` for the step log, to 9 digits; JSON has no NaN, so one that is not
-/// finite is null.
-/// The reporting rank's device memory after a step, beside the plan's
-/// allowance for what the runtime holds outside its arena.
-void reportMemoryInUse(int64_t inUse, const Trainer &trainer, const Plan &plan,
-                       int64_t step) {
-  int64_t arena = trainer.allocatedBytes() + trainer.collectiveWorkspaceBytes();
-  double besides = double(inUse - arena);
+/// The reporting rank's device memory after a step, beside the memory
+/// plan's allowance for what the runtime holds outside its arena.
+void reportMemoryInUse(int64_t inUse, const Trainer &trainer,
+                       const Program &program, int64_t step) {
+  int64_t buffers = trainer.allocatedBytes();
+  double besides = double(inUse - buffers);
   std::cout << "plan-run: device memory in use after step " << step
             << " on the reporting rank: " << inUse / 1e6 << " MB, "
-            << arena / 1e6 << " MB of buffers and collective workspace and "
-            << besides / 1e6 << " MB besides";
-  if (plan.plannedRuntimeBytes > 0)
-    std::cout << " (the plan allows " << plan.plannedRuntimeBytes / 1e6
+            << buffers / 1e6 << " MB of buffers and " << besides / 1e6
+            << " MB besides";
+  if (program.runtimeBytes > 0)
+    std::cout << " (the plan allows " << program.runtimeBytes / 1e6
               << " MB besides"
-              << (besides > plan.plannedRuntimeBytes
+              << (besides > double(program.runtimeBytes)
                       ? "; more is in use: give plan-opt --cost-params "
                         "runtime_gib, nccl_collective_gib and nccl_p2p_gib "
                         "from this machine"
@@ -200,6 +198,8 @@ void reportMemoryInUse(int64_t inUse, const Trainer &trainer, const Plan &plan,
   std::cout << "\n";
 }
 
+/// `v` for the step log, to 9 digits; JSON has no NaN, so one that is not
+/// finite is null.
 std::string jsonNumber(double v) {
   if (!std::isfinite(v))
     return "null";
@@ -582,7 +582,8 @@ int main(int argc, char **argv) {
                 << trainer.collectiveWorkspaceBytes() / 1e6
                 << " MB of collective workspace on the reporting rank (cost "
                    "model: "
-                << plan.predictedPeakBytes / 1e6 << " MB per device)\n";
+                << plan.predictedPeakBytes / 1e6
+                << " MB per device, the runtime's own included)\n";
     double tokens = double(plan.globalBatch) * plan.seqLen;
     const char *terminal = std::getenv("PARTITA_TERMINAL");
     bool interactive =
@@ -631,7 +632,7 @@ int main(int argc, char **argv) {
             (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds, seconds);
         std::fflush(stdout);
         if (inUse && s == first)
-          reportMemoryInUse(*inUse, trainer, plan, s + 1);
+          reportMemoryInUse(*inUse, trainer, plan.programs[c.pp], s + 1);
         if (bar) {
           int width = 30, done = int(width * (s + 1) / o.steps);
           double eta = elapsed / (s + 1 - first) * (o.steps - s - 1);

@@ -106,6 +106,10 @@ struct Program {
   int64_t maxInFlight = 1;
   /// The memory plan's arena, when the plan has one (0 otherwise).
   int64_t arenaBytes = 0;
+  /// The memory plan's allowance for what the runtime holds beside the
+  /// arena (CUDA context, workspaces, NCCL buffers, send staging); 0 when
+  /// the plan has none.
+  int64_t runtimeBytes = 0;
   std::vector<BufferSpec> buffers;
   std::map<std::string, int> bufferIndex;
   std::vector<Phase> phases;
@@ -155,10 +159,6 @@ struct Plan {
   double predictedStepTimeS = 0;
   /// The cost model's memory per device (the busiest rank), in bytes.
   double predictedPeakBytes = 0;
-  /// The memory plan's allowance for what the runtime holds outside a
-  /// rank's arena (CUDA context, workspaces, NCCL buffers), the most of any
-  /// rank; 0 when the plan has none.
-  double plannedRuntimeBytes = 0;
   std::string strategy; // "dp=..,tp=..", for messages
 };
 
