@@ -337,11 +337,10 @@ void *CudaDevice::allocateArena(int64_t bytes) {
   size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   if (size_t(bytes) > free)
-    throw std::runtime_error(
-        "the plan needs " + std::to_string(bytes / double(1 << 30)) +
-        " GiB on CUDA device " + std::to_string(device) + ", which has " +
-        std::to_string(free / double(1 << 30)) + " GiB free of " +
-        std::to_string(total / double(1 << 30)));
+    throw std::runtime_error("the plan needs " + std::to_string(bytes / kGiB) +
+                             " GiB on CUDA device " + std::to_string(device) +
+                             ", which has " + std::to_string(free / kGiB) +
+                             " GiB free of " + std::to_string(total / kGiB));
   void *p = nullptr;
   check(cudaMalloc(&p, bytes > 0 ? bytes : 4), "cudaMalloc of the arena");
   allocations.push_back(p);
@@ -349,10 +348,10 @@ void *CudaDevice::allocateArena(int64_t bytes) {
   return p;
 }
 
-std::optional<int64_t> CudaDevice::memoryInUse() {
+std::optional<Device::Memory> CudaDevice::memory() {
   size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  return int64_t(total - free);
+  return Memory{int64_t(total), int64_t(total - free)};
 }
 
 bool CudaDevice::hasKernel(const std::string &name) const {

@@ -66,7 +66,7 @@ public:
   ~CudaDevice() override;
 
   void *allocateArena(int64_t bytes) override;
-  std::optional<int64_t> memoryInUse() override;
+  std::optional<Memory> memory() override;
   bool hasKernel(const std::string &name) const override;
   void launch(const std::string &name, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,

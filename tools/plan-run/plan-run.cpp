@@ -176,6 +176,26 @@ Options parse(int argc, char **argv) {
 /// launcher does not restart it, as it would diverge again.
 constexpr int kDivergedStatus = 3;
 
+/// A device smaller than the plan's arena and its allowance for the runtime
+/// together: a warning, since the allowance is an estimate (the arena is
+/// checked against free memory when it is allocated).
+void warnIfSmallerThanPlanned(Device &device, const Program &program,
+                              int64_t rank) {
+  std::optional<Device::Memory> memory = device.memory();
+  int64_t planned = program.arenaBytes + program.runtimeBytes;
+  if (!memory || program.runtimeBytes <= 0 || planned <= memory->total)
+    return;
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(2) << "plan-run: rank " << rank
+       << ": warning: the plan expects " << planned / kGiB
+       << " GiB on its device (arena " << program.arenaBytes / kGiB
+       << " and about " << program.runtimeBytes / kGiB
+       << " for the runtime) but it has " << memory->total / kGiB
+       << " GiB; it may run out of memory (compile for this device: "
+          "plan-opt --topology with its memory_gib)\n";
+  std::cerr << line.str() << std::flush;
+}
+
 /// The reporting rank's device memory after a step, beside the memory
 /// plan's allowance for what the runtime holds outside its arena.
 void reportMemoryInUse(int64_t inUse, const Trainer &trainer,
@@ -413,7 +433,7 @@ void checkHostMemory(const Plan &plan, const std::vector<int> &ranks) {
     return;
   auto gib = [](int64_t bytes) {
     std::ostringstream os;
-    os << std::fixed << std::setprecision(1) << double(bytes) / (1 << 30);
+    os << std::fixed << std::setprecision(1) << double(bytes) / kGiB;
     return os.str();
   };
   throw std::runtime_error(
@@ -565,6 +585,7 @@ int main(int argc, char **argv) {
   }
   const Coordinates &c = plan.devices[rank];
   bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
+  warnIfSmallerThanPlanned(*device, plan.programs[c.pp], rank);
   std::ofstream log;
   if (reporter && !o.logJson.empty()) {
     // A resumed run appends to the log of the run it continues.
@@ -617,8 +638,10 @@ int main(int argc, char **argv) {
       // Measured once warm (every workspace grown, every communicator
       // connected): what the runtime holds beside the plan's buffers, to
       // set the compiler's allowance from.
-      std::optional<int64_t> inUse =
-          reporter ? device->memoryInUse() : std::nullopt;
+      std::optional<int64_t> inUse;
+      if (reporter)
+        if (auto m = device->memory())
+          inUse = m->inUse;
       if (reporter) {
         elapsed += seconds;
         // On a terminal, runs longer than a few seconds get a progress bar

@@ -46,6 +46,9 @@ struct KernelCall {
 /// data movement around them on Comm. On CPU both are the calling thread.
 enum class Stream { Compute, Comm };
 
+/// Bytes in a GiB, the unit of memory sizes in messages.
+constexpr double kGiB = 1 << 30;
+
 /// A backend's device half (the other is the Communicator): the memory of a
 /// rank, allocated once, and the kernels of the plan format launched by
 /// name on its compute stream. The executor touches that memory only
@@ -56,10 +59,13 @@ public:
   /// Zero-filled memory for buffers (4-byte aligned elements), alive as
   /// long as the device.
   virtual void *allocateArena(int64_t bytes) = 0;
-  /// Bytes of the device's memory in use, by anything, where the backend
-  /// can tell (a GPU: its context, libraries, communicators and our
-  /// allocations); none on CPU ranks.
-  virtual std::optional<int64_t> memoryInUse() { return std::nullopt; }
+  /// The device's memory, where the backend can tell (none on CPU ranks):
+  /// its size, and the bytes in use by anything (on a GPU: its context,
+  /// libraries, communicators and our allocations).
+  struct Memory {
+    int64_t total = 0, inUse = 0;
+  };
+  virtual std::optional<Memory> memory() { return std::nullopt; }
   virtual bool hasKernel(const std::string &name) const = 0;
   /// Runs kernel `name` on the compute stream: reads `ins`, writes `outs`,
   /// adding to those flagged in `accumulate`.
