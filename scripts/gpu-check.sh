@@ -207,7 +207,8 @@ say "3. benchmarks"
 run gemm 180 "$bin/partita-cuda-bench" gemm && cp "$out/gemm.log" "$out/gemm.json"
 for model in llama3-8b-block gpt2-small llama3-8b-block-f32 gpt2-small-f32; do
   run "$model" 120 "$bin/plan-run" "$plans/$model.json" --steps 6 \
-    --device cuda --gemm-precision bf16 --log-json "$out/$model.jsonl" || status=1
+    --device cuda --gemm-precision bf16 --log-json "$out/$model.jsonl" \
+    --profile || status=1
 done
 
 say "4. results"

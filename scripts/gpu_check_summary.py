@@ -4,7 +4,7 @@ OUT/summary.txt, and prints the summary.
 
   gpu_check_summary.py OUT PLANS GPU_NAME GPU_COUNT STATUS
 """
-import json, os, statistics, sys
+import json, os, re, statistics, sys
 out, plans, gpu, gpus, status = sys.argv[1:6]
 result = {"gpu": gpu, "gpus": int(gpus), "tests_passed": status == "0"}
 lines = [f"GPU check on {gpus} x {gpu}"]
@@ -120,6 +120,20 @@ for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
                  f"{tflop / measured:.0f} TFLOP/s, MFU {mfu:.1%} of {peak:.0f} "
                  f"(cost model, {dtype}: {predicted['step_time_s'] * 1e3:.1f} "
                  f"ms)")
+    # Where the compute stream's time went (plan-run --profile, timed by
+    # CUDA events): the kernels that bound the step.
+    profile = os.path.join(out, f"{model}.log")
+    shares = {}
+    if os.path.exists(profile):
+        for line in open(profile):
+            found = re.match(r"^  (\S+) +([0-9.]+) s +([0-9.]+)%$", line)
+            if found:
+                shares[found.group(1)] = float(found.group(3)) / 100
+    if shares:
+        result[model]["compute_stream_share"] = shares
+        top = sorted(shares.items(), key=lambda kv: -kv[1])[:4]
+        lines.append(f"{model}: compute stream by launch: " + ", ".join(
+            f"{name} {share:.0%}" for name, share in top))
     # What the device holds against the memory plan and its allowance for
     # the runtime (CUDA context, workspaces, NCCL): the numbers to set
     # plan-opt's runtime_gib and nccl_*_gib from.

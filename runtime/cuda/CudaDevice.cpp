@@ -329,6 +329,8 @@ CudaDevice::~CudaDevice() {
   cudaFree(scratch);
   cudaFree(staging);
   cudaFree(sumAccumulator);
+  for (cudaEvent_t e : markEvents)
+    cudaEventDestroy(e);
   cudaStreamDestroy(computeStream);
   cudaStreamDestroy(commStream);
 }
@@ -352,6 +354,32 @@ std::optional<Device::Memory> CudaDevice::memory() {
   size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   return Memory{int64_t(total), int64_t(total - free)};
+}
+
+void CudaDevice::markLaunch(const std::string &what) {
+  if (marks.size() == markEvents.size()) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDefault), "a timing event");
+    markEvents.push_back(e);
+  }
+  check(cudaEventRecord(markEvents[marks.size()], computeStream),
+        "a timing event");
+  marks.push_back(what);
+}
+
+std::map<std::string, double> CudaDevice::takeLaunchSeconds() {
+  std::map<std::string, double> seconds;
+  if (!marks.empty())
+    check(cudaEventSynchronize(markEvents[marks.size() - 1]), "a timing event");
+  for (size_t i = 0; i + 1 < marks.size(); ++i) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, markEvents[i], markEvents[i + 1]),
+          "the time between two launches");
+    if (!marks[i].empty())
+      seconds[marks[i]] += ms / 1e3;
+  }
+  marks.clear();
+  return seconds;
 }
 
 bool CudaDevice::hasKernel(const std::string &name) const {

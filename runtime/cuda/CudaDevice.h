@@ -67,6 +67,9 @@ public:
 
   void *allocateArena(int64_t bytes) override;
   std::optional<Memory> memory() override;
+  bool timesLaunches() const override { return true; }
+  void markLaunch(const std::string &what) override;
+  std::map<std::string, double> takeLaunchSeconds() override;
   bool hasKernel(const std::string &name) const override;
   void launch(const std::string &name, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
@@ -135,6 +138,10 @@ private:
   int64_t stagingBytes = 0;
   double *sumAccumulator = nullptr;
   std::map<std::string, double *> rotaryTables;
+  /// Timing events on the compute stream, reused step after step: the
+  /// first `marked` carry the classes in `marks`.
+  std::vector<cudaEvent_t> markEvents;
+  std::vector<std::string> marks;
 };
 
 } // namespace partita::runtime::cuda

@@ -572,6 +572,12 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     const Launch &l = phase.launches[k];
     if (!runsIn(l, microBatch))
       continue;
+    const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
+                       : l.op == Launch::Op::Collective ? "collective"
+                       : l.op == Launch::Op::Wait       ? "wait"
+                                                        : "p2p";
+    if (deviceTiming)
+      device.markLaunch(what);
     auto start = std::chrono::steady_clock::now();
     int64_t together = 1;
     switch (l.op) {
@@ -639,12 +645,9 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       break;
     }
     }
-    const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
-                       : l.op == Launch::Op::Collective ? "collective"
-                       : l.op == Launch::Op::Wait       ? "wait"
-                                                        : "p2p";
     auto end = std::chrono::steady_clock::now();
-    seconds[what] += std::chrono::duration<double>(end - start).count();
+    if (!deviceTiming)
+      seconds[what] += std::chrono::duration<double>(end - start).count();
     // An async collective appears where it ran, when it is waited for.
     if (trace && !(l.op == Launch::Op::Collective && l.async))
       trace->push_back(
@@ -826,6 +829,8 @@ StepResult Trainer::step(int64_t step) {
     runPhase(program.phases[run.phase], run.microBatch, step);
   }
   runPhase(program.phases[program.stepPhase], 0, step);
+  if (deviceTiming)
+    device.markLaunch(""); // the end of the last launch's time
   comm.finishSends();
   StepResult result;
   auto scalar = [&](int index) { return downloadF32(index).at(0); };
@@ -838,6 +843,9 @@ StepResult Trainer::step(int64_t step) {
   if (sumsq != program.bufferIndex.end())
     result.gradNorm = std::sqrt(double(scalar(sumsq->second)));
   device.synchronize(); // the step ends when its last launch has run
+  if (deviceTiming)
+    for (const auto &[what, s] : device.takeLaunchSeconds())
+      seconds[what] += s;
   return result;
 }
 

@@ -190,6 +190,57 @@ TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
   emulator::setStreamOrder(order);
 }
 
+__global__ void spinKernel(int *out, int rounds) {
+  int x = threadIdx.x;
+  for (int r = 0; r < rounds; ++r)
+    x = x * 1103515245 + 12345;
+  out[threadIdx.x] = x;
+}
+
+TEST(CudaEmulator, TimingEventsAreStampedWhenTheirStreamReachesThem) {
+  emulator::StreamOrder order = emulator::streamOrder();
+  emulator::setStreamOrder(emulator::StreamOrder::Late);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  cudaEvent_t start, end, untimed;
+  ASSERT_EQ(cudaEventCreateWithFlags(&start, cudaEventDefault), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&end, cudaEventDefault), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming),
+            cudaSuccess);
+  int *x = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&x), 32 * sizeof(int)),
+            cudaSuccess);
+
+  // Until the stream runs, neither is stamped: the kernel between them has
+  // not run either.
+  cudaEventRecord(start, stream);
+  launchKernel(spinKernel, 1, 32, 0, stream, x, 1 << 20);
+  cudaEventRecord(end, stream);
+  cudaEventRecord(untimed, stream);
+  float ms = -1;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorNotReady);
+  cudaGetLastError();
+  // Synchronizing with the second runs the kernel; the time between the
+  // stamps is the kernel's.
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GT(ms, 0);
+  float back = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&back, end, start), cudaSuccess);
+  EXPECT_EQ(back, -ms);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, untimed),
+            cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+
+  cudaStreamSynchronize(stream);
+  cudaFree(x);
+  for (cudaEvent_t e : {start, end, untimed})
+    cudaEventDestroy(e);
+  cudaStreamDestroy(stream);
+  emulator::setStreamOrder(order);
+}
+
 /// An NCCL operation in flight that arrives when `arrives` is set and
 /// writes `value` to `out` when its stream reaches it.
 std::shared_ptr<emulator::Work> operation(const bool &arrives, int *out,

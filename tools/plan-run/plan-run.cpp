@@ -596,6 +596,8 @@ int main(int argc, char **argv) {
   }
   try {
     Trainer trainer(plan, *device, *comm, *data, o.collectiveChunk);
+    // On a GPU the host only enqueues: time the launches where they run.
+    bool profileOnDevice = o.profile && trainer.timeLaunchesOnDevice();
     if (reporter)
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
                 << ") on " << size << " ranks (" << where << "); "
@@ -722,8 +724,9 @@ int main(int argc, char **argv) {
         total += s;
       }
       std::sort(rows.rbegin(), rows.rend());
-      std::printf("time by launch over %lld steps (this rank):\n",
-                  (long long)o.steps);
+      std::printf("time by launch over %lld steps (this rank%s):\n",
+                  (long long)(o.steps - first),
+                  profileOnDevice ? ", on the device's compute stream" : "");
       for (const auto &[s, name] : rows)
         std::printf("  %-24s %9.3f s %6.1f%%\n", name.c_str(), s,
                     100 * s / total);

@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -45,6 +46,10 @@ struct CUevent_st {
   /// `stream` waits for. The NCCL communicator records its events right
   /// after each operation.)
   std::shared_ptr<partita::runtime::cuda::emulator::Work> nccl;
+  /// Created without cudaEventDisableTiming: when its stream reached it
+  /// (host seconds), once it has; shared with the work that stamps it.
+  bool timing = false;
+  std::shared_ptr<std::optional<double>> reached;
 };
 
 namespace partita::runtime::cuda::emulator {
@@ -392,8 +397,9 @@ cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
   *event = new CUevent_st;
+  (*event)->timing = !(flags & cudaEventDisableTiming);
   return cudaSuccess;
 }
 
@@ -404,6 +410,17 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   CUstream_st &s = streamOf(stream);
+  if (event->timing) {
+    // Stamped when the stream's work before it has run, as a GPU stamps
+    // it: emulated device time, in the order the stream runs.
+    auto reached = std::make_shared<std::optional<double>>();
+    enqueue(stream, [reached] {
+      *reached = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+    });
+    event->reached = reached;
+  }
   event->stream = &s;
   event->after = s.queue.empty() ? nullptr : s.queue.back();
   event->nccl = nullptr;
@@ -416,6 +433,22 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   // Any thread may ask (the NCCL communicator's watchdog does): read only.
   return !event->nccl || event->nccl->arrived ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event->after && !event->after->ran)
+    runUntil(*event->stream, event->after);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  if (!start->timing || !end->timing || !start->reached || !end->reached)
+    return fails(cudaErrorInvalidResourceHandle);
+  if (!*start->reached || !*end->reached)
+    return fails(cudaErrorNotReady);
+  *ms = float((**end->reached - **start->reached) * 1e3);
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,

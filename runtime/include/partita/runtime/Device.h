@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -66,6 +67,14 @@ public:
     int64_t total = 0, inUse = 0;
   };
   virtual std::optional<Memory> memory() { return std::nullopt; }
+  /// Whether the device times its own work (a GPU, whose launches run
+  /// apart from the host): the executor then marks each launch on the
+  /// compute stream with markLaunch(its class) and an empty mark after the
+  /// last; each class is given the time from its mark to the next.
+  /// takeLaunchSeconds, after a synchronize, sums those and starts afresh.
+  virtual bool timesLaunches() const { return false; }
+  virtual void markLaunch(const std::string &what) {}
+  virtual std::map<std::string, double> takeLaunchSeconds() { return {}; }
   virtual bool hasKernel(const std::string &name) const = 0;
   /// Runs kernel `name` on the compute stream: reads `ins`, writes `outs`,
   /// adding to those flagged in `accumulate`.

@@ -109,8 +109,17 @@ public:
                       const std::function<float(uint64_t)> &global);
   /// Records every launch from now on into `events` (null: stop).
   void traceInto(std::vector<TraceEvent> *events) { trace = events; }
-  /// Seconds spent per kernel name and per collective kind, over all steps.
+  /// Seconds spent per kernel name and per collective kind, over all steps:
+  /// host time from each launch's start to its return, or, after
+  /// timeLaunchesOnDevice, the compute stream's time where the device
+  /// times its work (Device::timesLaunches).
   const std::map<std::string, double> &launchSeconds() const { return seconds; }
+  /// Whether launchSeconds counts device time from now on (false where the
+  /// device cannot time its work).
+  bool timeLaunchesOnDevice() {
+    deviceTiming = device.timesLaunches();
+    return deviceTiming;
+  }
 
 private:
   /// A view of elements in the arena, with the vector calls the executor
@@ -186,6 +195,7 @@ private:
   /// Each collective launch's chunking, worked out once.
   std::map<const Launch *, Chunking> chunkings;
   std::map<std::string, double> seconds;
+  bool deviceTiming = false;
   std::vector<TraceEvent> *trace = nullptr;
   /// Async collectives started and not yet waited for, by output buffer:
   /// when each is done, and when it ran on the comm thread (for the trace).
