@@ -291,7 +291,16 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
     } catch (const std::exception &e) {
       problem = "manifest.json: " + std::string(e.what());
     }
-    std::string file = rankFile(rank), bytes;
+    // The same plan resumes from this rank's file; another plan of the
+    // model (other ranks, strategy or dtype) re-slices the unsharded
+    // tensors, whatever files its ranks wrote.
+    // Checkpoints from before the dtype was recorded are f32.
+    std::string dtype =
+        problem.empty() ? manifest.value("dtype", std::string("f32")) : "";
+    bool samePlan = problem.empty() && manifest["strategy"] == plan.strategy &&
+                    manifest["world_size"] == plan.worldSize &&
+                    dtype == plan.dtype;
+    std::string file = samePlan ? rankFile(rank) : "global.bin", bytes;
     if (problem.empty()) {
       bytes = readAll(here + "/" + file);
       const nlohmann::json &expect = manifest["files"][file];
@@ -315,18 +324,8 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
       throw std::runtime_error("checkpoint " + here + " is of model " +
                                manifest["model"].get<std::string>() +
                                ", this plan's is " + plan.model);
-    // Checkpoints from before the dtype was recorded are f32.
-    std::string dtype = manifest.value("dtype", std::string("f32"));
-    if (manifest["strategy"] != plan.strategy ||
-        manifest["world_size"] != plan.worldSize || dtype != plan.dtype) {
-      // Another plan of the model: re-slice from the unsharded tensors.
-      std::string global = readAll(here + "/global.bin");
-      const nlohmann::json &expect = manifest["files"]["global.bin"];
-      if (!expect.is_object() ||
-          int64_t(global.size()) != expect["bytes"].get<int64_t>() ||
-          int64_t(crc32(global)) != expect["crc32"].get<int64_t>())
-        throw std::runtime_error(here + "/global.bin: missing, truncated or "
-                                        "corrupted; cannot reshard");
+    if (!samePlan) {
+      const std::string &global = bytes; // checked above
       auto index = entries(global);
       using Kind = Trainer::StateKind;
       for (const ParameterSpec &p : plan.parameters)
