@@ -352,6 +352,17 @@ int launch(const Options &o, const Plan &plan, char **argv) {
   }
 }
 
+/// Writes `text` to `path` whole, or stops the job saying why (a full disk
+/// shows only when the stream is flushed).
+void writeOrStop(const std::string &path, const std::string &text,
+                 Communicator &comm) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out)
+    comm.abort("cannot write " + path + ": " + std::strerror(errno));
+}
+
 /// The Chrome trace (Perfetto, chrome://tracing) of the run: a process per
 /// rank, a thread per stream. Each rank writes its part; rank 0 joins them.
 void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
@@ -386,7 +397,7 @@ void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
                     {"args", args}});
   }
   std::string part = path + ".rank" + std::to_string(rank);
-  std::ofstream(part) << mine.dump() << "\n";
+  writeOrStop(part, mine.dump() + "\n", comm);
   comm.barrier();
   if (rank != 0)
     return;
@@ -398,11 +409,11 @@ void writeTrace(const std::string &path, const std::vector<TraceEvent> &events,
       all.push_back(std::move(e));
     std::remove(file.c_str());
   }
-  std::ofstream out(path);
-  if (!out)
-    comm.abort("cannot write " + path);
-  out << nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump()
-      << "\n";
+  writeOrStop(
+      path,
+      nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump() +
+          "\n",
+      comm);
 }
 
 /// Whether the ranks' memory is this host's (CPU ranks, or the CUDA
@@ -667,7 +678,7 @@ int main(int argc, char **argv) {
                       (long long)(s + 1), (long long)o.steps, eta);
         }
         std::fflush(stdout);
-        if (log)
+        if (log.is_open()) {
           log << "{\"step\": " << s + 1 << ", \"loss\": " << jsonNumber(r.loss)
               << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
               << ", \"step_time_s\": " << seconds
@@ -675,6 +686,10 @@ int main(int argc, char **argv) {
               << (inUse ? ", \"memory_in_use_bytes\": " + std::to_string(*inUse)
                         : std::string())
               << "}" << std::endl; // on disk before a failure can lose it
+          if (!log)
+            comm->abort("cannot write " + o.logJson + ": " +
+                        std::strerror(errno));
+        }
         // Every later step would train on NaNs: stop, as Megatron-LM's
         // NaN check does, with a status the launcher does not restart on
         // (a restart would diverge again).
@@ -709,10 +724,7 @@ int main(int argc, char **argv) {
         nlohmann::json doc = nlohmann::json::object();
         for (auto &[name, values] : params)
           doc[name] = values;
-        std::ofstream file(o.saveParams);
-        if (!file)
-          comm->abort("cannot write " + o.saveParams);
-        file << doc.dump() << "\n";
+        writeOrStop(o.saveParams, doc.dump() + "\n", *comm);
       }
     }
     if (reporter && o.profile) {
