@@ -136,7 +136,10 @@ namespace {
 void readNumber(ObjectReader &r, StringRef key, double scale, double &field,
                 ObjectReader::Need need, double min = 0.0,
                 bool exclusive = true) {
-  if (auto v = r.number(key, need, min, 1e308, exclusive))
+  // Far beyond any machine, and small enough that every product the cost
+  // model forms stays finite (a report must not say inf).
+  constexpr double kLargest = 1e9;
+  if (auto v = r.number(key, need, min, kLargest, exclusive))
     field = *v * scale;
 }
 

@@ -70,6 +70,16 @@ TEST(Topology, JsonFieldsAndErrors) {
                       "string \"fast\""),
             std::string::npos)
       << text;
+
+  // Sizes no machine has would overflow the reports' numbers to inf.
+  auto huge = readTopology(R"({"version": 1, "preset": "cpu",
+      "device": {"memory_gib": 1e300}})",
+                           "huge.json");
+  text = llvm::toString(huge.takeError());
+  EXPECT_NE(text.find("huge.json: /device/memory_gib: must be > 0 and <= "
+                      "1e+09, got 1e+300"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Topology, AttributeRoundTrip) {
