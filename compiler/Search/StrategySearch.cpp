@@ -246,6 +246,8 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   // configurations pruned on their model states are costed there if they
   // might need less.
   double smallestMemory = INFINITY;
+  // The runtime's share of it, which more devices do not shrink.
+  double smallestRuntime = 0;
   std::vector<ParallelConfig> prunedOnStates;
   ParallelConfig smallestConfig;
   // What became of each pipeline depth: some configuration fit, or all that
@@ -413,6 +415,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                       double memory = e->memory.total();
                       if (memory < smallestMemory) {
                         smallestMemory = memory;
+                        smallestRuntime = e->memory.runtime;
                         smallestConfig = c;
                       }
                       if (memory > cap) {
@@ -472,6 +475,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
       }
       if (e->memory.total() < smallestMemory) {
         smallestMemory = e->memory.total();
+        smallestRuntime = e->memory.runtime;
         smallestConfig = c;
       }
     }
@@ -494,10 +498,19 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                        " devices with the given pins (" +
                        llvm::Twine(result.rejectedIndivisible) +
                        " rejected as indivisible)");
-    // Memory of model states scales with 1/devices at best: a lower bound
-    // on the devices needed.
+    if (smallestRuntime >= cap)
+      return makeError(
+          "no parallel configuration of " + profile.name +
+          " fits: the runtime alone needs " + gib(smallestRuntime) +
+          " per device (CUDA context, workspaces and NCCL buffers: "
+          "runtime_gib, nccl_collective_gib, nccl_p2p_gib) and a device has " +
+          gib(cap) + "; more devices do not shrink it (where this machine "
+          "needs less, say so with --cost-params)");
+    // Memory of model states scales with 1/devices at best, the runtime's
+    // not at all: a lower bound on the devices needed.
     int64_t needed = static_cast<int64_t>(
-        std::min(1e15, std::ceil(N * smallestMemory / cap)));
+        std::min(1e15, std::ceil(N * (smallestMemory - smallestRuntime) /
+                                 (cap - smallestRuntime))));
     int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
     // ZeRO needs data parallelism to shard over.
     bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;
