@@ -250,6 +250,14 @@ int main(int argc, char **argv) {
         << "\n";
     return EXIT_FAILURE;
   }
+  // The search report comes from the search: asked for with --no-search it
+  // would silently never be written.
+  if (noSearchFlag && !reportFlag.empty()) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt")
+        << "--report writes the search's report, and --no-search skips the "
+           "search; use --cost-report for the cost of the given strategy\n";
+    return EXIT_FAILURE;
+  }
   if (runCompilePipeline || topologyFlag.getNumOccurrences()) {
     MlirOptMainConfig userConfig = config;
     config.setPassPipelineSetupFn([=](PassManager &pm) -> LogicalResult {
