@@ -192,15 +192,18 @@ CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
                                  std::vector<int64_t> groupRanks)
     : ranks(std::move(groupRanks)) {
   const Topology &topo = fullGraph.topology();
-  // Ranks 0, s, 2s, ... (the groups of a mesh) load every node they touch
-  // alike, and identical nodes make the node numbers irrelevant: such a
-  // group spanning many nodes is routed on its first few, renumbered.
-  bool progression = !ranks.empty() && ranks.front() == 0;
+  // Ranks a, a + s, a + 2s, ... (the groups of a mesh) with a the first
+  // on its node's share of the pattern load every node they touch alike,
+  // and identical nodes make the node numbers irrelevant: such a group
+  // spanning many nodes is routed on its first few, renumbered. (Routing
+  // it whole costs a search of the graph per member: quadratic in nodes.)
+  bool progression = !ranks.empty();
   int64_t stride = ranks.size() > 1 ? ranks[1] - ranks[0] : 1;
   for (size_t i = 1; progression && i < ranks.size(); ++i)
     progression = ranks[i] - ranks[i - 1] == stride;
   bool uniformNodes = stride < topo.devicesPerNode
-                          ? topo.devicesPerNode % stride == 0
+                          ? topo.devicesPerNode % stride == 0 &&
+                                ranks.front() % topo.devicesPerNode < stride
                           : stride % topo.devicesPerNode == 0;
   std::map<int64_t, int64_t> compactNode;
   for (int64_t r : ranks)

@@ -193,12 +193,19 @@ Object programJson(exec::ProgramOp program) {
 /// its first member).
 Array groupsJson(StringRef name, const ParallelConfig &c, int64_t kvParts) {
   Array groups;
+  // A rank belongs to one group of a kind: once listed, its group is not
+  // built again (which made this quadratic in the data-parallel width).
+  std::vector<bool> listed(size_t(c.numDevices()), false);
   for (int64_t p = 0; p < c.pp; ++p)
     for (int64_t d = 0; d < c.dp; ++d)
       for (int64_t t = 0; t < c.tp; ++t) {
+        if (listed[size_t(meshRank(p, d, t, c.dp, c.tp))])
+          continue;
         std::vector<int64_t> members = groupMembers(name, c, kvParts, p, d, t);
         if (members.empty() || members.front() != meshRank(p, d, t, c.dp, c.tp))
           continue;
+        for (int64_t r : members)
+          listed[size_t(r)] = true;
         Array g;
         for (int64_t r : members)
           g.push_back(r);
