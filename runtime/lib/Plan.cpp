@@ -133,6 +133,10 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
     r.fail(path + "/max_in_flight", "expected at least 1");
   program.arenaBytes = r.optional(p, path, "arena_bytes", int64_t(0));
   program.runtimeBytes = r.optional(p, path, "runtime_bytes", int64_t(0));
+  if (program.arenaBytes < 0)
+    r.fail(path + "/arena_bytes", "expected a size in bytes, at least 0");
+  if (program.runtimeBytes < 0)
+    r.fail(path + "/runtime_bytes", "expected a size in bytes, at least 0");
   const json &buffers = r.array(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string at = path + "/buffers/" + std::to_string(i);
@@ -156,6 +160,15 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
       if (b.offset < 0 || b.copies < 1)
         r.fail(at + "/offset", "a negative offset or no copies");
     }
+    if (program.arenaBytes > 0 && b.offset < 0)
+      r.fail(at, "no offset in the memory plan, which the program has");
+    if (program.arenaBytes > 0 &&
+        b.offset + b.copies * b.bytes() > program.arenaBytes)
+      r.fail(at + "/offset", std::to_string(b.copies) + " x " +
+                                 std::to_string(b.bytes()) + " bytes from " +
+                                 std::to_string(b.offset) +
+                                 " end beyond the arena of " +
+                                 std::to_string(program.arenaBytes) + " bytes");
     if (!program.bufferIndex.emplace(b.name, i).second)
       r.fail(at + "/name", "buffer \"" + b.name + "\" appears twice");
     program.buffers.push_back(std::move(b));
@@ -328,6 +341,96 @@ void checkOptimizer(Reader &r, const Optimizer &o) {
 /// What a program must agree on with the rest of the plan: its inputs'
 /// sizes, its schedule's micro-batches, and its launches against their
 /// buffers (kernels: KernelShapes.cpp; collectives: the group's size).
+/// Every parameter buffer is some parameter's (else it would start as
+/// zeros), and the token embedding's table has the vocabulary's rows.
+void checkParameterBuffers(Reader &r, const Plan &plan) {
+  std::map<std::pair<int64_t, std::string>, const ParameterSpec *> holderOf;
+  for (const ParameterSpec &p : plan.parameters)
+    for (const ParameterHolder &h : p.holders)
+      holderOf[{h.ppRank, h.buffer}] = &p;
+  for (const Program &program : plan.programs) {
+    std::string at = "/programs/" + std::to_string(program.ppRank);
+    for (size_t k = 0; k < program.buffers.size(); ++k) {
+      const BufferSpec &b = program.buffers[k];
+      if ((b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard) &&
+          !holderOf.count({program.ppRank, b.name}))
+        r.fail(at + "/buffers/" + std::to_string(k),
+               "parameter buffer " + b.name +
+                   " is no parameter's in /parameters (it would start as "
+                   "zeros)");
+    }
+    for (size_t i = 0; i < program.phases.size(); ++i)
+      for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
+        const Launch &l = program.phases[i].launches[j];
+        if (l.op != Launch::Op::Kernel || l.kernel != "embedding" ||
+            l.ins.empty())
+          continue;
+        auto p =
+            holderOf.find({program.ppRank, program.buffers[l.ins[0]].name});
+        if (p != holderOf.end() && p->second->globalShape[0] != plan.vocabSize)
+          r.fail("/training/vocab_size",
+                 std::to_string(plan.vocabSize) +
+                     " tokens, but the "
+                     "embedding table " +
+                     p->second->name + " has " +
+                     std::to_string(p->second->globalShape[0]) + " rows");
+      }
+  }
+}
+
+/// The messages each pipeline rank sends to a neighbour, in the order its
+/// schedule sends them, are the ones the neighbour receives from it, in
+/// its order, buffer size for buffer size: else the ranks would wait for
+/// each other until the collective timeout.
+void checkPipelineMessages(Reader &r, const Plan &plan) {
+  // (from, to) -> the messages' buffers, as "rank:buffer".
+  std::map<std::pair<int64_t, int64_t>,
+           std::vector<std::pair<int64_t, std::string>>>
+      sent, received;
+  for (const Program &program : plan.programs) {
+    auto visit = [&](const Phase &phase, int64_t microBatch) {
+      for (const Launch &l : phase.launches) {
+        if ((l.lastMicroBatch && microBatch != plan.numMicroBatches - 1) ||
+            (l.firstMicroBatch && microBatch != 0))
+          continue;
+        int64_t peer =
+            (program.ppRank + (l.toNext ? 1 : plan.pp - 1)) % plan.pp;
+        const BufferSpec &b = program.buffers[l.input];
+        if (l.op == Launch::Op::Send)
+          sent[{program.ppRank, peer}].push_back({b.bytes(), b.name});
+        else if (l.op == Launch::Op::Recv)
+          received[{peer, program.ppRank}].push_back({b.bytes(), b.name});
+      }
+    };
+    for (const Run &run : program.schedule)
+      visit(program.phases[run.phase], run.microBatch);
+    visit(program.phases[program.stepPhase], 0);
+  }
+  std::set<std::pair<int64_t, int64_t>> directions;
+  for (const auto &[d, list] : sent)
+    directions.insert(d);
+  for (const auto &[d, list] : received)
+    directions.insert(d);
+  for (auto [from, to] : directions) {
+    const auto &out = sent[{from, to}], &in = received[{from, to}];
+    std::string at = "/programs/" + std::to_string(to) + "/schedule";
+    std::string pair =
+        "pipeline rank " + std::to_string(from) + " to " + std::to_string(to);
+    if (out.size() != in.size())
+      r.fail(at, std::to_string(out.size()) + " messages from " + pair +
+                     " are sent and " + std::to_string(in.size()) +
+                     " received: the ranks would wait for each other");
+    for (size_t k = 0; k < out.size(); ++k)
+      if (out[k].first != in[k].first)
+        r.fail(at, "message " + std::to_string(k + 1) + " from " + pair + ": " +
+                       out[k].second + " (" + std::to_string(out[k].first) +
+                       " bytes) is received "
+                       "into " +
+                       in[k].second + " (" + std::to_string(in[k].first) +
+                       " bytes)");
+  }
+}
+
 void checkProgram(Reader &r, const Plan &plan, const Program &program,
                   const std::string &path) {
   for (size_t k = 0; k < program.buffers.size(); ++k) {
@@ -406,6 +509,8 @@ Plan readPlan(Reader &r, const json &doc) {
   plan.tp = r.integer(mesh, "/mesh", "tp");
   plan.pp = r.integer(mesh, "/mesh", "pp");
   plan.worldSize = r.integer(mesh, "/mesh", "world_size");
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1)
+    r.fail("/mesh", "expected dp, tp and pp of at least 1");
   if (plan.worldSize != plan.dp * plan.tp * plan.pp)
     r.fail("/mesh", "world_size is not dp x tp x pp");
   const json &devices = r.array(doc, "", "devices");
@@ -415,9 +520,22 @@ Plan readPlan(Reader &r, const json &doc) {
         r.integer(devices[i], at, "pp"), r.integer(devices[i], at, "dp"),
         r.integer(devices[i], at, "tp"), r.integer(devices[i], at, "node"),
         r.integer(devices[i], at, "local_device")};
-    if (c.pp < 0 || c.pp >= plan.pp || c.dp < 0 || c.dp >= plan.dp ||
-        c.tp < 0 || c.tp >= plan.tp || c.node < 0 || c.localDevice < 0)
-      r.fail(at, "coordinates outside the mesh");
+    if (c.node < 0)
+      r.fail(at + "/node", "expected a node number, at least 0");
+    if (c.localDevice < 0)
+      r.fail(at + "/local_device", "expected a device number, at least 0");
+    // Ranks find their peers by these: the layout is tp fastest, then dp,
+    // then pp.
+    int64_t rank = int64_t(i);
+    if (c.pp != rank / (plan.dp * plan.tp) ||
+        c.dp != rank / plan.tp % plan.dp || c.tp != rank % plan.tp)
+      r.fail(at, "rank " + std::to_string(rank) + " is at pp " +
+                     std::to_string(rank / (plan.dp * plan.tp)) + ", dp " +
+                     std::to_string(rank / plan.tp % plan.dp) + ", tp " +
+                     std::to_string(rank % plan.tp) +
+                     " of the mesh (tp fastest, then dp, then pp), not pp " +
+                     std::to_string(c.pp) + ", dp " + std::to_string(c.dp) +
+                     ", tp " + std::to_string(c.tp));
     plan.devices.push_back(c);
   }
   if (int64_t(plan.devices.size()) != plan.worldSize)
@@ -491,6 +609,21 @@ Plan readPlan(Reader &r, const json &doc) {
     if (spec.tpDim >= int64_t(spec.localShape.size()) || spec.tpParts < 1)
       r.fail(at + "/tp_dim", "not a dimension of the parameter, or "
                              "tp_parts below 1");
+    // The local tensor is the global one, split in tp_parts along tp_dim
+    // (padded up to a multiple of them, as the vocabulary is).
+    for (size_t d = 0; d < spec.localShape.size(); ++d) {
+      int64_t local = spec.localShape[d], global = spec.globalShape[d];
+      bool split = int64_t(d) == spec.tpDim;
+      if (split ? local * spec.tpParts < global ||
+                      (local - 1) * spec.tpParts >= global
+                : local != global)
+        r.fail(at + "/local_shape",
+               "dimension " + std::to_string(d) + " holds " +
+                   std::to_string(local) + " of the global " +
+                   std::to_string(global) +
+                   (split ? " in " + std::to_string(spec.tpParts) + " parts"
+                          : std::string()));
+    }
     const json &holders = r.array(p, at, "holders");
     for (size_t k = 0; k < holders.size(); ++k) {
       std::string hat = at + "/holders/" + std::to_string(k);
@@ -546,6 +679,8 @@ Plan readPlan(Reader &r, const json &doc) {
       r.fail(at, "programs out of order");
     checkProgram(r, plan, program, at);
   }
+  checkParameterBuffers(r, plan);
+  checkPipelineMessages(r, plan);
   if (doc.contains("predicted")) {
     plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);
     plan.predictedPeakBytes =
