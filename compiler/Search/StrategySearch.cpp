@@ -246,8 +246,9 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   // configurations pruned on their model states are costed there if they
   // might need less.
   double smallestMemory = INFINITY;
-  // The runtime's share of it, which more devices do not shrink.
-  double smallestRuntime = 0;
+  // The runtime's share of it, which more devices do not shrink; and the
+  // smallest share of any configuration.
+  double smallestRuntime = 0, leastRuntime = INFINITY;
   std::vector<ParallelConfig> prunedOnStates;
   ParallelConfig smallestConfig;
   // What became of each pipeline depth: some configuration fit, or all that
@@ -412,6 +413,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                         continue;
                       }
                       ++result.costed;
+                      leastRuntime = std::min(leastRuntime, e->memory.runtime);
                       double memory = e->memory.total();
                       if (memory < smallestMemory) {
                         smallestMemory = memory;
@@ -473,6 +475,7 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
         llvm::consumeError(e.takeError());
         continue;
       }
+      leastRuntime = std::min(leastRuntime, e->memory.runtime);
       if (e->memory.total() < smallestMemory) {
         smallestMemory = e->memory.total();
         smallestRuntime = e->memory.runtime;
@@ -498,19 +501,22 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                        " devices with the given pins (" +
                        llvm::Twine(result.rejectedIndivisible) +
                        " rejected as indivisible)");
-    if (smallestRuntime >= cap)
+    if (leastRuntime >= cap)
       return makeError(
           "no parallel configuration of " + profile.name +
-          " fits: the runtime alone needs " + gib(smallestRuntime) +
+          " fits: the runtime alone needs " + gib(leastRuntime) +
           " per device (CUDA context, workspaces and NCCL buffers: "
           "runtime_gib, nccl_collective_gib, nccl_p2p_gib) and a device has " +
-          gib(cap) + "; more devices do not shrink it (where this machine "
+          gib(cap) +
+          "; more devices do not shrink it (where this machine "
           "needs less, say so with --cost-params)");
     // Memory of model states scales with 1/devices at best, the runtime's
     // not at all: a lower bound on the devices needed.
     int64_t needed = static_cast<int64_t>(
-        std::min(1e15, std::ceil(N * (smallestMemory - smallestRuntime) /
-                                 (cap - smallestRuntime))));
+        std::min(1e15, smallestRuntime < cap
+                           ? std::ceil(N * (smallestMemory - smallestRuntime) /
+                                       (cap - smallestRuntime))
+                           : std::ceil(N * smallestMemory / cap)));
     int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
     // ZeRO needs data parallelism to shard over.
     bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;

@@ -133,9 +133,11 @@ llvm::Expected<Topology> parseTopologyOption(StringRef value) {
 
 namespace {
 
+/// Rates and sizes by default: at least 1e-6 in their units, as small as
+/// a divisor may be for every time the cost model forms to stay finite.
 void readNumber(ObjectReader &r, StringRef key, double scale, double &field,
-                ObjectReader::Need need, double min = 0.0,
-                bool exclusive = true) {
+                ObjectReader::Need need, double min = 1e-6,
+                bool exclusive = false) {
   // Far beyond any machine, and small enough that every product the cost
   // model forms stays finite (a report must not say inf).
   constexpr double kLargest = 1e9;

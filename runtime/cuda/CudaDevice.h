@@ -139,7 +139,7 @@ private:
   double *sumAccumulator = nullptr;
   std::map<std::string, double *> rotaryTables;
   /// Timing events on the compute stream, reused step after step: the
-  /// first `marked` carry the classes in `marks`.
+  /// first marks.size() carry the classes in `marks`.
   std::vector<cudaEvent_t> markEvents;
   std::vector<std::string> marks;
 };

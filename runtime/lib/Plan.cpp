@@ -157,8 +157,9 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
     if (buffers[i].contains("offset")) {
       b.offset = r.integer(buffers[i], at, "offset");
       b.copies = r.integer(buffers[i], at, "copies");
-      if (b.offset < 0 || b.copies < 1)
-        r.fail(at + "/offset", "a negative offset or no copies");
+      if (b.offset < 0 || b.copies < 1 || b.copies > (int64_t(1) << 20))
+        r.fail(at + "/offset",
+               "a negative offset, or copies not from 1 to 2^20");
     }
     if (program.arenaBytes > 0 && b.offset < 0)
       r.fail(at, "no offset in the memory plan, which the program has");
@@ -509,8 +510,10 @@ Plan readPlan(Reader &r, const json &doc) {
   plan.tp = r.integer(mesh, "/mesh", "tp");
   plan.pp = r.integer(mesh, "/mesh", "pp");
   plan.worldSize = r.integer(mesh, "/mesh", "world_size");
-  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1)
-    r.fail("/mesh", "expected dp, tp and pp of at least 1");
+  constexpr int64_t kMaxAxis = int64_t(1) << 20;
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.dp > kMaxAxis ||
+      plan.tp > kMaxAxis || plan.pp > kMaxAxis)
+    r.fail("/mesh", "expected dp, tp and pp from 1 to 2^20");
   if (plan.worldSize != plan.dp * plan.tp * plan.pp)
     r.fail("/mesh", "world_size is not dp x tp x pp");
   const json &devices = r.array(doc, "", "devices");
@@ -606,16 +609,16 @@ Plan readPlan(Reader &r, const json &doc) {
     if (spec.globalShape.size() != spec.localShape.size())
       r.fail(at + "/local_shape", "expected as many dimensions as "
                                   "global_shape");
-    if (spec.tpDim >= int64_t(spec.localShape.size()) || spec.tpParts < 1)
+    if (spec.tpDim >= int64_t(spec.localShape.size()) || spec.tpParts < 1 ||
+        spec.tpParts > (int64_t(1) << 20))
       r.fail(at + "/tp_dim", "not a dimension of the parameter, or "
-                             "tp_parts below 1");
+                             "tp_parts not from 1 to 2^20");
     // The local tensor is the global one, split in tp_parts along tp_dim
     // (padded up to a multiple of them, as the vocabulary is).
     for (size_t d = 0; d < spec.localShape.size(); ++d) {
       int64_t local = spec.localShape[d], global = spec.globalShape[d];
       bool split = int64_t(d) == spec.tpDim;
-      if (split ? local * spec.tpParts < global ||
-                      (local - 1) * spec.tpParts >= global
+      if (split ? local != (global + spec.tpParts - 1) / spec.tpParts
                 : local != global)
         r.fail(at + "/local_shape",
                "dimension " + std::to_string(d) + " holds " +

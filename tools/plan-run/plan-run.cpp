@@ -596,7 +596,6 @@ int main(int argc, char **argv) {
   }
   const Coordinates &c = plan.devices[rank];
   bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
-  warnIfSmallerThanPlanned(*device, plan.programs[c.pp], rank);
   std::ofstream log;
   if (reporter && !o.logJson.empty()) {
     // A resumed run appends to the log of the run it continues.
@@ -606,6 +605,9 @@ int main(int argc, char **argv) {
       comm->abort("cannot write " + o.logJson);
   }
   try {
+    // Once per pipeline stage: its ranks hold the same program.
+    if (c.dp == 0 && c.tp == 0)
+      warnIfSmallerThanPlanned(*device, plan.programs[c.pp], rank);
     Trainer trainer(plan, *device, *comm, *data, o.collectiveChunk);
     // On a GPU the host only enqueues: time the launches where they run.
     bool profileOnDevice = o.profile && trainer.timeLaunchesOnDevice();
@@ -648,6 +650,7 @@ int main(int argc, char **argv) {
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
+      trainer.collectLaunchSeconds();
       // Measured once warm (every workspace grown, every communicator
       // connected): what the runtime holds beside the plan's buffers, to
       // set the compiler's allowance from.

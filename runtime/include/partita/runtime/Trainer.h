@@ -120,6 +120,13 @@ public:
     deviceTiming = device.timesLaunches();
     return deviceTiming;
   }
+  /// Adds the device's times of the last step to launchSeconds: a call of
+  /// its own, so that reading the events falls outside a timed step.
+  void collectLaunchSeconds() {
+    if (deviceTiming)
+      for (const auto &[what, s] : device.takeLaunchSeconds())
+        seconds[what] += s;
+  }
 
 private:
   /// A view of elements in the arena, with the vector calls the executor
