@@ -57,8 +57,9 @@ struct DistSearchStrategyPass
     if (!pins)
       return fail(llvm::toString(pins.takeError()));
     // The model spec's pins (carried by the module), then the option's.
-    if (auto specPins =
-            module->getAttrOfType<mlir::StringAttr>("dist.strategy_pins")) {
+    auto specPins =
+        module->getAttrOfType<mlir::StringAttr>("dist.strategy_pins");
+    if (specPins) {
       llvm::Expected<PartialParallelConfig> fromSpec =
           parseParallelConfig(specPins.getValue());
       if (!fromSpec)
@@ -97,7 +98,16 @@ struct DistSearchStrategyPass
       llvm::Expected<SearchResult> result =
           searchStrategy(profile, graph, options);
       if (!result) {
-        mlir::emitError(model.getLoc(), llvm::toString(result.takeError()));
+        // An impossible pin is named after where it came from: the spec's
+        // "strategy", the option, or both.
+        std::string message = llvm::toString(result.takeError());
+        llvm::StringRef rest(message);
+        if (specPins && rest.consume_front("--strategy: "))
+          message = (strategy.empty() ? "/strategy (the model spec's pins): "
+                                      : "--strategy over the model spec's "
+                                        "/strategy: ") +
+                    rest.str();
+        mlir::emitError(model.getLoc(), message);
         return mlir::WalkResult::interrupt();
       }
       printSearchReport(*result, profile, note, llvm::errs());
