@@ -13,6 +13,7 @@
 #include <cmath>
 #include <set>
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace partita {
@@ -65,10 +66,15 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
   CostParams p;
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
+  llvm::StringSet<> given;
   for (llvm::StringRef item : items) {
     auto [key, value] = item.trim().split('=');
     key = key.trim();
     value = value.trim();
+    if (!given.insert(key).second)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          ("--cost-params: " + key + " is given twice").str());
     auto fail = [&](const llvm::Twine &expected) {
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),

@@ -9,6 +9,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <set>
+#include <vector>
 
 using json = nlohmann::json;
 using llvm::StringRef;
@@ -93,8 +96,50 @@ std::optional<json> parseJsonDocument(StringRef text, StringRef fileName,
     errors.add(file, "not valid UTF-8 text; expected a JSON object");
     return std::nullopt;
   }
+  // JSON leaves a repeated key to the parser, which keeps the last: one
+  // of two settings would be dropped unseen. Track where the parser is,
+  // as a JSON pointer, to name the first repeat.
+  struct Level {
+    bool array = false;
+    int64_t index = -1;
+    std::string key;
+    std::set<std::string> keys;
+  };
+  std::vector<Level> levels;
+  std::optional<std::string> repeated;
+  auto pointer = [&](StringRef last) {
+    std::string p;
+    for (size_t i = 0; i + 1 < levels.size(); ++i)
+      p += "/" + (levels[i].array ? std::to_string(levels[i].index)
+                                  : escapeJsonPointerToken(levels[i].key));
+    return p + "/" + escapeJsonPointerToken(last);
+  };
+  auto track = [&](int, json::parse_event_t event, json &parsed) {
+    using E = json::parse_event_t;
+    bool opens = event == E::object_start || event == E::array_start;
+    if ((opens || event == E::value) && !levels.empty() && levels.back().array)
+      ++levels.back().index;
+    if (opens)
+      levels.push_back({event == E::array_start});
+    else if (event == E::object_end || event == E::array_end)
+      levels.pop_back();
+    else if (event == E::key) {
+      Level &top = levels.back();
+      top.key = parsed.get<std::string>();
+      if (!top.keys.insert(top.key).second && !repeated)
+        repeated = pointer(top.key);
+    }
+    return true;
+  };
   try {
-    return json::parse(text.begin(), text.end());
+    json doc = json::parse(text.begin(), text.end(), track);
+    if (repeated) {
+      errors.add(file + ": " + *repeated,
+                 "the key appears twice in its object; JSON keeps only the "
+                 "last, so give it once");
+      return std::nullopt;
+    }
+    return doc;
   } catch (const json::exception &e) {
     // nlohmann's messages read "[json.exception.parse_error.101] parse error
     // at line 3, column 5: ..."; keep the part a user needs.
