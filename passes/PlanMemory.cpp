@@ -253,8 +253,11 @@ struct ExecPlanMemoryPass : impl::ExecPlanMemoryBase<ExecPlanMemoryPass> {
     auto strategy =
         module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
     std::optional<ParallelConfig> config;
-    if (topologyAttr && strategy)
+    Topology topology;
+    if (topologyAttr && strategy) {
       config = fromStrategyAttr(strategy);
+      topology = fromAttr(topologyAttr);
+    }
     int64_t kvParts = config ? keyValueParts(module, *config) : 1;
 
     int64_t peak = 0, runtimePeak = 0, devicePeak = 0;
@@ -266,8 +269,7 @@ struct ExecPlanMemoryPass : impl::ExecPlanMemoryBase<ExecPlanMemoryPass> {
       Communicators comms;
       if (config) {
         comms = communicatorsOf(program, *config, kvParts);
-        runtime = int64_t(
-            runtimeReserveBytes(fromAttr(topologyAttr), *params, comms));
+        runtime = int64_t(runtimeReserveBytes(topology, *params, comms));
         program->setAttr("runtime_bytes",
                          Builder(program).getI64IntegerAttr(runtime));
       }
