@@ -3,12 +3,11 @@
 #include "compiler/CostModel/CostReport.h"
 #include "compiler/Export/PlanExport.h"
 #include "compiler/Topology/Topology.h"
+#include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/SearchExtensions.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace partita {
 #define GEN_PASS_DEF_DISTESTIMATECOST
@@ -54,18 +53,10 @@ struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
     TopologyGraph graph(topology);
     applyCostParamsOverrides(*params, graph, module);
 
-    std::string error;
-    std::unique_ptr<llvm::ToolOutputFile> file;
-    if (output != "-") {
-      file = mlir::openOutputFile(output, &error);
-      if (!file) {
-        module.emitError("dist-estimate-cost: ") << error;
-        return signalPassFailure();
-      }
-    }
-    llvm::raw_ostream &os = format == "none" ? llvm::nulls()
-                            : file           ? file->os()
-                                             : llvm::errs();
+    // The report is written whole once every model is costed, so a failed
+    // model leaves no half-written file.
+    std::string text;
+    llvm::raw_string_ostream os(text);
 
     llvm::json::Array reports;
     mlir::WalkResult result = module.walk([&](tfm::ModelOp model) {
@@ -114,8 +105,17 @@ struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
         os << llvm::formatv("{0:2}", llvm::json::Value(std::move(reports)));
       os << "\n";
     }
-    if (file)
-      file->keep();
+    if (format == "none")
+      return;
+    if (output == "-") {
+      llvm::errs() << text;
+      return;
+    }
+    if (llvm::Error error = writeOutputFile(output, text)) {
+      module.emitError("dist-estimate-cost: ")
+          << llvm::toString(std::move(error));
+      return signalPassFailure();
+    }
   }
 };
 

@@ -2,11 +2,10 @@
 //-----------------------------------===//
 
 #include "compiler/Export/PlanExport.h"
+#include "passes/OutputFile.h"
 #include "passes/Passes.h"
 
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace partita {
 #define GEN_PASS_DEF_EXECEXPORTPLAN
@@ -25,15 +24,14 @@ struct ExecExportPlanPass : impl::ExecExportPlanBase<ExecExportPlanPass> {
           << llvm::toString(plan.takeError());
       return signalPassFailure();
     }
-    std::string error;
-    auto file = mlir::openOutputFile(output, &error);
-    if (!file) {
-      module.emitError("exec-export-plan: ") << error;
+    std::string text =
+        llvm::formatv("{0:1}", llvm::json::Value(std::move(*plan))).str() +
+        "\n";
+    if (llvm::Error error = writeOutputFile(output, text)) {
+      module.emitError("exec-export-plan: ")
+          << llvm::toString(std::move(error));
       return signalPassFailure();
     }
-    file->os() << llvm::formatv("{0:1}", llvm::json::Value(std::move(*plan)))
-               << "\n";
-    file->keep();
     markAllAnalysesPreserved();
   }
 };

@@ -2,11 +2,9 @@
 
 #include "compiler/Search/SearchReport.h"
 #include "compiler/Topology/Topology.h"
+#include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/SearchExtensions.h"
-
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <cmath>
 
@@ -130,15 +128,14 @@ struct DistSearchStrategyPass
       return signalPassFailure();
     if (report.empty())
       return;
-    std::string error;
-    auto file = mlir::openOutputFile(report, &error);
-    if (!file)
-      return fail("dist-search-strategy: " + error);
-    file->os() << llvm::formatv(
-        "{0:2}", reports.size() == 1 ? llvm::json::Value(std::move(reports[0]))
-                                     : llvm::json::Value(std::move(reports)));
-    file->os() << "\n";
-    file->keep();
+    std::string text =
+        llvm::formatv("{0:2}", reports.size() == 1
+                                   ? llvm::json::Value(std::move(reports[0]))
+                                   : llvm::json::Value(std::move(reports)))
+            .str() +
+        "\n";
+    if (llvm::Error error = writeOutputFile(report, text))
+      return fail("dist-search-strategy: " + llvm::toString(std::move(error)));
   }
 };
 

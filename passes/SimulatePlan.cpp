@@ -3,12 +3,11 @@
 #include "compiler/Export/PlanExport.h"
 #include "compiler/Simulate/PlanSimulator.h"
 #include "compiler/Topology/Topology.h"
+#include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/SearchExtensions.h"
 
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace partita {
 #define GEN_PASS_DEF_EXECSIMULATEPLAN
@@ -40,12 +39,10 @@ void printSimulation(const SimulationResult &r, mlir::ModuleOp module,
 
 llvm::LogicalResult writeJson(mlir::ModuleOp module, llvm::StringRef path,
                               llvm::json::Value value) {
-  std::string error;
-  auto file = mlir::openOutputFile(path, &error);
-  if (!file)
-    return module.emitError("exec-simulate-plan: ") << error;
-  file->os() << llvm::formatv("{0}", value) << "\n";
-  file->keep();
+  if (llvm::Error error =
+          writeOutputFile(path, llvm::formatv("{0}", value).str() + "\n"))
+    return module.emitError("exec-simulate-plan: ")
+           << llvm::toString(std::move(error));
   return llvm::success();
 }
 

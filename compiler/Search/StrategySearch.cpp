@@ -216,7 +216,12 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
       std::min(options.memoryCapBytes.value_or(topo.device.memoryBytes),
                topo.device.memoryBytes);
   if (!(cap >= 1 << 20))
-    return makeError("the memory cap must be at least 1 MiB per device");
+    return makeError(
+        cap < topo.device.memoryBytes
+            ? "--memory-cap-gib: the cap must be at least 1 MiB per device"
+            : "the topology's device memory (memory_gib " +
+                  formatNumber(topo.device.memoryBytes / kGiB) +
+                  ") is under 1 MiB: no plan can fit");
 
   // Pins that can never work are errors, not empty searches.
   if (pins.tp && (layer.heads % *pins.tp != 0))

@@ -117,14 +117,18 @@ llvm::Expected<Topology> presetTopology(StringRef name, int64_t count) {
 Topology defaultTopology() { return *presetTopology("dgx-h100", 1); }
 
 llvm::Expected<Topology> parseTopologyOption(StringRef value) {
-  if (value.ends_with(".json"))
+  if (value.ends_with_insensitive(".json"))
     return readTopologyFile(value);
   auto [name, countText] = value.split(':');
   int64_t count = 1;
   if (value.contains(':') && (countText.getAsInteger(10, count) || count < 1))
     return makeError("--topology=" + value +
                      ": expected NAME:N with N a positive integer");
-  return presetTopology(name, count);
+  llvm::Expected<Topology> preset = presetTopology(name, count);
+  if (!preset)
+    return makeError("--topology=" + value + ": " +
+                     llvm::toString(preset.takeError()));
+  return preset;
 }
 
 //===----------------------------------------------------------------------===//

@@ -10,7 +10,10 @@
 
 #include "KernelShapes.h"
 
+#include "support/Format.h"
+
 #include <algorithm>
+#include <cmath>
 
 namespace partita::runtime {
 
@@ -66,6 +69,34 @@ public:
     return p[key].get<int64_t>();
   }
 
+  /// A finite number param, above `above` (or at least it, with `orEqual`).
+  void number(const char *key, double above, bool orEqual = false) {
+    const json &p = l.params;
+    bool ok = p.contains(key) && p[key].is_number();
+    double v = ok ? p[key].get<double>() : 0;
+    require(ok && std::isfinite(v) && (orEqual ? v >= above : v > above),
+            std::string("params.") + key + ": expected a finite number " +
+                (orEqual ? "of at least " : "above ") + formatNumber(above));
+  }
+  /// A param that is absent or of the JSON type `is` accepts.
+  void optional(const char *key, bool (json::*is)() const,
+                const char *expected) {
+    const json &p = l.params;
+    require(!p.contains(key) || (p[key].*is)(),
+            std::string("params.") + key + ": expected " + expected);
+  }
+  /// A string param, one of `choices`.
+  void oneOf(const char *key, std::initializer_list<const char *> choices) {
+    const json &p = l.params;
+    std::string names;
+    bool found = false;
+    for (const char *c : choices) {
+      names += (names.empty() ? "" : " or ") + std::string(c);
+      found |= p.contains(key) && p[key] == c;
+    }
+    require(found, std::string("params.") + key + ": expected " + names);
+  }
+
   std::string error;
 
 private:
@@ -78,6 +109,25 @@ private:
 bool isIntInput(const std::string &kernel, size_t k) {
   return ((kernel == "embedding" || kernel == "embedding_bwd") && k == 1) ||
          (kernel == "ce_stats" && k == 2) || (kernel == "ce_bwd" && k == 3);
+}
+
+/// RoPE's frequencies (rotaryInverseFrequencies): a base, and the scaling's
+/// factors where a scaling is named.
+void checkRotaryFrequencies(Check &c, const json &p) {
+  c.number("theta", 0);
+  if (!p.contains("scaling"))
+    return;
+  c.oneOf("scaling", {"linear", "llama3"});
+  c.number("scaling_factor", 1, /*orEqual=*/true);
+  if (p["scaling"] != "llama3")
+    return;
+  c.number("original_max_positions", 0);
+  c.number("low_freq_factor", 0);
+  c.number("high_freq_factor", 0);
+  if (c.error.empty())
+    c.require(p["high_freq_factor"].get<double>() >
+                  p["low_freq_factor"].get<double>(),
+              "params.high_freq_factor: expected more than low_freq_factor");
 }
 
 void checkShapes(Check &c, const Launch &l, const Plan &plan) {
@@ -94,6 +144,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     const BufferSpec &rows = k == "embedding" ? c.out(0) : c.in(0);
     if (c.rank(table, 2, 2))
       c.elements(rows, c.in(1).elements * table.shape[1]);
+    c.positive("vocab_parts");
   } else if (k == "position_embedding" || k == "position_embedding_bwd") {
     const BufferSpec &x = c.in(0);
     const BufferSpec &table = k == "position_embedding" ? c.in(1) : c.out(0);
@@ -121,6 +172,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
         c.elements(c.out(0), x.elements / parts);
     }
   } else if (k == "rms_norm" || k == "layer_norm") {
+    c.number("eps", 0);
     const BufferSpec &x = c.in(0);
     if (c.rank(x, 1)) {
       for (size_t i = 1; i < l.ins.size(); ++i)
@@ -128,6 +180,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
       c.elements(c.out(0), x.elements);
     }
   } else if (k == "rms_norm_bwd" || k == "layer_norm_bwd") {
+    c.number("eps", 0);
     const BufferSpec &x = c.in(1);
     if (c.rank(x, 1)) {
       c.elements(c.in(0), x.elements);
@@ -177,9 +230,13 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
                 "params.rotary_dim: expected an even number up to the head "
                 "dimension");
     c.elements(c.out(0), x.elements);
+    checkRotaryFrequencies(c, l.params);
   } else if (k == "attention" || k == "attention_bwd") {
     size_t q = k == "attention" ? 0 : 1;
     int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
+    c.optional("causal", &json::is_boolean, "true or false");
+    c.optional("window", &json::is_number_unsigned,
+               "a token count (0: no window)");
     const BufferSpec &qb = c.in(q), &kb = c.in(q + 1), &vb = c.in(q + 2);
     if (c.rank(qb, 3, 3) && c.rank(kb, 3, 3) && c.rank(vb, 3, 3) &&
         c.require(heads % kv == 0 && qb.shape[2] % heads == 0,
@@ -205,8 +262,12 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     }
   } else if (k == "gelu" || k == "silu" || k == "copy") {
     sameAsIn0({}, {0});
+    if (k == "gelu")
+      c.oneOf("approximate", {"none", "tanh"});
   } else if (k == "gelu_bwd" || k == "silu_bwd" || k == "swiglu") {
     sameAsIn0({1}, {0});
+    if (k == "gelu_bwd")
+      c.oneOf("approximate", {"none", "tanh"});
   } else if (k == "swiglu_bwd") {
     sameAsIn0({1, 2}, {0, 1});
   } else if (k == "add") {
@@ -230,12 +291,17 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
         c.elements(c.out(0), logits.elements);
       }
     }
+    if (k == "ce_bwd")
+      c.number("scale", 0);
   } else if (k == "ce_loss") {
+    c.number("scale", 0);
     c.elements(c.in(1), 2 * c.in(0).elements);
     c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
   } else if (k == "grad_sumsq") {
     const json &weights = l.params.value("weights", json());
-    c.require(weights.is_array() && weights.size() == l.ins.size(),
+    c.require(weights.is_array() && weights.size() == l.ins.size() &&
+                  std::all_of(weights.begin(), weights.end(),
+                              [](const json &w) { return w.is_number(); }),
               "params.weights: expected a number per input");
     c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
   } else if (k == "clip_coefficient") {

@@ -601,11 +601,16 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
         KernelCall c = call(l);
         device.launch(l.kernel, c.ins, c.outs, c.accumulate, l.params, ctx);
       } catch (const nlohmann::json::exception &e) {
-        // Kernels read their params as they run; name the launch.
+        // The plan's load checks the params every kernel reads; a backend
+        // reading one more still names the launch, without the JSON
+        // library's "[json.exception.out_of_range.403]" tag.
+        std::string what = e.what();
+        if (size_t tag = what.find("] "); tag != std::string::npos)
+          what.erase(0, tag + 2);
         throw std::runtime_error("kernel " + l.kernel + " (launch " +
                                  std::to_string(k) + " of the " + phase.kind +
-                                 " phase): bad params " + l.params.dump() +
-                                 ": " + e.what());
+                                 " phase): params " + l.params.dump() + ": " +
+                                 what);
       }
       break;
     case Launch::Op::Collective: {

@@ -10,7 +10,7 @@
 // CHECK-SAME: inter_node = #dist.network<fat_tree, nics_per_node = 8, gbits_per_s = 200, latency_us = 5, oversubscription = 1>>}
 // CPU: #dist.topology<"cpu", nodes = 1, devices_per_node = 4, device = #dist.device<"cpu-core"
 // FILE: #dist.topology<"lab", nodes = 2, devices_per_node = 4, {{.*}} intra_node = #dist.link<pcie, gbytes_per_s = 32, latency_us = 10>
-// BAD: error: unknown topology preset 'tpu'; presets: dgx-a100, dgx-h100, hgx-h200, cpu (or a .json file)
+// BAD: error: --topology=tpu:2: unknown topology preset 'tpu'; presets: dgx-a100, dgx-h100, hgx-h200, cpu (or a .json file)
 // EMPTY: error: dist-attach-topology needs topology=NAME[:N] or a .json file
 module {
 }

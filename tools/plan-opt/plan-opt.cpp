@@ -11,6 +11,7 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/tfm/TfmDialect.h"
+#include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
 
@@ -122,7 +123,9 @@ llvm::cl::opt<int64_t> confirmFlag(
                    "form's choice)"),
     llvm::cl::init(3), llvm::cl::cat(planCategory));
 
-bool isModelSpec(llvm::StringRef path) { return path.ends_with(".json"); }
+bool isJsonPath(llvm::StringRef path) {
+  return path.ends_with_insensitive(".json");
+}
 
 /// True when the command line names a pass or pipeline (`--some-pass`,
 /// `--pass-pipeline=...`, `-p ...`), even one that expands to no passes.
@@ -225,7 +228,7 @@ int main(int argc, char **argv) {
     *printOp = false;
 
   std::unique_ptr<llvm::MemoryBuffer> input;
-  if (isModelSpec(inputFile)) {
+  if (isJsonPath(inputFile)) {
     input = importToBuffer(inputFile, registry);
     if (!input)
       return EXIT_FAILURE;
@@ -240,10 +243,9 @@ int main(int argc, char **argv) {
 
   // A model spec runs the compile pipeline unless the command line names
   // passes; --topology applies to any pipeline.
-  bool runCompilePipeline = isModelSpec(inputFile) && !namesPasses(argc, argv);
+  bool runCompilePipeline = isJsonPath(inputFile) && !namesPasses(argc, argv);
   // `-o plan.json` compiles on to the executable plan and writes it there.
-  bool writesPlan =
-      runCompilePipeline && llvm::StringRef(outputFile).ends_with(".json");
+  bool writesPlan = runCompilePipeline && isJsonPath(outputFile);
   if (confirmFlag < 0) {
     llvm::WithColor::error(llvm::errs(), "plan-opt")
         << "--confirm must be 0 or more candidates, got " << confirmFlag
@@ -302,6 +304,10 @@ int main(int argc, char **argv) {
   }
   if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
     return EXIT_FAILURE;
-  output->keep();
+  if (llvm::Error error = partita::keepWritten(*output)) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt")
+        << llvm::toString(std::move(error)) << "\n";
+    return EXIT_FAILURE;
+  }
   return EXIT_SUCCESS;
 }
