@@ -48,6 +48,7 @@ struct Options {
   std::string hostfile;
   std::string data;
   int dataBytes = 2;
+  bool dataDtypeGiven = false;
   bool profile = false;
   std::string saveParams;
   std::string checkpointDir;
@@ -142,6 +143,7 @@ Options parse(int argc, char **argv) {
       if (v != "u16" && v != "u32")
         usage("--data-dtype must be u16 or u32, got \"" + v + "\"");
       o.dataBytes = v == "u16" ? 2 : 4;
+      o.dataDtypeGiven = true;
     } else if (a.rfind("--data", 0) == 0)
       o.data = value("--data");
     else if (a.rfind("--hostfile", 0) == 0)
@@ -169,6 +171,9 @@ Options parse(int argc, char **argv) {
       o.checkpointDir.empty())
     usage("--checkpoint-every, --resume and --max-restarts need "
           "--checkpoint-dir");
+  if (o.dataDtypeGiven && o.data.empty())
+    usage("--data-dtype describes the tokens of --data, which is not given "
+          "(without it the ranks train on synthetic tokens)");
   return o;
 }
 
@@ -322,8 +327,9 @@ int launch(const Options &o, const Plan &plan, char **argv) {
   args.push_back(n > 0 ? std::string(self, n) : std::string(argv[0]));
   for (int i = 1; argv[i]; ++i)
     args.push_back(argv[i]);
-  std::cerr << "plan-run: starting " << plan.worldSize << " ranks of "
-            << plan.model << " (" << plan.strategy << ") with mpirun\n";
+  std::cerr << "plan-run: starting " << plan.worldSize
+            << (plan.worldSize == 1 ? " rank of " : " ranks of ") << plan.model
+            << " (" << plan.strategy << ") with mpirun\n";
   for (int64_t attempt = 0;; ++attempt) {
     std::vector<char *> cargs;
     for (std::string &a : args)
@@ -524,7 +530,9 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (!underLauncher() && (plan.worldSize > 1 || o.maxRestarts > 0))
+  // A hostfile places even one rank: on its first host, through mpirun.
+  if (!underLauncher() &&
+      (plan.worldSize > 1 || o.maxRestarts > 0 || !o.hostfile.empty()))
     return launch(o, plan, argv);
 
   // Every MPI call is made by the communicator's comm thread, one at a
@@ -613,8 +621,9 @@ int main(int argc, char **argv) {
     bool profileOnDevice = o.profile && trainer.timeLaunchesOnDevice();
     if (reporter)
       std::cout << "plan-run: " << plan.model << " (" << plan.strategy
-                << ") on " << size << " ranks (" << where << "); "
-                << trainer.allocatedBytes() / 1e6 << " MB of buffers and "
+                << ") on " << size << (size == 1 ? " rank (" : " ranks (")
+                << where << "); " << trainer.allocatedBytes() / 1e6
+                << " MB of buffers and "
                 << trainer.collectiveWorkspaceBytes() / 1e6
                 << " MB of collective workspace on the reporting rank (cost "
                    "model: "
