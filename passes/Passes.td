@@ -94,9 +94,9 @@ def DistSearchStrategy : Pass<"dist-search-strategy", "mlir::ModuleOp"> {
            "Write the JSON report to this file">,
     Option<"costParams", "cost-params", "std::string", /*default=*/"",
            "Override the cost model's physical parameters">,
-    Option<"recordRunnersUp", "record-runners-up", "bool", "false",
-           "Record the runners-up as dist.runners_up, for "
-           "dist-confirm-strategy">,
+    Option<"recordRunnersUp", "record-runners-up", "int64_t", "0",
+           "Record this many runners-up, best first, as dist.runners_up "
+           "for dist-confirm-strategy (the report still lists top-k)">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }
@@ -518,10 +518,18 @@ def ExecExportPlan : Pass<"exec-export-plan", "mlir::ModuleOp"> {
     rank-to-device map, the groups, each pipeline rank's buffers, phases and
     schedule, parameter shards for checkpoints, optimizer settings and the
     predicted step time. The module is not changed.
+
+    A plan whose ranks need more memory than the topology's device
+    (`exec.memory`'s `device_bytes_per_rank`: the arena and the runtime's
+    allowance) would fail on it; it is an error, naming both, unless
+    `allow-unfit` asks for the file anyway.
   }];
   let options = [
     Option<"output", "output", "std::string", "\"plan.json\"",
            "File to write the plan to ('-' for stdout)">,
+    Option<"allowUnfit", "allow-unfit", "bool", /*default=*/"false",
+           "Write the plan even when it needs more memory than the device "
+           "has">,
   ];
 }
 

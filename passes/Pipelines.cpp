@@ -24,6 +24,12 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
       {trace.str(), /*report=*/"", quiet, costParams.str()}));
 }
 
+/// The runners-up the search records for dist-confirm-strategy, which goes
+/// past its first candidates only while none fits: the search's memory
+/// estimate is a few percent under the memory plan, and a search that fills
+/// a device to the edge can rank many such near misses first.
+constexpr int64_t kConfirmPool = 24;
+
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options) {
   if (!options.topology.empty())
@@ -39,7 +45,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
     pm.addPass(createDistSearchStrategy(
         {options.strategy, options.objective, options.memoryCapGib,
          options.allowTpAcrossNodes, options.freeGlobalBatch, /*topK=*/5,
-         options.report, options.costParams, /*recordRunnersUp=*/confirm}));
+         options.report, options.costParams,
+         /*recordRunnersUp=*/confirm ? kConfirmPool : 0}));
   // A plan is compiled for the candidate that simulation confirms.
   if (confirm)
     pm.addPass(
@@ -60,7 +67,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
         createDistEstimateCost({costed, "none", "-", options.costParams}));
   addPlanLowering(pm, options.overlap, /*quiet=*/false, options.trace,
                   options.costParams);
-  pm.addPass(createExecExportPlan({options.plan}));
+  pm.addPass(createExecExportPlan({options.plan, options.allowUnfit}));
 }
 
 void registerPartitaPassesAndPipelines() {

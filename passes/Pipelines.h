@@ -73,6 +73,11 @@ struct CompilePipelineOptions
                      "fits (dist-confirm-strategy; 0: the closed form's "
                      "choice)"),
       llvm::cl::init(3)};
+  Option<bool> allowUnfit{
+      *this, "allow-unfit",
+      llvm::cl::desc("With plan: write it even when it needs more memory "
+                     "than the device has"),
+      llvm::cl::init(false)};
   Option<std::string> trace{
       *this, "trace",
       llvm::cl::desc("With plan: write a Chrome trace of the simulated step "

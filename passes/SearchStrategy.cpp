@@ -83,7 +83,8 @@ struct DistSearchStrategyPass
       options.memoryCapBytes = memoryCapGib * kGiB;
     options.allowTpAcrossNodes = allowTpAcrossNodes;
     options.freeGlobalBatch = freeGlobalBatch;
-    options.topK = std::max<int64_t>(0, topK);
+    // The search keeps as many runners-up as either use needs.
+    options.topK = std::max<int64_t>({0, topK, recordRunnersUp});
 
     std::string note;
     Topology topology = moduleTopology(module, note);
@@ -108,20 +109,28 @@ struct DistSearchStrategyPass
         mlir::emitError(model.getLoc(), message);
         return mlir::WalkResult::interrupt();
       }
-      printSearchReport(*result, profile, note, llvm::errs());
-      reports.push_back(searchReportJson(*result, profile, !note.empty()));
       module->setAttr(dist::kStrategyAttrName,
                       toStrategyAttr(result->best.config, profile.layers.size(),
                                      module.getContext()));
       // The runners-up, best first, for dist-confirm-strategy.
-      if (recordRunnersUp) {
+      if (recordRunnersUp > 0) {
         llvm::SmallVector<mlir::Attribute> runnersUp;
-        for (const Candidate &c : result->runnersUp)
+        for (const Candidate &c :
+             llvm::ArrayRef(result->runnersUp).take_front(recordRunnersUp))
           runnersUp.push_back(toStrategyAttr(c.config, profile.layers.size(),
                                              module.getContext()));
         module->setAttr("dist.runners_up",
                         mlir::ArrayAttr::get(module.getContext(), runnersUp));
       }
+      // The report lists top-k; the rest recorded for confirmation count
+      // as slower, as they would have without it.
+      size_t listed = std::max<int64_t>(0, topK);
+      if (result->runnersUp.size() > listed) {
+        result->rejectedSlower += result->runnersUp.size() - listed;
+        result->runnersUp.resize(listed);
+      }
+      printSearchReport(*result, profile, note, llvm::errs());
+      reports.push_back(searchReportJson(*result, profile, !note.empty()));
       return mlir::WalkResult::advance();
     });
     if (walk.wasInterrupted())

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/CostModel/CostModel.h"
+#include "compiler/CostModel/PipelineSchedule.h"
 #include "compiler/Import/GraphBuilder.h"
 
 #include <algorithm>
@@ -608,16 +609,18 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double kept = 0, working = 0, zero3Exposed = 0;
     double layerParamsMax = 0;
   };
-  // Micro-batches in flight: all m for GPipe; min(p, m) on the first rank
-  // of 1F1B, times 1 + (p-1)/(p v) when interleaved (Narayanan et al.
-  // 2021), fewer down the pipeline: p - k on rank k.
+  // Micro-batches of each model chunk in flight on rank k, as the memory
+  // plan keeps copies of their activations: all m for GPipe, min(p - k, m)
+  // for 1F1B (its schedule's warm-up plus one; what
+  // chunkMicroBatchesInFlight would count), and the interleaved schedule's
+  // own count per chunk. The plan's copies are per chunk, so an interleaved
+  // rank holds more than the 1 + (p-1)/(p v) times 1F1B of Narayanan et al.
+  // (2021), which assumes a chunk's slots are reused by another.
   auto inFlight = [&](int64_t rank) {
-    if (c.schedule == Schedule::GPipe)
-      return double(m);
-    double n = std::min<double>(p - rank, m);
     if (c.schedule == Schedule::Interleaved)
-      n *= 1 + double(p - 1) / (double(p) * v);
-    return n;
+      return chunkMicroBatchesInFlight(c, rank);
+    return std::vector<int64_t>(
+        v, c.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - rank, m));
   };
   // The vocab-parallel embedding reduces its output (a reduce-scatter with
   // sequence parallelism, whose backward is an all-gather), and the LM
@@ -639,7 +642,11 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   std::vector<Rank> ranks(p);
   for (int64_t k = 0; k < p; ++k) {
     Rank &r = ranks[k];
-    for (int64_t i : c.layersOfRank(k, L)) {
+    std::vector<int64_t> rankLayers = c.layersOfRank(k, L);
+    std::vector<int64_t> copies = inFlight(k);
+    // layersOfRank lists the rank's chunks in order, equal in size.
+    size_t chunkLength = std::max<size_t>(1, rankLayers.size() / v);
+    for (auto [position, i] : llvm::enumerate(rankLayers)) {
       const LayerCost &lc = layers[i];
       r.fwd += lc.forwardS;
       r.bwd += lc.backwardS;
@@ -650,12 +657,12 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.tp += lc.tpForwardS * (forwards + 1) + lc.tpRegatherS -
               lc.tpForwardHiddenS * forwards - lc.tpBackwardHiddenS;
       r.params += lc.params;
-      r.kept += lc.keptBytes;
+      r.kept += lc.keptBytes *
+                copies[std::min<size_t>(position / chunkLength, v - 1)];
       r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
       if (c.recompute == Recompute::Full)
         r.working = std::max(r.working, lc.fullBytes);
     }
-    r.kept *= inFlight(k);
     if (k == 0) {
       r.fwd += embedFwd;
       r.bwd += 2 * embedFwd;

@@ -1,6 +1,7 @@
 //===- CostModelTest.cpp - Hand-computed cost-model values ----------------===//
 
 #include "compiler/CostModel/CostModel.h"
+#include "compiler/CostModel/PipelineSchedule.h"
 #include "compiler/Import/GraphBuilder.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -160,6 +161,45 @@ TEST(CostModel, PipelineBubble) {
                    1.0 / 4);
   EXPECT_DOUBLE_EQ(estimate(f.profile, node, "pp=2,dp=4,vpp=2").bubbleFraction,
                    1.0 / 8);
+}
+
+TEST(CostModel, MicroBatchesInFlightFollowTheSchedule) {
+  auto config = [](int64_t m, int64_t p, int64_t v, Schedule schedule) {
+    ParallelConfig c;
+    c.numMicroBatches = m;
+    c.pp = p;
+    c.vpp = v;
+    c.schedule = schedule;
+    return c;
+  };
+  // 1F1B: the warm-up's p - k - 1 forwards and one more; GPipe: all m.
+  for (int64_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(chunkMicroBatchesInFlight(config(8, 4, 1, Schedule::OneFOneB), k),
+              std::vector<int64_t>{4 - k});
+    EXPECT_EQ(chunkMicroBatchesInFlight(config(2, 4, 1, Schedule::OneFOneB), k),
+              std::vector<int64_t>{std::min<int64_t>(4 - k, 2)});
+    EXPECT_EQ(chunkMicroBatchesInFlight(config(8, 4, 2, Schedule::GPipe), k),
+              (std::vector<int64_t>{8, 8}));
+  }
+  // Interleaved, p = 8, v = 6, m = 16: the first rank's 54 warm-up forwards
+  // fill its first three chunks with all 16 micro-batches before their
+  // first backward; the last rank's warm-up is 40 forwards. 72 chunk copies
+  // on the first rank (12 micro-batches' worth of its layers) against
+  // Narayanan et al.'s 8 (1 + 7/48) = 9.2 with shared slots.
+  ParallelConfig interleaved = config(16, 8, 6, Schedule::Interleaved);
+  EXPECT_EQ(chunkMicroBatchesInFlight(interleaved, 0),
+            (std::vector<int64_t>{16, 16, 16, 8, 8, 8}));
+  EXPECT_EQ(chunkMicroBatchesInFlight(interleaved, 7),
+            (std::vector<int64_t>{16, 16, 9, 8, 8, 1}));
+  // Every run of every chunk once forward and once backward.
+  std::vector<PipelineRun> runs = pipelineRuns(interleaved, 3);
+  EXPECT_EQ(runs.size(), size_t(2 * 16 * 6));
+  EXPECT_EQ(llvm::count_if(runs,
+                           [](const PipelineRun &r) {
+                             return r.forward && r.chunk == 5 * 8 + 3 &&
+                                    r.microBatch == 15;
+                           }),
+            1);
 }
 
 TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {

@@ -115,6 +115,12 @@ llvm::cl::opt<bool> overlapFlag(
                    "--overlap=false for a synchronous plan)"),
     llvm::cl::init(true), llvm::cl::cat(planCategory));
 
+llvm::cl::opt<bool> allowUnfitFlag(
+    "allow-unfit-plan",
+    llvm::cl::desc("With -o plan.json: write the plan even when it needs "
+                   "more memory than the device has (it will not run there)"),
+    llvm::cl::cat(planCategory));
+
 llvm::cl::opt<int64_t> confirmFlag(
     "confirm",
     llvm::cl::desc("With -o plan.json and the search: compile and simulate "
@@ -284,6 +290,7 @@ int main(int argc, char **argv) {
       options.trace = traceFlag;
       options.overlap = overlapFlag;
       options.confirm = confirmFlag;
+      options.allowUnfit = allowUnfitFlag;
       partita::buildCompilePipeline(pm, options);
       return success();
     });

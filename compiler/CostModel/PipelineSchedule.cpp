@@ -1,0 +1,76 @@
+//===- PipelineSchedule.cpp - The order a pipeline rank runs in -----------===//
+
+#include "compiler/CostModel/PipelineSchedule.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace partita {
+
+namespace {
+
+/// Megatron-LM's interleaved 1F1B: virtual micro-batch k of a rank is
+/// micro-batch (k / (pp * vpp)) * pp + k % pp of local chunk (k / pp) % vpp
+/// (backwards walk the chunks in reverse).
+PipelineRun virtualRun(int64_t k, bool forward, int64_t rank, int64_t pp,
+                       int64_t vpp) {
+  int64_t local = (k / pp) % vpp;
+  if (!forward)
+    local = vpp - 1 - local;
+  int64_t mb = (k / (pp * vpp)) * pp + k % pp;
+  return {forward, mb, local * pp + rank};
+}
+
+} // namespace
+
+std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank) {
+  const int64_t m = c.numMicroBatches, pp = c.pp, vpp = c.vpp;
+  std::vector<PipelineRun> runs;
+  if (c.schedule == Schedule::GPipe) {
+    for (int64_t local = 0; local < vpp; ++local)
+      for (int64_t mb = 0; mb < m; ++mb)
+        runs.push_back({true, mb, local * pp + rank});
+    for (int64_t local = vpp - 1; local >= 0; --local)
+      for (int64_t mb = 0; mb < m; ++mb)
+        runs.push_back({false, mb, local * pp + rank});
+    return runs;
+  }
+  // 1F1B, and its interleaved form over vpp chunks per rank.
+  const int64_t total = m * vpp;
+  int64_t warmup =
+      vpp == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (vpp - 1) * pp;
+  warmup = std::min(warmup, total);
+  int64_t f = 0, b = 0;
+  for (; f < warmup; ++f)
+    runs.push_back(virtualRun(f, true, rank, pp, vpp));
+  for (; f < total; ++f, ++b) {
+    runs.push_back(virtualRun(f, true, rank, pp, vpp));
+    runs.push_back(virtualRun(b, false, rank, pp, vpp));
+  }
+  for (; b < total; ++b)
+    runs.push_back(virtualRun(b, false, rank, pp, vpp));
+  return runs;
+}
+
+std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
+                                               int64_t rank) {
+  // The search costs thousands of candidates over a few dozen schedules:
+  // each schedule is walked once per thread.
+  using Key = std::tuple<int64_t, int64_t, int64_t, Schedule, int64_t>;
+  thread_local std::map<Key, std::vector<int64_t>> walked;
+  Key key{c.numMicroBatches, c.pp, c.vpp, c.schedule, rank};
+  auto [it, inserted] = walked.try_emplace(key);
+  if (!inserted)
+    return it->second;
+  std::vector<int64_t> now(c.vpp, 0), &most = it->second;
+  most.assign(c.vpp, 0);
+  for (const PipelineRun &run : pipelineRuns(c, rank)) {
+    int64_t local = run.chunk / c.pp;
+    now[local] += run.forward ? 1 : -1;
+    most[local] = std::max(most[local], now[local]);
+  }
+  return most;
+}
+
+} // namespace partita

@@ -1,0 +1,40 @@
+//===- PipelineSchedule.h - The order a pipeline rank runs in ---*- C++ -*-===//
+//
+// The forward and backward runs of one pipeline rank, in the order of its
+// schedule (GPipe, 1F1B, Megatron-LM's interleaved 1F1B). The schedule pass
+// writes this order into each exec.program; the cost model reads from it how
+// many micro-batches of each model chunk a rank holds at once, so the memory
+// it predicts is the memory plan's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_COMPILER_COSTMODEL_PIPELINESCHEDULE_H
+#define PARTITA_COMPILER_COSTMODEL_PIPELINESCHEDULE_H
+
+#include "compiler/CostModel/ParallelConfig.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace partita {
+
+struct PipelineRun {
+  bool forward;
+  int64_t microBatch;
+  /// The model chunk, numbered over the whole pipeline: local * pp + rank.
+  int64_t chunk;
+};
+
+/// Pipeline rank `rank`'s runs under `c` (numMicroBatches, pp, vpp and
+/// schedule), in order.
+std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank);
+
+/// For each of rank `rank`'s vpp model chunks (local index), the most
+/// micro-batches it has run forward but not yet backward at any point of the
+/// schedule: the copies of its kept activations a static memory plan needs.
+std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
+                                               int64_t rank);
+
+} // namespace partita
+
+#endif // PARTITA_COMPILER_COSTMODEL_PIPELINESCHEDULE_H
