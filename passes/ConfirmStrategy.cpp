@@ -41,8 +41,11 @@ struct DistConfirmStrategyPass
           ranked.push_back(s);
     std::string note;
     Topology topology = moduleTopology(module, note);
-    double cap =
-        memoryCapGib > 0 ? memoryCapGib * kGiB : topology.device.memoryBytes;
+    // As in the search, a cap lowers the memory a device may use; it
+    // cannot add any.
+    double cap = memoryCapGib > 0 ? std::min(memoryCapGib * kGiB,
+                                             topology.device.memoryBytes)
+                                  : topology.device.memoryBytes;
 
     std::vector<Confirmed> results;
     // The first `candidates`, and further runners-up while none fits.

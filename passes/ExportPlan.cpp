@@ -33,8 +33,8 @@ mlir::LogicalResult checkFits(mlir::ModuleOp module) {
   return module.emitError(llvm::formatv(
       "exec-export-plan: the plan needs {0:F2} GiB per rank (arena {1:F2}, "
       "runtime {2:F2}) and the device ({3}) has {4:F2} GiB: it would not fit. "
-      "Choose a strategy that fits (the search's does), or write it anyway "
-      "with --allow-unfit-plan",
+      "Choose a strategy that fits, or more or larger devices, or write it "
+      "anyway with --allow-unfit-plan",
       needed / kGiB, numberAt(memory, "peak_bytes_per_rank") / kGiB,
       numberAt(memory, "runtime_bytes_per_rank") / kGiB, t.device.kind,
       device / kGiB));

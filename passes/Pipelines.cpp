@@ -46,7 +46,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
         {options.strategy, options.objective, options.memoryCapGib,
          options.allowTpAcrossNodes, options.freeGlobalBatch, /*topK=*/5,
          options.report, options.costParams,
-         /*recordRunnersUp=*/confirm ? kConfirmPool : 0}));
+         /*recordRunnersUp=*/
+         confirm ? std::max<int64_t>(kConfirmPool, options.confirm) : 0}));
   // A plan is compiled for the candidate that simulation confirms.
   if (confirm)
     pm.addPass(

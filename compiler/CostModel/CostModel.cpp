@@ -535,6 +535,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                 llvm::Twine(profile.seqLen));
   if (c.schedule == Schedule::Interleaved && p == 1)
     return fail("the interleaved schedule needs pp > 1");
+  if (c.schedule == Schedule::Interleaved && m % p != 0)
+    return fail("the interleaved schedule needs a number of micro-batches (" +
+                llvm::Twine(m) + ") divisible by pp (" + llvm::Twine(p) + ")");
   if (c.stageLayers.empty() && L % (p * v) != 0)
     return fail("pp * vpp = " + llvm::Twine(p * v) + " does not divide the " +
                 llvm::Twine(L) + " layers");

@@ -24,17 +24,17 @@ PipelineRun virtualRun(int64_t k, bool forward, int64_t rank, int64_t pp,
 
 } // namespace
 
-std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank) {
+void forEachPipelineRun(const ParallelConfig &c, int64_t rank,
+                        llvm::function_ref<void(const PipelineRun &)> visit) {
   const int64_t m = c.numMicroBatches, pp = c.pp, vpp = c.vpp;
-  std::vector<PipelineRun> runs;
   if (c.schedule == Schedule::GPipe) {
     for (int64_t local = 0; local < vpp; ++local)
       for (int64_t mb = 0; mb < m; ++mb)
-        runs.push_back({true, mb, local * pp + rank});
+        visit({true, mb, local * pp + rank});
     for (int64_t local = vpp - 1; local >= 0; --local)
       for (int64_t mb = 0; mb < m; ++mb)
-        runs.push_back({false, mb, local * pp + rank});
-    return runs;
+        visit({false, mb, local * pp + rank});
+    return;
   }
   // 1F1B, and its interleaved form over vpp chunks per rank.
   const int64_t total = m * vpp;
@@ -43,13 +43,19 @@ std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank) {
   warmup = std::min(warmup, total);
   int64_t f = 0, b = 0;
   for (; f < warmup; ++f)
-    runs.push_back(virtualRun(f, true, rank, pp, vpp));
+    visit(virtualRun(f, true, rank, pp, vpp));
   for (; f < total; ++f, ++b) {
-    runs.push_back(virtualRun(f, true, rank, pp, vpp));
-    runs.push_back(virtualRun(b, false, rank, pp, vpp));
+    visit(virtualRun(f, true, rank, pp, vpp));
+    visit(virtualRun(b, false, rank, pp, vpp));
   }
   for (; b < total; ++b)
-    runs.push_back(virtualRun(b, false, rank, pp, vpp));
+    visit(virtualRun(b, false, rank, pp, vpp));
+}
+
+std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank) {
+  std::vector<PipelineRun> runs;
+  forEachPipelineRun(c, rank,
+                     [&](const PipelineRun &run) { runs.push_back(run); });
   return runs;
 }
 
@@ -65,11 +71,11 @@ std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
     return it->second;
   std::vector<int64_t> now(c.vpp, 0), &most = it->second;
   most.assign(c.vpp, 0);
-  for (const PipelineRun &run : pipelineRuns(c, rank)) {
+  forEachPipelineRun(c, rank, [&](const PipelineRun &run) {
     int64_t local = run.chunk / c.pp;
     now[local] += run.forward ? 1 : -1;
     most[local] = std::max(most[local], now[local]);
-  }
+  });
   return most;
 }
 

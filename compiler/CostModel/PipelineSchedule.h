@@ -13,6 +13,8 @@
 
 #include "compiler/CostModel/ParallelConfig.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -25,8 +27,12 @@ struct PipelineRun {
   int64_t chunk;
 };
 
-/// Pipeline rank `rank`'s runs under `c` (numMicroBatches, pp, vpp and
-/// schedule), in order.
+/// Calls `visit` on pipeline rank `rank`'s runs under `c` (numMicroBatches,
+/// pp, vpp and schedule), in order, without storing them.
+void forEachPipelineRun(const ParallelConfig &c, int64_t rank,
+                        llvm::function_ref<void(const PipelineRun &)> visit);
+
+/// Pipeline rank `rank`'s runs, in order.
 std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank);
 
 /// For each of rank `rank`'s vpp model chunks (local index), the most

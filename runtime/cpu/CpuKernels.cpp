@@ -304,7 +304,6 @@ float geluGrad(float x, bool tanhApprox) {
 
 // -- Loss ----------------------------------------------------------------
 
-/// The first vocabulary index this rank's logits hold.
 /// The first vocabulary index of this rank's slice of `rows` entries.
 int64_t vocabStart(Call &c, int64_t rows) {
   return c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;

@@ -10,10 +10,9 @@
 
 #include "KernelShapes.h"
 
-#include "support/Format.h"
-
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace partita::runtime {
 
@@ -74,9 +73,12 @@ public:
     const json &p = l.params;
     bool ok = p.contains(key) && p[key].is_number();
     double v = ok ? p[key].get<double>() : 0;
+    // The runtime builds alone, without the compiler's support/ headers.
+    std::ostringstream bound;
+    bound << above;
     require(ok && std::isfinite(v) && (orEqual ? v >= above : v > above),
             std::string("params.") + key + ": expected a finite number " +
-                (orEqual ? "of at least " : "above ") + formatNumber(above));
+                (orEqual ? "of at least " : "above ") + bound.str());
   }
   /// A param that is absent or of the JSON type `is` accepts.
   void optional(const char *key, bool (json::*is)() const,
@@ -235,8 +237,10 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     size_t q = k == "attention" ? 0 : 1;
     int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
     c.optional("causal", &json::is_boolean, "true or false");
-    c.optional("window", &json::is_number_unsigned,
-               "a token count (0: no window)");
+    c.require(!l.params.contains("window") ||
+                  (l.params["window"].is_number_integer() &&
+                   l.params["window"].get<int64_t>() >= 0),
+              "params.window: expected a token count (0: no window)");
     const BufferSpec &qb = c.in(q), &kb = c.in(q + 1), &vb = c.in(q + 2);
     if (c.rank(qb, 3, 3) && c.rank(kb, 3, 3) && c.rank(vb, 3, 3) &&
         c.require(heads % kv == 0 && qb.shape[2] % heads == 0,
@@ -276,6 +280,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
   } else if (k == "ce_max" || k == "ce_stats" || k == "ce_bwd") {
     const BufferSpec &logits = c.in(0);
     c.positive("vocab_size");
+    c.positive("vocab_parts");
     if (c.rank(logits, 1)) {
       int64_t rows = last(logits) > 0 ? logits.elements / last(logits) : 0;
       if (k == "ce_max")

@@ -49,7 +49,7 @@ module attributes {dist.strategy = #dist.strategy<dp = 1, tp = 1, pp = 1, vpp = 
 // -----
 
 // A plan needing more than the device has: an error unless allow-unfit.
-// CHECK: error: exec-export-plan: the plan needs 6.00 GiB per rank (arena 5.00, runtime 1.00) and the device (cpu-core) has 4.00 GiB: it would not fit. Choose a strategy that fits (the search's does), or write it anyway with --allow-unfit-plan
+// CHECK: error: exec-export-plan: the plan needs 6.00 GiB per rank (arena 5.00, runtime 1.00) and the device (cpu-core) has 4.00 GiB: it would not fit. Choose a strategy that fits, or more or larger devices, or write it anyway with --allow-unfit-plan
 // UNFIT: error: exec-export-plan: the strategy needs 4 devices
 // UNFIT-NOT: would not fit
 // UNFIT: error: exec-export-plan: the module has no exec programs to export

@@ -309,8 +309,12 @@ int main(int argc, char **argv) {
     llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
     return EXIT_FAILURE;
   }
-  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config))) {
+    // The run's own error is the one to report; a failed write as well
+    // would otherwise abort in the stream's destructor.
+    output->os().clear_error();
     return EXIT_FAILURE;
+  }
   if (llvm::Error error = partita::keepWritten(*output)) {
     llvm::WithColor::error(llvm::errs(), "plan-opt")
         << llvm::toString(std::move(error)) << "\n";
