@@ -612,19 +612,12 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double kept = 0, working = 0, zero3Exposed = 0;
     double layerParamsMax = 0;
   };
-  // Micro-batches of each model chunk in flight on rank k, as the memory
-  // plan keeps copies of their activations: all m for GPipe, min(p - k, m)
-  // for 1F1B (its schedule's warm-up plus one; what
-  // chunkMicroBatchesInFlight would count), and the interleaved schedule's
-  // own count per chunk. The plan's copies are per chunk, so an interleaved
-  // rank holds more than the 1 + (p-1)/(p v) times 1F1B of Narayanan et al.
-  // (2021), which assumes a chunk's slots are reused by another.
-  auto inFlight = [&](int64_t rank) {
-    if (c.schedule == Schedule::Interleaved)
-      return chunkMicroBatchesInFlight(c, rank);
-    return std::vector<int64_t>(
-        v, c.schedule == Schedule::GPipe ? m : std::min<int64_t>(p - rank, m));
-  };
+  // Micro-batches of each model chunk in flight on rank k, counted on its
+  // schedule as the memory plan keeps copies of their activations: all m
+  // for GPipe, min(p - k, m) for 1F1B. The plan's copies are per chunk, so
+  // an interleaved rank holds more than the 1 + (p-1)/(p v) times 1F1B of
+  // Narayanan et al. (2021), which assumes a chunk's slots are reused by
+  // another.
   // The vocab-parallel embedding reduces its output (a reduce-scatter with
   // sequence parallelism, whose backward is an all-gather), and the LM
   // head's input needs the mirror image in backward (or an all-gather
@@ -646,7 +639,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   for (int64_t k = 0; k < p; ++k) {
     Rank &r = ranks[k];
     std::vector<int64_t> rankLayers = c.layersOfRank(k, L);
-    std::vector<int64_t> copies = inFlight(k);
+    std::vector<int64_t> copies = chunkMicroBatchesInFlight(c, k);
     // layersOfRank lists the rank's chunks in order, equal in size.
     size_t chunkLength = std::max<size_t>(1, rankLayers.size() / v);
     for (auto [position, i] : llvm::enumerate(rankLayers)) {

@@ -80,13 +80,6 @@ public:
             std::string("params.") + key + ": expected a finite number " +
                 (orEqual ? "of at least " : "above ") + bound.str());
   }
-  /// A param that is absent or of the JSON type `is` accepts.
-  void optional(const char *key, bool (json::*is)() const,
-                const char *expected) {
-    const json &p = l.params;
-    require(!p.contains(key) || (p[key].*is)(),
-            std::string("params.") + key + ": expected " + expected);
-  }
   /// A string param, one of `choices`.
   void oneOf(const char *key, std::initializer_list<const char *> choices) {
     const json &p = l.params;
@@ -236,7 +229,8 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
   } else if (k == "attention" || k == "attention_bwd") {
     size_t q = k == "attention" ? 0 : 1;
     int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
-    c.optional("causal", &json::is_boolean, "true or false");
+    c.require(!l.params.contains("causal") || l.params["causal"].is_boolean(),
+              "params.causal: expected true or false");
     c.require(!l.params.contains("window") ||
                   (l.params["window"].is_number_integer() &&
                    l.params["window"].get<int64_t>() >= 0),
