@@ -113,9 +113,10 @@ struct AttentionShape {
 /// The head dimension the attention kernels take at most.
 int64_t maxHeadDim();
 /// Whether attention runs on tensor cores (TensorCoreAttention.cu): bf16
-/// q, k and v (and dO) with head dimension 64 or 128, where the GPU gives a
+/// q, k and v (and dO) with head dimension up to 128, where the GPU gives a
 /// block the kernels' shared memory (sm_80 and sm_90 do; sm_86 and sm_89,
-/// 99 KiB, do not). Other launches run the f32 CUDA-core kernels.
+/// 99 KiB, do not for heads over 32). Other launches run the f32 CUDA-core
+/// kernels.
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// Flash-style attention: O(s) memory per row, the s x s scores never
 /// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d].

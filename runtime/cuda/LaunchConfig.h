@@ -58,13 +58,14 @@ inline unsigned rowBlocks(int64_t s) {
   return unsigned((s + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
-/// Tensor-core attention (bf16, head dimension 64 or 128): 64 query (or
-/// key) rows a block, a warp per 16 of them, the other side streamed in
-/// tiles of 64 rows. Shared-memory rows are padded against bank conflicts
-/// and kept at multiples of 16 bytes, as WMMA wants; each region starts
-/// 128-byte aligned.
+/// Tensor-core attention (bf16, head dimension up to 128, run in tiles of
+/// 32, 64 or 128 columns): 64 query (or key) rows a block, a warp per 16 of
+/// them, the other side streamed in tiles of 64 rows. Shared-memory rows are
+/// padded against bank conflicts and kept at multiples of 16 bytes, as WMMA
+/// wants; each region starts 128-byte aligned.
 constexpr int kTcRows = 64, kTcWarps = 4, kTcTile = 64;
 constexpr int kTcThreads = kTcWarps * 32;
+constexpr int64_t kMaxTcHeadDim = 128;
 /// The opt-in dynamic shared memory of a block on sm_80 (163 KiB); sm_90
 /// allows more.
 constexpr int kMaxSharedBytes = 163 * 1024;

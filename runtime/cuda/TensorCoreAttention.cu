@@ -1,6 +1,6 @@
 //===- TensorCoreAttention.cu - Flash attention on tensor cores -----------===//
 //
-// For bf16 q, k, v (and dO) with head dimension 64 or 128, the products of
+// For bf16 q, k, v (and dO) with head dimension up to 128, the products of
 // attention - Q K^T and P V forward; dO V^T, dS K, P^T dO and dS^T Q
 // backward - run as 16x16x16 bf16 WMMA tiles with f32 accumulation. The
 // softmax and its statistics stay f32; P and dS are rounded to bf16 for
@@ -13,6 +13,10 @@
 // different banks); both lanes of a row keep its running max and sum. The
 // same holds for a warp's [16][D] output rows.
 //
+// A head dimension d runs in the smallest D of 32, 64 and 128 that holds it:
+// columns d to D of the tiles are zero, so the products are those of d
+// columns, and only d are written.
+//
 //===----------------------------------------------------------------------===//
 
 #include "KernelSupport.cuh"
@@ -22,6 +26,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace partita::runtime::cuda {
 
@@ -49,20 +54,22 @@ struct Carve {
 };
 
 /// Rows [first, first + 64) of a bf16 tensor whose row r starts at element
-/// base + r * stride, into a [64][ldh] tile; rows at or past `limit` are
-/// zero (they are masked, and zero keeps NaN out of the products).
+/// base + r * stride and has d columns, into a [64][ldh] tile; rows at or
+/// past `limit` and columns at or past d are zero (masked rows and padding:
+/// zero keeps NaN out of the products and adds nothing to them).
 template <int D>
 __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
-                         int64_t stride, int64_t first, int64_t limit) {
-  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    // 8 values a load: base and stride are multiples of D, so every row
+                         int64_t stride, int64_t first, int64_t limit,
+                         int64_t d) {
+  if (d % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    // 8 values a load: base and stride are multiples of d, so every row
     // starts 16-byte aligned, in the tensor and in the tile.
     constexpr int perRow = D / 8;
     for (int e = threadIdx.x; e < kTcRows * perRow; e += blockDim.x) {
       int r = e / perRow, c = e % perRow * 8;
       int64_t row = first + r;
       uint4 v =
-          row < limit
+          row < limit && c < d
               ? *reinterpret_cast<const uint4 *>(x + base + row * stride + c)
               : make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4 *>(tile + r * TcLayout<D>::ldh + c) = v;
@@ -72,8 +79,9 @@ __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
   for (int e = threadIdx.x; e < kTcRows * D; e += blockDim.x) {
     int r = e / D, c = e % D;
     int64_t row = first + r;
-    tile[r * TcLayout<D>::ldh + c] =
-        row < limit ? x[base + row * stride + c] : __float2bfloat16_rn(0.0f);
+    tile[r * TcLayout<D>::ldh + c] = row < limit && c < d
+                                         ? x[base + row * stride + c]
+                                         : __float2bfloat16_rn(0.0f);
   }
 }
 
@@ -135,8 +143,8 @@ __device__ void scoreTile(float *scores, const bf16 *a, const bf16 *b) {
 /// batch entry): where its rows and its kv head's keys are, and which keys
 /// its rows see.
 struct QueryBlock {
-  int64_t bb, hh, first, qBase, qStride, kvBase, kvStride, jBegin, jEnd;
-  __device__ QueryBlock(const AttentionDims &a) {
+  int64_t bb, hh, first, qBase, qStride, kvBase, kvStride, jBegin, jEnd, d;
+  __device__ QueryBlock(const AttentionDims &a) : d(a.d) {
     bb = blockIdx.z;
     hh = blockIdx.y;
     first = int64_t(blockIdx.x) * kTcRows;
@@ -151,8 +159,8 @@ struct QueryBlock {
   __device__ void loadKeys(bf16 *ks, bf16 *vs, const bf16 *k, const bf16 *v,
                            int64_t j0) const {
     __syncthreads(); // the last tile's readers are done
-    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd);
-    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd);
+    loadRows<D>(ks, k, kvBase, kvStride, j0, jEnd, d);
+    loadRows<D>(vs, v, kvBase, kvStride, j0, jEnd, d);
     __syncthreads();
   }
 };
@@ -175,7 +183,7 @@ __global__ void __launch_bounds__(kTcThreads)
   float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
 
   QueryBlock block(a);
-  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s);
+  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s, a.d);
   for (int e = lane; e < 16 * D; e += 32)
     out[(e / D) * L::ldo + e % D] = 0;
   int r = lane / 2, parity = lane % 2;
@@ -224,13 +232,13 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t at = valid ? a.qOffset(block.bb, i, block.hh) : 0;
   if (!Stats) {
     if (valid)
-      for (int c = parity; c < D; c += 2)
+      for (int c = parity; c < a.d; c += 2)
         store(o, at + c, out[r * L::ldo + c] / l);
     return;
   }
   float dot = 0;
   if (valid)
-    for (int c = parity; c < D; c += 2)
+    for (int c = parity; c < a.d; c += 2)
       dot += __bfloat162float(dout[at + c]) * (out[r * L::ldo + c] / l);
   dot += __shfl_xor_sync(kFullWarp, dot, 1);
   if (valid && parity == 0) {
@@ -259,8 +267,8 @@ __global__ void __launch_bounds__(kTcThreads)
   float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
 
   QueryBlock block(a);
-  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s);
-  loadRows<D>(dos, dout, block.qBase, block.qStride, block.first, a.s);
+  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s, a.d);
+  loadRows<D>(dos, dout, block.qBase, block.qStride, block.first, a.s, a.d);
   int r = lane / 2, parity = lane % 2;
   int64_t i = block.first + warp * 16 + r;
   bool valid = i < a.s;
@@ -289,7 +297,7 @@ __global__ void __launch_bounds__(kTcThreads)
   storeFragments(out, L::ldo, acc);
   __syncwarp();
   if (valid)
-    for (int c = parity; c < D; c += 2)
+    for (int c = parity; c < a.d; c += 2)
       store(dq, a.qOffset(block.bb, i, block.hh) + c,
             out[r * L::ldo + c] * a.scale);
 }
@@ -318,9 +326,9 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
   int64_t first = int64_t(blockIdx.x) * kTcRows;
   int64_t last = min(a.s - 1, first + kTcRows - 1);
-  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * D;
-  loadRows<D>(ks, k, kvBase, kvStride, first, a.s);
-  loadRows<D>(vs, v, kvBase, kvStride, first, a.s);
+  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * a.d;
+  loadRows<D>(ks, k, kvBase, kvStride, first, a.s, a.d);
+  loadRows<D>(vs, v, kvBase, kvStride, first, a.s, a.d);
   int r = lane / 2, parity = lane % 2;
   int64_t j = first + warp * 16 + r;
   FragC dkAcc[D / 16], dvAcc[D / 16];
@@ -329,12 +337,12 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t iBegin, iEnd;
   a.queryRange(first, last, iBegin, iEnd);
   for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
-    int64_t qBase = a.qOffset(bb, 0, hh), qStride = a.heads * D;
+    int64_t qBase = a.qOffset(bb, 0, hh), qStride = a.heads * a.d;
     const float *rowStats = stats + 2 * (bb * a.heads + hh) * a.s;
     for (int64_t i0 = iBegin; i0 < iEnd; i0 += kTcTile) {
       __syncthreads();
-      loadRows<D>(qs, q, qBase, qStride, i0, iEnd);
-      loadRows<D>(dos, dout, qBase, qStride, i0, iEnd);
+      loadRows<D>(qs, q, qBase, qStride, i0, iEnd, a.d);
+      loadRows<D>(dos, dout, qBase, qStride, i0, iEnd, a.d);
       for (int t = threadIdx.x; t < kTcTile; t += blockDim.x) {
         bool in = i0 + t < iEnd;
         lseTile[t] = in ? rowStats[2 * (i0 + t)] : 0.0f;
@@ -365,13 +373,13 @@ __global__ void __launch_bounds__(kTcThreads)
   storeFragments(out, L::ldo, dkAcc);
   __syncwarp();
   if (valid)
-    for (int c = parity; c < D; c += 2)
+    for (int c = parity; c < a.d; c += 2)
       store(dk, at + c, out[r * L::ldo + c] * a.scale);
   __syncwarp();
   storeFragments(out, L::ldo, dvAcc);
   __syncwarp();
   if (valid)
-    for (int c = parity; c < D; c += 2)
+    for (int c = parity; c < a.d; c += 2)
       store(dv, at + c, out[r * L::ldo + c]);
 }
 
@@ -416,33 +424,43 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq, Out dk,
          dv, static_cast<const float *>(stats));
 }
 
+/// Calls run(std::integral_constant<int, D>()) with the D of 32, 64 and 128
+/// that head dimension d runs in.
+template <typename Run> void byTileHeadDim(int64_t d, Run run) {
+  switch (headDimBucket(d)) {
+  case 32:
+    return run(std::integral_constant<int, 32>());
+  case 64:
+    return run(std::integral_constant<int, 64>());
+  default:
+    return run(std::integral_constant<int, 128>());
+  }
+}
+
 } // namespace
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
-  if (!q.bf16 || !k.bf16 || !v.bf16 || (a.d != 64 && a.d != 128))
+  if (!q.bf16 || !k.bf16 || !v.bf16 || a.d > kMaxTcHeadDim)
     return false;
   // The dk, dv kernel takes the most.
-  return a.sharedBytes >=
-         (a.d == 64 ? TcLayout<64>::keyBytes : TcLayout<128>::keyBytes);
+  int bytes = 0;
+  byTileHeadDim(a.d, [&](auto D) { bytes = TcLayout<decltype(D)::value>::keyBytes; });
+  return a.sharedBytes >= bytes;
 }
 
 void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,
                          cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
-  if (a.d == 64)
-    forward<64>(a, q, k, v, o, stream);
-  else
-    forward<128>(a, q, k, v, o, stream);
+  byTileHeadDim(a.d, [&](auto D) { forward<decltype(D)::value>(a, q, k, v, o, stream); });
 }
 
 void tensorCoreAttentionBackward(const AttentionShape &shape, In dout, In q,
                                  In k, In v, Out dq, Out dk, Out dv,
                                  float *stats, cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
-  if (a.d == 64)
-    backward<64>(a, dout, q, k, v, dq, dk, dv, stats, stream);
-  else
-    backward<128>(a, dout, q, k, v, dq, dk, dv, stats, stream);
+  byTileHeadDim(a.d, [&](auto D) {
+    backward<decltype(D)::value>(a, dout, q, k, v, dq, dk, dv, stats, stream);
+  });
 }
 
 } // namespace partita::runtime::cuda

@@ -61,9 +61,11 @@ TEST(CudaHost, LaunchConfiguration) {
                     2 * keyTile<128>() * 128 * 4, 2 * keyTile<256>() * 256 * 4})
     EXPECT_EQ(bytes, 32 * 1024);
   // The tensor-core attention's shared memory fits an sm_80 block.
-  for (int bytes : {TcLayout<64>::forwardBytes, TcLayout<64>::queryBytes,
-                    TcLayout<64>::keyBytes, TcLayout<128>::forwardBytes,
-                    TcLayout<128>::queryBytes, TcLayout<128>::keyBytes})
+  for (int bytes : {TcLayout<32>::forwardBytes, TcLayout<32>::queryBytes,
+                    TcLayout<32>::keyBytes, TcLayout<64>::forwardBytes,
+                    TcLayout<64>::queryBytes, TcLayout<64>::keyBytes,
+                    TcLayout<128>::forwardBytes, TcLayout<128>::queryBytes,
+                    TcLayout<128>::keyBytes})
     EXPECT_LE(bytes, kMaxSharedBytes);
   EXPECT_EQ(maxNormWidth(), kMaxNormWidth);
   EXPECT_EQ(maxHeadDim(), kMaxHeadDim);
@@ -101,22 +103,24 @@ TEST(CudaHost, TensorListsTakeKTensorsALaunch) {
   EXPECT_EQ(sum, std::accumulate(lengths.begin(), lengths.end(), int64_t(0)));
 }
 
-TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimension64Or128) {
+TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimensionUpTo128) {
   using namespace partita::runtime::cuda;
   In f32, bf16{nullptr, true};
   AttentionShape shape{1, 8192, 32, 8, 128, true, 0, kMaxSharedBytes};
   EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16));
   EXPECT_FALSE(attentionOnTensorCores(shape, f32, bf16, bf16));
   EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, f32));
-  // An sm_86 or sm_89 block (99 KiB) is too small for heads of 128.
-  shape.sharedBytes = 99 * 1024;
-  EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, bf16));
-  shape.sharedBytes = kMaxSharedBytes;
-  shape.d = 64;
-  EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16));
-  for (int64_t d : {16, 32, 80, 96, 256}) {
+  for (int64_t d : {16, 20, 32, 64, 80, 96, 128}) {
     shape.d = d;
-    EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, bf16)) << d;
+    EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16)) << d;
+  }
+  shape.d = 256;
+  EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, bf16));
+  // An sm_86 or sm_89 block (99 KiB) holds the tiles of heads up to 32 only.
+  shape.sharedBytes = 99 * 1024;
+  for (int64_t d : {16, 32, 48, 64, 128}) {
+    shape.d = d;
+    EXPECT_EQ(attentionOnTensorCores(shape, bf16, bf16, bf16), d <= 32) << d;
   }
 }
 
@@ -534,13 +538,15 @@ TEST_F(CudaKernels, Attention) {
     bool causal;
     int64_t window;
   };
-  // With bf16 buffers, head dimensions 64 and 128 run on tensor cores,
-  // which round P and dS to bf16 for their products: the tolerance allows
-  // that on top of the outputs' rounding.
+  // With bf16 buffers, heads up to 128 run on tensor cores, which round P
+  // and dS to bf16 for their products: the tolerance allows that on top of
+  // the outputs' rounding. Heads of 16, 20 and 80 fill part of their tiles
+  // (20 is loaded a value at a time); 256 runs on CUDA cores.
   for (Shape a :
        {Shape{100, 4, 2, 16, true, 0}, Shape{130, 2, 2, 64, true, 0},
         Shape{70, 4, 1, 128, false, 0}, Shape{150, 4, 2, 32, true, 16},
-        Shape{200, 4, 2, 128, true, 50}}) {
+        Shape{200, 4, 2, 128, true, 50}, Shape{90, 4, 2, 20, true, 0},
+        Shape{80, 2, 1, 80, true, 30}, Shape{70, 2, 2, 256, true, 0}}) {
     json p = {{"num_heads", a.heads},
               {"num_kv_heads", a.kv},
               {"causal", a.causal},
