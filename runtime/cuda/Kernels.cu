@@ -158,9 +158,14 @@ struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-/// `op` over the 32 lanes of a warp (every lane gets it).
-template <typename T, typename Op> __device__ T warpReduce(T v, Op op) {
-  for (int o = 16; o > 0; o >>= 1)
+/// `op` over each run of Lanes neighbouring lanes of a warp (every lane
+/// gets its run's), over the whole warp by default. Every lane of the warp
+/// must call it.
+template <int Lanes = 32, typename T, typename Op>
+__device__ T warpReduce(T v, Op op) {
+  static_assert(Lanes > 0 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0,
+                "a power of two of lanes within a warp");
+  for (int o = Lanes / 2; o > 0; o >>= 1)
     v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
@@ -358,9 +363,13 @@ __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
 
 // -- Attention ---------------------------------------------------------------
 //
-// Flash-style: a thread per query row (forward, dq) or key row (dk, dv)
-// streams the other side through shared memory in tiles and keeps its
-// softmax statistics online, so memory is O(s) per row. f32 arithmetic.
+// Flash-style on CUDA cores, f32 arithmetic: rowLanes<D>() neighbouring
+// lanes of a warp share a query row (forward, dq) or key row (dk, dv), each
+// holding kColumnsPerLane of its columns in registers, and sum the row's dot
+// products by shuffles. The other side streams through shared memory in
+// tiles and the softmax statistics are kept online, so memory is O(s) per
+// row. Every thread takes every key (or query) of a tile, masked or not,
+// so that the shuffles find their whole warp.
 
 /// Loads rows [first, first + T) of a [*, stride]-strided tensor starting
 /// at element `base` of x into `tile` (as f32).
@@ -374,14 +383,40 @@ __device__ void loadTile(float (*tile)[D], In x, int64_t base, int64_t first,
   }
 }
 
+/// The row a thread works on, and which of its columns the thread holds:
+/// lane, lane + lanes, ... (neighbouring lanes read neighbouring words of a
+/// shared tile's row).
+template <int D> struct RowSlice {
+  static constexpr int lanes = rowLanes<D>(), rows = attentionRowsPerBlock<D>();
+  int lane = int(threadIdx.x) % lanes;
+  int64_t first = int64_t(blockIdx.x) * rows;
+  int64_t row = first + int64_t(threadIdx.x) / lanes;
+  __device__ int column(int k) const { return lane + lanes * k; }
+  /// Element `base` + column of x for each held column (zero past d or
+  /// when !valid), times `scale`.
+  __device__ void gather(float *to, In x, int64_t base, bool valid, int64_t d,
+                       float scale = 1.0f) const {
+    for (int k = 0; k < kColumnsPerLane; ++k)
+      to[k] = valid && column(k) < d ? load(x, base + column(k)) * scale : 0.0f;
+  }
+  /// The row's x . y, x held by the row's lanes and y a whole shared row
+  /// (every lane of the row gets it).
+  __device__ float dot(const float *x, const float *y) const {
+    float sum = 0;
+    for (int k = 0; k < kColumnsPerLane; ++k)
+      sum += x[k] * y[column(k)];
+    return warpReduce<lanes>(sum, Sum());
+  }
+};
+
 /// Streams keys and values [jBegin, jEnd) (of the head at element `kvBase`)
-/// through the block's shared tiles and calls visit(key row, value row) for
-/// each key query row i sees. Every thread of the block must call it (it
+/// through the block's shared tiles and calls visit(key, key row, value
+/// row) for each of them. Every thread of the block must call it (it
 /// synchronises the block).
 template <int D, typename Visit>
-__device__ void forEachKey(const AttentionDims &a, int64_t i, bool valid, In k,
-                           In v, int64_t kvBase, int64_t jBegin, int64_t jEnd,
-                           float (*kTile)[D], float (*vTile)[D], Visit visit) {
+__device__ void forEachKey(const AttentionDims &a, In k, In v, int64_t kvBase,
+                           int64_t jBegin, int64_t jEnd, float (*kTile)[D],
+                           float (*vTile)[D], Visit visit) {
   constexpr int T = keyTile<D>();
   int64_t stride = a.kvHeads * a.d;
   for (int64_t j0 = jBegin; j0 < jEnd; j0 += T) {
@@ -389,139 +424,129 @@ __device__ void forEachKey(const AttentionDims &a, int64_t i, bool valid, In k,
     loadTile<D, T>(kTile, k, kvBase, j0, jEnd, stride, a.d);
     loadTile<D, T>(vTile, v, kvBase, j0, jEnd, stride, a.d);
     __syncthreads();
-    if (!valid)
-      continue;
     for (int jj = 0; jj < T && j0 + jj < jEnd; ++jj)
-      if (!a.masked(i, j0 + jj))
-        visit(kTile[jj], vTile[jj]);
+      visit(j0 + jj, kTile[jj], vTile[jj]);
   }
 }
 
-/// One query row against keys [jBegin, jEnd): the running max m, the
-/// denominator l and the unnormalised output o.
+/// One query row (its held columns q) against keys [jBegin, jEnd): the
+/// running max m, the denominator l and the held columns of the
+/// unnormalised output o.
 template <int D>
-__device__ void attendRow(const AttentionDims &a, const float *q, int64_t i,
-                          bool valid, In k, In v, int64_t kvBase,
-                          int64_t jBegin, int64_t jEnd, float (*kTile)[D],
-                          float (*vTile)[D], float &m, float &l, float *o) {
+__device__ void attendRow(const AttentionDims &a, const RowSlice<D> &r,
+                          const float *q, bool valid, In k, In v,
+                          int64_t kvBase, int64_t jBegin, int64_t jEnd,
+                          float (*kTile)[D], float (*vTile)[D], float &m,
+                          float &l, float *o) {
   m = -INFINITY;
   l = 0;
-  for (int c = 0; c < D; ++c)
+  for (int c = 0; c < kColumnsPerLane; ++c)
     o[c] = 0;
-  forEachKey<D>(a, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile,
-                [&](const float *kRow, const float *vRow) {
-                  float score = 0;
-                  for (int c = 0; c < D; ++c)
-                    score += q[c] * kRow[c];
+  forEachKey<D>(a, k, v, kvBase, jBegin, jEnd, kTile, vTile,
+                [&](int64_t j, const float *kRow, const float *vRow) {
+                  float score = r.dot(q, kRow);
+                  if (!valid || a.masked(r.row, j))
+                    return;
                   float mNew = fmaxf(m, score);
                   float correction = expf(m - mNew), p = expf(score - mNew);
                   l = l * correction + p;
-                  for (int c = 0; c < D; ++c)
-                    o[c] = o[c] * correction + p * vRow[c];
+                  for (int c = 0; c < kColumnsPerLane; ++c)
+                    o[c] = o[c] * correction + p * vRow[r.column(c)];
                   m = mNew;
                 });
 }
 
-/// Query row i of head hh, scaled, as f32 (zero past d or for invalid rows).
 template <int D>
-__device__ void loadQueryRow(const AttentionDims &a, In q, int64_t bb,
-                             int64_t i, int64_t hh, bool valid, float *qr) {
-  for (int c = 0; c < D; ++c)
-    qr[c] = valid && c < a.d ? load(q, a.qOffset(bb, i, hh) + c) * a.scale
-                             : 0.0f;
-}
-
-template <int D>
-__global__ void attentionKernel(AttentionDims a, In q, In k, In v, Out o) {
-  int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
-  int64_t first = int64_t(blockIdx.x) * blockDim.x, i = first + threadIdx.x;
-  bool valid = i < a.s;
+__global__ void __launch_bounds__(kAttentionThreads)
+    attentionKernel(AttentionDims a, In q, In k, In v, Out o) {
   constexpr int T = keyTile<D>();
   __shared__ float kTile[T][D], vTile[T][D];
-  float qr[D], out[D], m, l;
-  loadQueryRow<D>(a, q, bb, i, hh, valid, qr);
+  RowSlice<D> r;
+  int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
+  bool valid = r.row < a.s;
+  int64_t at = valid ? a.qOffset(bb, r.row, hh) : 0;
+  float qr[kColumnsPerLane], out[kColumnsPerLane], m, l;
+  r.gather(qr, q, at, valid, a.d, a.scale);
   int64_t jBegin, jEnd;
-  a.keyRange(first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
-             jEnd);
-  attendRow<D>(a, qr, i, valid, k, v, a.kOffset(bb, 0, kh), jBegin, jEnd,
+  a.keyRange(r.first, min(a.s - 1, r.first + r.rows - 1), jBegin, jEnd);
+  attendRow<D>(a, r, qr, valid, k, v, a.kOffset(bb, 0, kh), jBegin, jEnd,
                kTile, vTile, m, l, out);
   if (!valid)
     return;
-  for (int c = 0; c < D && c < a.d; ++c)
-    store(o, a.qOffset(bb, i, hh) + c, out[c] / l);
+  for (int c = 0; c < kColumnsPerLane; ++c)
+    if (r.column(c) < a.d)
+      store(o, at + r.column(c), out[c] / l);
 }
 
 /// Per query row: the log-sum-exp and D = dO . O into `stats`, then dq.
 template <int D>
-__global__ void attentionBackwardQueryKernel(AttentionDims a, In dout, In q,
-                                             In k, In v, Out dq,
-                                             float *stats) {
+__global__ void __launch_bounds__(kAttentionThreads)
+    attentionBackwardQueryKernel(AttentionDims a, In dout, In q, In k, In v,
+                                 Out dq, float *stats) {
   constexpr int T = keyTile<D>();
   __shared__ float kTile[T][D], vTile[T][D];
+  RowSlice<D> r;
   int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
-  int64_t first = int64_t(blockIdx.x) * blockDim.x, i = first + threadIdx.x;
+  int64_t i = r.row;
   bool valid = i < a.s;
-  float qr[D], acc[D], m, l;
-  loadQueryRow<D>(a, q, bb, i, hh, valid, qr);
+  int64_t at = valid ? a.qOffset(bb, i, hh) : 0;
+  float qr[kColumnsPerLane], dor[kColumnsPerLane], acc[kColumnsPerLane], m, l;
+  r.gather(qr, q, at, valid, a.d, a.scale);
+  r.gather(dor, dout, at, valid, a.d);
   int64_t jBegin, jEnd;
-  a.keyRange(first, min(a.s - 1, first + int64_t(blockDim.x) - 1), jBegin,
-             jEnd);
+  a.keyRange(r.first, min(a.s - 1, r.first + r.rows - 1), jBegin, jEnd);
   int64_t kvBase = a.kOffset(bb, 0, kh);
-  attendRow<D>(a, qr, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile, m, l,
+  attendRow<D>(a, r, qr, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile, m, l,
                acc);
-  float dor[D] = {}, lse = 0, rowD = 0;
-  if (valid) {
-    lse = m + logf(l);
-    for (int c = 0; c < D; ++c) {
-      dor[c] = c < a.d ? load(dout, a.qOffset(bb, i, hh) + c) : 0.0f;
-      rowD += dor[c] * acc[c] / l;
-    }
+  float partial = 0;
+  for (int c = 0; c < kColumnsPerLane && valid; ++c)
+    partial += dor[c] * acc[c] / l;
+  float rowD = warpReduce<r.lanes>(partial, Sum());
+  float lse = valid ? m + logf(l) : 0.0f;
+  if (valid && r.lane == 0) {
     int64_t row = (bb * a.heads + hh) * a.s + i;
     stats[2 * row] = lse;
     stats[2 * row + 1] = rowD;
   }
   // dq = scale * sum_j p_ij (dO_i . v_j - D_i) k_j.
-  for (int c = 0; c < D; ++c)
+  for (int c = 0; c < kColumnsPerLane; ++c)
     acc[c] = 0;
-  forEachKey<D>(a, i, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile,
-                [&](const float *kRow, const float *vRow) {
-                  float score = 0, dp = 0;
-                  for (int c = 0; c < D; ++c) {
-                    score += qr[c] * kRow[c];
-                    dp += dor[c] * vRow[c];
-                  }
+  forEachKey<D>(a, k, v, kvBase, jBegin, jEnd, kTile, vTile,
+                [&](int64_t j, const float *kRow, const float *vRow) {
+                  float score = r.dot(qr, kRow), dp = r.dot(dor, vRow);
+                  if (!valid || a.masked(i, j))
+                    return;
                   float ds = expf(score - lse) * (dp - rowD);
-                  for (int c = 0; c < D; ++c)
-                    acc[c] += ds * kRow[c];
+                  for (int c = 0; c < kColumnsPerLane; ++c)
+                    acc[c] += ds * kRow[r.column(c)];
                 });
   if (!valid)
     return;
-  for (int c = 0; c < D && c < a.d; ++c)
-    store(dq, a.qOffset(bb, i, hh) + c, acc[c] * a.scale);
+  for (int c = 0; c < kColumnsPerLane; ++c)
+    if (r.column(c) < a.d)
+      store(dq, at + r.column(c), acc[c] * a.scale);
 }
 
 /// Per key row of a kv head: dk and dv over every query row of the heads
 /// that share it.
 template <int D>
-__global__ void attentionBackwardKeyKernel(AttentionDims a, In dout, In q,
-                                           In k, In v, Out dk, Out dv,
-                                           const float *stats) {
+__global__ void __launch_bounds__(kAttentionThreads)
+    attentionBackwardKeyKernel(AttentionDims a, In dout, In q, In k, In v,
+                               Out dk, Out dv, const float *stats) {
   constexpr int T = keyTile<D>();
   __shared__ float qTile[T][D], doTile[T][D];
   __shared__ float lseTile[T], dTile[T];
+  RowSlice<D> r;
   int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
-  int64_t first = int64_t(blockIdx.x) * blockDim.x, j = first + threadIdx.x;
-  int64_t last = min(a.s - 1, first + int64_t(blockDim.x) - 1);
+  int64_t j = r.row, last = min(a.s - 1, r.first + r.rows - 1);
   bool valid = j < a.s;
-  float kr[D], vr[D], dkAcc[D], dvAcc[D];
-  for (int c = 0; c < D; ++c) {
-    bool in = valid && c < a.d;
-    kr[c] = in ? load(k, a.kOffset(bb, j, kh) + c) : 0.0f;
-    vr[c] = in ? load(v, a.kOffset(bb, j, kh) + c) : 0.0f;
-    dkAcc[c] = dvAcc[c] = 0;
-  }
+  int64_t at = valid ? a.kOffset(bb, j, kh) : 0;
+  float kr[kColumnsPerLane], vr[kColumnsPerLane], dkAcc[kColumnsPerLane] = {},
+                                                  dvAcc[kColumnsPerLane] = {};
+  r.gather(kr, k, at, valid, a.d);
+  r.gather(vr, v, at, valid, a.d);
   int64_t iBegin, iEnd;
-  a.queryRange(first, last, iBegin, iEnd);
+  a.queryRange(r.first, last, iBegin, iEnd);
   int64_t stride = a.heads * a.d;
   for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
     int64_t qBase = a.qOffset(bb, 0, hh);
@@ -530,38 +555,32 @@ __global__ void attentionBackwardKeyKernel(AttentionDims a, In dout, In q,
       __syncthreads();
       loadTile<D, T>(qTile, q, qBase, i0, iEnd, stride, a.d);
       loadTile<D, T>(doTile, dout, qBase, i0, iEnd, stride, a.d);
-      for (int r = threadIdx.x; r < T; r += blockDim.x) {
-        bool in = i0 + r < iEnd;
-        lseTile[r] = in ? rowStats[2 * (i0 + r)] : 0.0f;
-        dTile[r] = in ? rowStats[2 * (i0 + r) + 1] : 0.0f;
+      for (int t = threadIdx.x; t < T; t += blockDim.x) {
+        bool in = i0 + t < iEnd;
+        lseTile[t] = in ? rowStats[2 * (i0 + t)] : 0.0f;
+        dTile[t] = in ? rowStats[2 * (i0 + t) + 1] : 0.0f;
       }
       __syncthreads();
-      if (!valid)
-        continue;
       for (int ii = 0; ii < T && i0 + ii < iEnd; ++ii) {
-        int64_t i = i0 + ii;
-        if (a.masked(i, j))
+        float score = r.dot(kr, qTile[ii]), dp = r.dot(vr, doTile[ii]);
+        if (!valid || a.masked(i0 + ii, j))
           continue;
-        float score = 0, dp = 0;
-        for (int c = 0; c < D; ++c) {
-          score += qTile[ii][c] * kr[c];
-          dp += doTile[ii][c] * vr[c];
-        }
         float p = expf(score * a.scale - lseTile[ii]);
         float ds = p * (dp - dTile[ii]) * a.scale;
-        for (int c = 0; c < D; ++c) {
-          dvAcc[c] += p * doTile[ii][c];
-          dkAcc[c] += ds * qTile[ii][c];
+        for (int c = 0; c < kColumnsPerLane; ++c) {
+          dvAcc[c] += p * doTile[ii][r.column(c)];
+          dkAcc[c] += ds * qTile[ii][r.column(c)];
         }
       }
     }
   }
   if (!valid)
     return;
-  for (int c = 0; c < D && c < a.d; ++c) {
-    store(dk, a.kOffset(bb, j, kh) + c, dkAcc[c]);
-    store(dv, a.kOffset(bb, j, kh) + c, dvAcc[c]);
-  }
+  for (int c = 0; c < kColumnsPerLane; ++c)
+    if (r.column(c) < a.d) {
+      store(dk, at + r.column(c), dkAcc[c]);
+      store(dv, at + r.column(c), dvAcc[c]);
+    }
 }
 
 template <template <int> class Launch, typename... Args>
@@ -581,22 +600,22 @@ void byHeadDim(int64_t d, Args &&...args) {
 template <int D> struct LaunchForward {
   static void run(const AttentionDims &a, In q, In k, In v, Out o,
                   cudaStream_t stream) {
-    dim3 grid(rowBlocks(a.s), unsigned(a.heads), unsigned(a.b));
-    launchKernel(attentionKernel<D>, grid, kRowsPerBlock, 0, stream, a, q, k, v,
-                 o);
+    dim3 grid(attentionRowBlocks<D>(a.s), unsigned(a.heads), unsigned(a.b));
+    launchKernel(attentionKernel<D>, grid, kAttentionThreads, 0, stream, a, q,
+                 k, v, o);
   }
 };
 
 template <int D> struct LaunchBackward {
   static void run(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
                   Out dk, Out dv, float *stats, cudaStream_t stream) {
-    unsigned tiles = rowBlocks(a.s);
+    unsigned tiles = attentionRowBlocks<D>(a.s);
     launchKernel(attentionBackwardQueryKernel<D>,
-                 dim3(tiles, unsigned(a.heads), unsigned(a.b)), kRowsPerBlock,
-                 0, stream, a, dout, q, k, v, dq, stats);
+                 dim3(tiles, unsigned(a.heads), unsigned(a.b)),
+                 kAttentionThreads, 0, stream, a, dout, q, k, v, dq, stats);
     launchKernel(attentionBackwardKeyKernel<D>,
-                 dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)), kRowsPerBlock,
-                 0, stream, a, dout, q, k, v, dk, dv, stats);
+                 dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
+                 kAttentionThreads, 0, stream, a, dout, q, k, v, dk, dv, stats);
   }
 };
 

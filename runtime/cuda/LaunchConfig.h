@@ -40,12 +40,21 @@ inline int normThreads(int64_t h) {
   return h >= kNormThreads ? kNormThreads : int((h + 31) / 32 * 32);
 }
 
-/// Attention: a thread per query (or key) row, kRowsPerBlock rows a block;
-/// the other side streams through two shared-memory tiles of keyTile<D>()
-/// rows of D floats, 32 KiB together, under the 48 KiB of static shared
-/// memory a block may have.
-constexpr int kRowsPerBlock = 64;
+/// The CUDA-core attention: rowLanes<D>() lanes of a warp share a query (or
+/// key) row, kColumnsPerLane columns each, kAttentionThreads threads a
+/// block; the other side streams through two shared-memory tiles of
+/// keyTile<D>() rows of D floats, 32 KiB together, under the 48 KiB of
+/// static shared memory a block may have.
+constexpr int kAttentionThreads = 256, kColumnsPerLane = 16;
 constexpr int64_t kMaxHeadDim = 256;
+template <int D> PARTITA_HOST_DEVICE constexpr int rowLanes() {
+  static_assert(D % kColumnsPerLane == 0 && D / kColumnsPerLane <= 32,
+                "a row's lanes lie within a warp");
+  return D / kColumnsPerLane;
+}
+template <int D> PARTITA_HOST_DEVICE constexpr int attentionRowsPerBlock() {
+  return kAttentionThreads / rowLanes<D>();
+}
 template <int D> PARTITA_HOST_DEVICE constexpr int keyTile() {
   return 4096 / D;
 }
@@ -54,8 +63,9 @@ inline int headDimBucket(int64_t d) {
   return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256;
 }
 /// Blocks along the rows of one (batch, head).
-inline unsigned rowBlocks(int64_t s) {
-  return unsigned((s + kRowsPerBlock - 1) / kRowsPerBlock);
+template <int D> unsigned attentionRowBlocks(int64_t s) {
+  return unsigned((s + attentionRowsPerBlock<D>() - 1) /
+                  attentionRowsPerBlock<D>());
 }
 
 /// Tensor-core attention (bf16, head dimension up to 128, run in tiles of

@@ -53,8 +53,13 @@ TEST(CudaHost, LaunchConfiguration) {
   EXPECT_EQ(headDimBucket(80), 128);
   EXPECT_EQ(headDimBucket(128), 128);
   EXPECT_EQ(headDimBucket(256), 256);
-  EXPECT_EQ(rowBlocks(8192), 128u);
-  EXPECT_EQ(rowBlocks(100), 2u);
+  // A row's lanes hold 16 columns each and lie within one warp.
+  EXPECT_EQ(rowLanes<32>(), 2);
+  EXPECT_EQ(rowLanes<256>(), 16);
+  EXPECT_EQ(attentionRowsPerBlock<64>(), 64);
+  EXPECT_EQ(attentionRowBlocks<64>(8192), 128u);
+  EXPECT_EQ(attentionRowBlocks<128>(100), 4u);
+  EXPECT_EQ(attentionRowBlocks<256>(16), 1u);
   // Two tiles of keys (or queries) in static shared memory: 32 KiB of the
   // 48 KiB a block may declare, for every head-dimension bucket.
   for (int bytes : {2 * keyTile<32>() * 32 * 4, 2 * keyTile<64>() * 64 * 4,
