@@ -852,12 +852,15 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.backwardS = m * busiest.bwd;
   e.recomputeS = m * busiest.recompute;
   e.tpCommS = m * busiest.tp;
-  e.bubbleFraction = double(p - 1) / (double(v) * m);
   e.bubbleS = double(p - 1) / v * slowest;
   e.exposedCommS =
       e.tpCommS + e.ppCommExposedS + e.dpCommExposedS + e.zero3GatherExposedS;
   e.stepTimeS = m * slowest + e.bubbleS + e.ppCommExposedS + e.dpCommExposedS +
                 e.zero3GatherExposedS + e.optimizerS;
+  // The bubble's share of the step, as the simulator reports it (Narayanan
+  // et al.'s (p-1)/(v m) is against the ideal time, and passes 100% when
+  // m < p).
+  e.bubbleFraction = e.bubbleS / e.stepTimeS;
 
   // --- FLOPs: forward, backward = 2 x forward, recomputation ---------------
   double forward = headFlops, recomputed = 0;

@@ -200,7 +200,7 @@ struct CostEstimate {
          zero3GatherExposedS = 0, optimizerS = 0;
   double exposedCommS = 0;
   double stepTimeS = 0;
-  double bubbleFraction = 0;
+  double bubbleFraction = 0; // bubbleS / stepTimeS
   double tokensPerS = 0;
   double modelTflopsPerDevice = 0, hardwareTflopsPerDevice = 0, mfu = 0;
   std::vector<CollectiveCost> collectives;
