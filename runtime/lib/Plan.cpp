@@ -360,21 +360,26 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
                    " is no parameter's in /parameters (it would start as "
                    "zeros)");
     }
-    for (size_t i = 0; i < program.phases.size(); ++i)
-      for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
-        const Launch &l = program.phases[i].launches[j];
+    // From the launch, so that a table gathered for it (ZeRO-3) is
+    // checked too: each of its vocab_parts holds the table's rows.
+    for (const Phase &phase : program.phases)
+      for (const Launch &l : phase.launches) {
         if (l.op != Launch::Op::Kernel || l.kernel != "embedding" ||
             l.ins.empty())
           continue;
-        auto p =
-            holderOf.find({program.ppRank, program.buffers[l.ins[0]].name});
-        if (p != holderOf.end() && p->second->globalShape[0] != plan.vocabSize)
-          r.fail("/training/vocab_size",
-                 std::to_string(plan.vocabSize) +
-                     " tokens, but the "
-                     "embedding table " +
-                     p->second->name + " has " +
-                     std::to_string(p->second->globalShape[0]) + " rows");
+        const BufferSpec &table = program.buffers[l.ins[0]];
+        int64_t parts = l.params.value("vocab_parts", int64_t(0));
+        if (table.shape.empty() || parts <= 0 ||
+            table.shape[0] * parts == plan.vocabSize)
+          continue;
+        r.fail("/training/vocab_size",
+               std::to_string(plan.vocabSize) +
+                   " tokens, but the embedding table " + table.name + " has " +
+                   std::to_string(table.shape[0] * parts) + " rows" +
+                   (parts > 1 ? " (" + std::to_string(table.shape[0]) +
+                                    " in each of " + std::to_string(parts) +
+                                    " vocabulary parts)"
+                              : std::string()));
       }
   }
 }
