@@ -406,6 +406,11 @@ StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dp,
     return emitError() << "vpp > 1 goes with the interleaved schedule";
   if (schedule == ScheduleKind::interleaved && pp == 1)
     return emitError() << "the interleaved schedule needs pp > 1";
+  // Its rounds of pp micro-batches per model chunk (Narayanan et al. 2021).
+  if (schedule == ScheduleKind::interleaved && numMicroBatches % pp != 0)
+    return emitError() << "the interleaved schedule needs num_micro_batches ("
+                       << numMicroBatches << ") divisible by pp (" << pp
+                       << ")";
   if (static_cast<int64_t>(stageLayers.size()) != pp * vpp)
     return emitError() << "stage_layers has " << stageLayers.size()
                        << " entries for pp * vpp = " << pp * vpp

@@ -176,7 +176,11 @@ def Dist_StrategyAttr : Dist_Attr<"Strategy", "strategy"> {
     virtual pipeline stages, the ZeRO stage, micro-batch size and count,
     recomputation, sequence parallelism, the pipeline schedule and the
     layers of each pipeline stage. `dist-search-strategy` sets it as the
-    module's `dist.strategy`; later passes partition by it.
+    module's `dist.strategy`; later passes partition by it. The verifier
+    holds the rules between them: `vpp > 1` exactly with the interleaved
+    schedule, which needs `pp > 1` and `num_micro_batches` divisible by
+    `pp`, and one positive `stage_layers` entry per model chunk
+    (`pp * vpp`).
 
     ```mlir
     #dist.strategy<dp = 8, tp = 8, pp = 2, vpp = 1, zero = 1,

@@ -17,12 +17,6 @@ module attributes {dist.strategy = #dist.strategy<dp = 1, tp = 1, pp = 1, vpp = 
 
 // -----
 
-// CHECK: error: exec-schedule-pipeline: model chunks interleaved over the pipeline ranks need a number of micro-batches (3) divisible by pp (2)
-module attributes {dist.strategy = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 2, zero = 0, micro_batch_size = 1, num_micro_batches = 3, recompute = none, sequence_parallel = 0, schedule = "interleaved", stage_layers = [1, 1, 1, 1]>} {
-}
-
-// -----
-
 // CHECK: [[# @LINE + 2]]:3: error: 'exec.program' op already has a schedule
 module attributes {dist.strategy = #dist.strategy<dp = 1, tp = 1, pp = 1, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 1, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [1]>} {
   exec.program @rank0 pp_rank 0 {

@@ -102,6 +102,11 @@ module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 2, zero = 0,
 
 // -----
 
+// expected-error @+1 {{the interleaved schedule needs num_micro_batches (3) divisible by pp (2)}}
+module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 2, zero = 0, micro_batch_size = 1, num_micro_batches = 3, recompute = none, sequence_parallel = 0, schedule = "interleaved", stage_layers = [1, 1, 1, 1]>} {}
+
+// -----
+
 // expected-error @+1 {{stage_layers has 1 entries for pp * vpp = 2 model chunks}}
 module attributes {t = #dist.strategy<dp = 1, tp = 1, pp = 2, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 2, recompute = none, sequence_parallel = 0, schedule = "gpipe", stage_layers = [2]>} {}
 
