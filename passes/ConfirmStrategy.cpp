@@ -48,10 +48,23 @@ struct DistConfirmStrategyPass
                                   : topology.device.memoryBytes;
 
     std::vector<Confirmed> results;
-    // The first `candidates`, and further runners-up while none fits.
-    bool fits = false;
+    auto fastestThatFits = [&]() -> const Confirmed * {
+      const Confirmed *fastest = nullptr;
+      for (const Confirmed &c : results)
+        if (c.peakBytes <= cap &&
+            (!fastest || c.simulatedS < fastest->simulatedS))
+          fastest = &c;
+      return fastest;
+    };
+    // The first `candidates`, and further runners-up while none fits, or
+    // while the fastest that fits simulates over 5% slower than its closed
+    // form and the runners-up (ranked by closed form) still promise better:
+    // the closed form missed a cost of that plan that it may not of theirs.
     for (auto [rank, strategy] : llvm::enumerate(ranked)) {
-      if (int64_t(rank) >= std::max<int64_t>(1, candidates) && fits)
+      const Confirmed *fastest = fastestThatFits();
+      if (int64_t(rank) >= std::max<int64_t>(1, candidates) && fastest &&
+          (fastest->simulatedS <= 1.05 * fastest->closedFormS ||
+           results.back().closedFormS >= fastest->simulatedS))
         break;
       OwningOpRef<ModuleOp> plan = module.clone();
       (*plan)->setAttr(dist::kStrategyAttrName, strategy);
@@ -72,13 +85,9 @@ struct DistConfirmStrategyPass
             numberAt((*plan)->getAttrOfType<DictionaryAttr>("exec.memory"),
                      "device_bytes_per_rank");
       }
-      fits |= c.peakBytes <= cap;
       results.push_back(c);
     }
-    const Confirmed *chosen = nullptr;
-    for (const Confirmed &c : results)
-      if (c.peakBytes <= cap && (!chosen || c.simulatedS < chosen->simulatedS))
-        chosen = &c;
+    const Confirmed *chosen = fastestThatFits();
     llvm::errs()
         << "confirmed by simulation (step time: closed form, "
            "simulated; device memory of the memory plan and the runtime, of "

@@ -12,6 +12,7 @@
 #include "llvm/Support/Format.h"
 
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -52,6 +53,78 @@ struct MemoryPlan {
   int64_t copies = 1;
   int64_t arena() const { return persistentBytes + keptBytes + localBytes; }
 };
+
+/// Where each (model chunk, micro-batch)'s set of kept buffers lives in one
+/// region that the sets share. A set is live from the chunk's forward run
+/// of the micro-batch to its backward (or the step's end), and goes at the
+/// lowest offset free of the sets live with it (as run-local buffers are
+/// placed). Sets within 1/8 of each other's size are placed as one size,
+/// their largest, in run order, which packs equal sets into as few as are
+/// live at once (a chunk's few extra bytes, such as the tokens, would
+/// otherwise keep the others out of its holes); larger sizes go first.
+struct SetPlacement {
+  int64_t bytes = 0;
+  std::map<std::pair<int64_t, int64_t>, int64_t> offsets;
+};
+
+SetPlacement placeKeptSets(exec::ScheduleOp schedule,
+                           const std::map<int64_t, int64_t> &setBytes) {
+  struct Set {
+    int64_t chunk, microBatch, size, begin, end = INT64_MAX, offset = 0;
+  };
+  std::vector<Set> sets;
+  std::map<std::pair<int64_t, int64_t>, size_t> setOf;
+  int64_t position = 0;
+  for (auto run : schedule.getBody().front().getOps<exec::RunOp>()) {
+    ++position;
+    auto size = setBytes.find(int64_t(run.getChunk()));
+    if (size == setBytes.end())
+      continue;
+    std::pair<int64_t, int64_t> key{int64_t(run.getChunk()),
+                                    int64_t(run.getMicroBatch())};
+    if (run.getPhase() == exec::PhaseKind::forward) {
+      setOf[key] = sets.size();
+      sets.push_back({key.first, key.second, size->second, position});
+    } else if (auto it = setOf.find(key); it != setOf.end()) {
+      sets[it->second].end = position;
+    }
+  }
+  std::set<int64_t, std::greater<>> sizes;
+  for (const Set &set : sets)
+    sizes.insert(set.size);
+  std::map<int64_t, int64_t> padded; // size -> its class's largest
+  int64_t largest = 0;
+  for (int64_t size : sizes) {
+    if (largest == 0 || size * 9 < largest * 8)
+      largest = size;
+    padded[size] = largest;
+  }
+  for (Set &set : sets)
+    set.size = padded[set.size];
+  std::vector<size_t> order(sets.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  llvm::stable_sort(
+      order, [&](size_t x, size_t y) { return sets[x].size > sets[y].size; });
+  SetPlacement placement;
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    Set &set = sets[i];
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (size_t k : placed)
+      if (sets[k].begin < set.end && set.begin < sets[k].end)
+        taken.push_back({sets[k].offset, sets[k].offset + sets[k].size});
+    llvm::sort(taken);
+    for (auto [begin, end] : taken) {
+      if (set.offset + set.size <= begin)
+        break;
+      set.offset = std::max(set.offset, end);
+    }
+    placed.push_back(i);
+    placement.offsets[{set.chunk, set.microBatch}] = set.offset;
+    placement.bytes = std::max(placement.bytes, set.offset + set.size);
+  }
+  return placement;
+}
 
 MemoryPlan planProgram(exec::ProgramOp program) {
   Block &body = program.getBody().front();
@@ -134,6 +207,21 @@ MemoryPlan planProgram(exec::ProgramOp program) {
       kept.push_back(i);
     }
   }
+  // Kept buffers used by one model chunk's phases only have one copy per
+  // micro-batch that chunk holds at once. In a program of several chunks
+  // (the interleaved schedule) a chunk's such buffers form a set per
+  // micro-batch instead, and the sets of all chunks share one region
+  // (placeKeptSets): a chunk's copies are free while the others' fill, so
+  // the region needs the schedule's fullest moment, not every chunk's
+  // fullest at once.
+  std::set<int64_t> chunks;
+  for (exec::PhaseOp phase : phases)
+    if (auto chunk = phase.getChunk())
+      chunks.insert(*chunk);
+  auto schedules = body.getOps<exec::ScheduleOp>();
+  bool shareChunks = chunks.size() > 1 && !schedules.empty();
+  std::map<int64_t, int64_t> setBytes;
+  std::vector<std::pair<size_t, int64_t>> setMembers; // buffer, its chunk
   int64_t keptStart = plan.persistentBytes;
   for (size_t i : kept) {
     // The chunk whose phases use it, when only one does.
@@ -144,9 +232,41 @@ MemoryPlan planProgram(exec::ProgramOp program) {
       oneChunk &= c && (!chunk || *chunk == *c);
       chunk = c;
     }
+    int64_t size = aligned(bufferBytes(buffers[i]));
+    if (oneChunk && chunk && shareChunks) {
+      buffers[i]->setAttr("set_offset", b.getI64IntegerAttr(setBytes[*chunk]));
+      setBytes[*chunk] += size;
+      setMembers.push_back({i, *chunk});
+      continue;
+    }
     int64_t copies = oneChunk && chunk ? chunkInFlight[*chunk] : inFlight;
     place(buffers[i], keptStart + plan.keptBytes, copies);
-    plan.keptBytes += copies * aligned(bufferBytes(buffers[i]));
+    plan.keptBytes += copies * size;
+  }
+  if (!setBytes.empty()) {
+    SetPlacement placement = placeKeptSets(*schedules.begin(), setBytes);
+    int64_t regionStart = keptStart + plan.keptBytes;
+    // One entry per chunk: its set's bytes and where each micro-batch's
+    // set starts in the arena.
+    SmallVector<Attribute> sets;
+    std::map<int64_t, int64_t> setIndex;
+    for (auto [chunk, bytes] : setBytes) {
+      SmallVector<int64_t> offsets;
+      for (auto &[set, offset] : placement.offsets)
+        if (set.first == chunk) {
+          offsets.resize(std::max<size_t>(offsets.size(), set.second + 1), -1);
+          offsets[set.second] = regionStart + offset;
+        }
+      setIndex[chunk] = int64_t(sets.size());
+      sets.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("chunk", b.getI64IntegerAttr(chunk)),
+           b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes)),
+           b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets))}));
+    }
+    program->setAttr("kept_sets", b.getArrayAttr(sets));
+    for (auto [i, chunk] : setMembers)
+      buffers[i]->setAttr("kept_set", b.getI64IntegerAttr(setIndex[chunk]));
+    plan.keptBytes += placement.bytes;
   }
   // Run-local buffers, largest first, each at the lowest offset free of
   // the buffers placed so far that are live with it in some phase. Each

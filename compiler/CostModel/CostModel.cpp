@@ -613,11 +613,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double layerParamsMax = 0;
   };
   // Micro-batches of each model chunk in flight on rank k, counted on its
-  // schedule as the memory plan keeps copies of their activations: all m
-  // for GPipe, min(p - k, m) for 1F1B. The plan's copies are per chunk, so
-  // an interleaved rank holds more than the 1 + (p-1)/(p v) times 1F1B of
-  // Narayanan et al. (2021), which assumes a chunk's slots are reused by
-  // another.
+  // schedule as the memory plan keeps their activations: all m for GPipe,
+  // min(p - k, m) for 1F1B; an interleaved rank's chunks share one region,
+  // whose peak is the schedule's fullest moment (fullestMoments).
   // The vocab-parallel embedding reduces its output (a reduce-scatter with
   // sequence parallelism, whose backward is an all-gather), and the LM
   // head's input needs the mirror image in backward (or an all-gather
@@ -639,9 +637,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   for (int64_t k = 0; k < p; ++k) {
     Rank &r = ranks[k];
     std::vector<int64_t> rankLayers = c.layersOfRank(k, L);
-    std::vector<int64_t> copies = chunkMicroBatchesInFlight(c, k);
     // layersOfRank lists the rank's chunks in order, equal in size.
     size_t chunkLength = std::max<size_t>(1, rankLayers.size() / v);
+    std::vector<double> chunkKept(v, 0);
     for (auto [position, i] : llvm::enumerate(rankLayers)) {
       const LayerCost &lc = layers[i];
       r.fwd += lc.forwardS;
@@ -653,11 +651,17 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.tp += lc.tpForwardS * (forwards + 1) + lc.tpRegatherS -
               lc.tpForwardHiddenS * forwards - lc.tpBackwardHiddenS;
       r.params += lc.params;
-      r.kept += lc.keptBytes *
-                copies[std::min<size_t>(position / chunkLength, v - 1)];
+      chunkKept[std::min<size_t>(position / chunkLength, v - 1)] +=
+          lc.keptBytes;
       r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
       if (c.recompute == Recompute::Full)
         r.working = std::max(r.working, lc.fullBytes);
+    }
+    for (const std::vector<int64_t> &moment : fullestMoments(c, k)) {
+      double kept = 0;
+      for (int64_t chunk = 0; chunk < v; ++chunk)
+        kept += double(moment[chunk]) * chunkKept[chunk];
+      r.kept = std::max(r.kept, kept);
     }
     if (k == 0) {
       r.fwd += embedFwd;
@@ -789,11 +793,21 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     }
     e.dpCommS = dpTime + afterStep;
     // Gradient buckets reduce while a backward pass runs: the last one, or
-    // (ZeRO-2/3) each micro-batch's own.
-    double perPass = c.zero >= 2 ? m : 1;
+    // (ZeRO-2/3) each backward run of a model chunk, whose reductions end
+    // with it (their gradients are the run's own). A run's last layer's
+    // gradients come when its compute ends, so their reduction shows
+    // whatever else hides: with one layer a chunk, all of it.
+    double perPass = 1, lastLayers = 0, hiding = busiest.bwd;
+    if (c.zero >= 2) {
+      perPass = double(m) * v;
+      double chunkLayers = std::max<double>(
+          1, double(c.layersOfRank(busiestRank, L).size()) / v);
+      lastLayers = dpTime / perPass / chunkLayers;
+      hiding = busiest.bwd / v * (chunkLayers - 1) / chunkLayers;
+    }
     e.dpCommExposedS =
         params.overlapGradientReduction
-            ? perPass * std::max(0.0, dpTime / perPass - busiest.bwd) +
+            ? perPass * std::max(lastLayers, dpTime / perPass - hiding) +
                   std::max(0.0, afterStep - busiest.fwd)
             : dpTime + afterStep;
     if (c.zero == 3) {

@@ -2,8 +2,11 @@
 
 #include "compiler/CostModel/PipelineSchedule.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace partita {
@@ -59,23 +62,50 @@ std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank) {
   return runs;
 }
 
-std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
-                                               int64_t rank) {
+std::vector<std::vector<int64_t>> fullestMoments(const ParallelConfig &c,
+                                                 int64_t rank) {
   // The search costs thousands of candidates over a few dozen schedules:
   // each schedule is walked once per thread.
   using Key = std::tuple<int64_t, int64_t, int64_t, Schedule, int64_t>;
-  thread_local std::map<Key, std::vector<int64_t>> walked;
+  thread_local std::map<Key, std::vector<std::vector<int64_t>>> walked;
   Key key{c.numMicroBatches, c.pp, c.vpp, c.schedule, rank};
   auto [it, inserted] = walked.try_emplace(key);
   if (!inserted)
     return it->second;
-  std::vector<int64_t> now(c.vpp, 0), &most = it->second;
-  most.assign(c.vpp, 0);
+  // The counts before each backward that follows a forward (the local
+  // maxima), once each; then those no other one covers.
+  std::set<std::vector<int64_t>> moments;
+  std::vector<int64_t> now(c.vpp, 0);
+  bool rising = false;
   forEachPipelineRun(c, rank, [&](const PipelineRun &run) {
-    int64_t local = run.chunk / c.pp;
-    now[local] += run.forward ? 1 : -1;
-    most[local] = std::max(most[local], now[local]);
+    if (!run.forward && rising)
+      moments.insert(now);
+    rising = run.forward;
+    now[run.chunk / c.pp] += run.forward ? 1 : -1;
   });
+  if (rising)
+    moments.insert(now);
+  auto covers = [](const std::vector<int64_t> &a,
+                   const std::vector<int64_t> &b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i] < b[i])
+        return false;
+    return a != b;
+  };
+  for (const std::vector<int64_t> &moment : moments)
+    if (llvm::none_of(moments, [&](const std::vector<int64_t> &other) {
+          return covers(other, moment);
+        }))
+      it->second.push_back(moment);
+  return it->second;
+}
+
+std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
+                                               int64_t rank) {
+  std::vector<int64_t> most(c.vpp, 0);
+  for (const std::vector<int64_t> &moment : fullestMoments(c, rank))
+    for (int64_t k = 0; k < c.vpp; ++k)
+      most[k] = std::max(most[k], moment[k]);
   return most;
 }
 

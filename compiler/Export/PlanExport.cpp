@@ -87,6 +87,10 @@ Object bufferJson(exec::BufferOp buf) {
     out["offset"] = offset.getInt();
     out["copies"] = buf->getAttrOfType<IntegerAttr>("copies").getInt();
   }
+  if (auto set = buf->getAttrOfType<IntegerAttr>("kept_set")) {
+    out["kept_set"] = set.getInt();
+    out["set_offset"] = buf->getAttrOfType<IntegerAttr>("set_offset").getInt();
+  }
   return out;
 }
 
@@ -184,6 +188,20 @@ Object programJson(exec::ProgramOp program) {
              {"schedule", std::move(schedule)}};
   if (auto arena = program->getAttrOfType<IntegerAttr>("arena_bytes"))
     out["arena_bytes"] = arena.getInt();
+  if (auto sets = program->getAttrOfType<ArrayAttr>("kept_sets")) {
+    Array keptSets;
+    for (auto set : sets.getAsRange<DictionaryAttr>()) {
+      Array offsets;
+      for (int64_t offset :
+           set.getAs<DenseI64ArrayAttr>("offsets").asArrayRef())
+        offsets.push_back(offset);
+      keptSets.push_back(
+          Object{{"chunk", set.getAs<IntegerAttr>("chunk").getInt()},
+                 {"bytes", set.getAs<IntegerAttr>("bytes").getInt()},
+                 {"offsets", std::move(offsets)}});
+    }
+    out["kept_sets"] = std::move(keptSets);
+  }
   if (auto runtime = program->getAttrOfType<IntegerAttr>("runtime_bytes"))
     out["runtime_bytes"] = runtime.getInt();
   return out;

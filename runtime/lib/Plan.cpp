@@ -125,7 +125,8 @@ BufferKind parseKind(Reader &r, const std::string &path,
 }
 
 Program readProgram(Reader &r, const json &p, const std::string &path,
-                    const decltype(Plan::groups) &groups) {
+                    const decltype(Plan::groups) &groups,
+                    int64_t numMicroBatches) {
   Program program;
   program.ppRank = r.integer(p, path, "pp_rank");
   program.maxInFlight = r.integer(p, path, "max_in_flight");
@@ -137,6 +138,34 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
     r.fail(path + "/arena_bytes", "expected a size in bytes, at least 0");
   if (program.runtimeBytes < 0)
     r.fail(path + "/runtime_bytes", "expected a size in bytes, at least 0");
+  if (p.contains("kept_sets")) {
+    const json &sets = r.array(p, path, "kept_sets");
+    for (size_t i = 0; i < sets.size(); ++i) {
+      std::string at = path + "/kept_sets/" + std::to_string(i);
+      KeptSet set;
+      set.chunk = r.integer(sets[i], at, "chunk");
+      set.bytes = r.integer(sets[i], at, "bytes");
+      if (set.bytes < 0 || set.bytes > program.arenaBytes)
+        r.fail(at + "/bytes", "expected a size from 0 to the arena's " +
+                                  std::to_string(program.arenaBytes) +
+                                  " bytes");
+      const json &offsets = r.array(sets[i], at, "offsets");
+      if (int64_t(offsets.size()) != numMicroBatches)
+        r.fail(at + "/offsets", "expected one offset per micro-batch (" +
+                                    std::to_string(numMicroBatches) + ")");
+      for (size_t k = 0; k < offsets.size(); ++k) {
+        int64_t offset = offsets[k].is_number_integer()
+                             ? offsets[k].get<int64_t>()
+                             : int64_t(-1);
+        if (offset < 0 || offset > program.arenaBytes - set.bytes)
+          r.fail(at + "/offsets/" + std::to_string(k),
+                 "expected an offset at which the set's " +
+                     std::to_string(set.bytes) + " bytes lie in the arena");
+        set.offsets.push_back(offset);
+      }
+      program.keptSets.push_back(std::move(set));
+    }
+  }
   const json &buffers = r.array(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string at = path + "/buffers/" + std::to_string(i);
@@ -161,9 +190,23 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
         r.fail(at + "/offset",
                "a negative offset, or copies not from 1 to 2^20");
     }
-    if (program.arenaBytes > 0 && b.offset < 0)
+    if (buffers[i].contains("kept_set")) {
+      b.keptSet = r.integer(buffers[i], at, "kept_set");
+      b.setOffset = r.integer(buffers[i], at, "set_offset");
+      if (b.offset >= 0)
+        r.fail(at, "both an offset and a kept set");
+      if (b.keptSet < 0 || b.keptSet >= int64_t(program.keptSets.size()))
+        r.fail(at + "/kept_set", "not an index into the program's kept_sets");
+      const KeptSet &set = program.keptSets[size_t(b.keptSet)];
+      if (b.setOffset < 0 || b.setOffset > set.bytes - b.bytes())
+        r.fail(at + "/set_offset", std::to_string(b.bytes()) + " bytes from " +
+                                       std::to_string(b.setOffset) +
+                                       " end beyond the set's " +
+                                       std::to_string(set.bytes) + " bytes");
+    }
+    if (program.arenaBytes > 0 && b.offset < 0 && b.keptSet < 0)
       r.fail(at, "no offset in the memory plan, which the program has");
-    if (program.arenaBytes > 0 &&
+    if (program.arenaBytes > 0 && b.offset >= 0 &&
         b.offset + b.copies * b.bytes() > program.arenaBytes)
       r.fail(at + "/offset", std::to_string(b.copies) + " x " +
                                  std::to_string(b.bytes()) + " bytes from " +
@@ -360,26 +403,30 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
                    " is no parameter's in /parameters (it would start as "
                    "zeros)");
     }
-    // From the launch, so that a table gathered for it (ZeRO-3) is
-    // checked too: each of its vocab_parts holds the table's rows.
+    // The parameter's global rows are the vocabulary; a table gathered for
+    // the launch (ZeRO-3) holds it padded to a multiple of vocab_parts.
     for (const Phase &phase : program.phases)
       for (const Launch &l : phase.launches) {
         if (l.op != Launch::Op::Kernel || l.kernel != "embedding" ||
             l.ins.empty())
           continue;
         const BufferSpec &table = program.buffers[l.ins[0]];
+        auto p = holderOf.find({program.ppRank, table.name});
         int64_t parts = l.params.value("vocab_parts", int64_t(0));
-        if (table.shape.empty() || parts <= 0 ||
-            table.shape[0] * parts == plan.vocabSize)
-          continue;
-        r.fail("/training/vocab_size",
-               std::to_string(plan.vocabSize) +
-                   " tokens, but the embedding table " + table.name + " has " +
-                   std::to_string(table.shape[0] * parts) + " rows" +
-                   (parts > 1 ? " (" + std::to_string(table.shape[0]) +
-                                    " in each of " + std::to_string(parts) +
-                                    " vocabulary parts)"
-                              : std::string()));
+        std::string rows;
+        if (p != holderOf.end()) {
+          if (p->second->globalShape[0] != plan.vocabSize)
+            rows = std::to_string(p->second->globalShape[0]) + " rows";
+        } else if (parts > 0 && !table.shape.empty() &&
+                   table.shape[0] != (plan.vocabSize + parts - 1) / parts) {
+          rows = std::to_string(table.shape[0]) + " rows in each of " +
+                 std::to_string(parts) + " vocabulary parts";
+        }
+        if (!rows.empty())
+          r.fail("/training/vocab_size",
+                 std::to_string(plan.vocabSize) +
+                     " tokens, but the embedding table " + table.name +
+                     " has " + rows);
       }
   }
 }
@@ -651,8 +698,9 @@ Plan readPlan(Reader &r, const json &doc) {
   }
   const json &programs = r.array(doc, "", "programs");
   for (size_t i = 0; i < programs.size(); ++i)
-    plan.programs.push_back(readProgram(
-        r, programs[i], "/programs/" + std::to_string(i), plan.groups));
+    plan.programs.push_back(readProgram(r, programs[i],
+                                        "/programs/" + std::to_string(i),
+                                        plan.groups, plan.numMicroBatches));
   if (int64_t(plan.programs.size()) != plan.pp)
     r.fail("/programs", "expected one program per pipeline rank");
   for (size_t i = 0; i < plan.parameters.size(); ++i) {

@@ -165,24 +165,36 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
                              "does not run yet (compile with --dtype=f32)");
   // One arena: the plan's memory plan (buffers that are never live at once
   // share bytes), or, for a plan without one, every buffer after the other,
-  // per-micro-batch ones once per micro-batch in flight.
+  // per-micro-batch ones once per micro-batch in flight. Each buffer's
+  // copies: micro-batch k uses copy k mod their number.
   bool planned = program.arenaBytes > 0;
-  std::vector<int64_t> offsets, copies;
+  bytes = program.arenaBytes;
+  std::vector<std::vector<int64_t>> copyOffsets;
   for (const BufferSpec &b : program.buffers) {
+    std::vector<int64_t> &at = copyOffsets.emplace_back();
+    if (b.keptSet >= 0) {
+      // A copy per micro-batch, where its chunk's set is (checked on load).
+      for (int64_t set : program.keptSets[size_t(b.keptSet)].offsets)
+        at.push_back(set + b.setOffset);
+      continue;
+    }
     if (planned && b.offset < 0)
       throw std::runtime_error("buffer " + b.name +
                                " has no offset in the memory plan");
-    copies.push_back(planned             ? b.copies
+    int64_t copies = planned             ? b.copies
                      : b.perMicroBatch() ? program.maxInFlight
-                                         : 1);
-    offsets.push_back(planned ? b.offset : bytes);
-    int64_t end = offsets.back() + copies.back() * b.bytes();
+                                         : 1;
+    int64_t first = planned ? b.offset : bytes;
+    for (int64_t c = 0; c < copies; ++c)
+      at.push_back(first + c * b.bytes());
+    int64_t end = first + copies * b.bytes();
     if (planned && end > program.arenaBytes)
       throw std::runtime_error("buffer " + b.name +
                                " ends beyond the memory plan's arena");
     // Without a plan, each buffer starts 64-byte aligned (as the memory
     // plan's offsets do), whatever the element sizes before it.
-    bytes = planned ? program.arenaBytes : (end + 63) / 64 * 64;
+    if (!planned)
+      bytes = (end + 63) / 64 * 64;
   }
   // Collectives reorder blocks, and widen bf16, through workspace: one
   // area for those run on the comm stream (async), one for those run in
@@ -207,9 +219,9 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     commWork = reinterpret_cast<float *>(arena + commAt);
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
-    std::vector<Storage> s(copies[k]);
-    for (int64_t c = 0; c < copies[k]; ++c) {
-      char *at = arena + offsets[k] + c * b.bytes();
+    std::vector<Storage> s(copyOffsets[k].size());
+    for (size_t c = 0; c < s.size(); ++c) {
+      char *at = arena + copyOffsets[k][c];
       if (b.isInt)
         s[c].i = {reinterpret_cast<int32_t *>(at), b.elements};
       else if (b.isBf16)

@@ -78,3 +78,46 @@ module {
     }
   }
 }
+
+// -----
+
+// Two model chunks on one rank (the interleaved schedule): each keeps 1 KiB
+// from its forward to its backward. Chunk 0 holds both micro-batches, then
+// chunk 2 does: each would need two copies of its own (4 KiB), but their
+// sets share one region of two (2 KiB after the 64-byte parameter).
+// CHECK-LABEL: module attributes {exec.memory = {device_bytes_per_rank = 2112 : i64, peak_bytes_per_rank = 2112 : i64, runtime_bytes_per_rank = 0 : i64}}
+// CHECK: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 2112 : i64, kept_sets = [{bytes = 1024 : i64, chunk = 0 : i64, offsets = array<i64: 64, 1088>}, {bytes = 1024 : i64, chunk = 2 : i64, offsets = array<i64: 64, 1088>}]} {
+// CHECK-NEXT: exec.buffer @w : tensor<16xf32> param {copies = 1 : i64, offset = 0 : i64}
+// CHECK-NEXT: exec.buffer @a : tensor<256xf32> activation {kept_set = 0 : i64, set_offset = 0 : i64}
+// CHECK-NEXT: exec.buffer @c : tensor<256xf32> activation {kept_set = 1 : i64, set_offset = 0 : i64}
+module {
+  exec.program @rank0 pp_rank 0 {
+    exec.buffer @w : tensor<16xf32> param
+    exec.buffer @a : tensor<256xf32> activation
+    exec.buffer @c : tensor<256xf32> activation
+    exec.phase forward chunk 0 {
+      exec.kernel "copy" ins [@w] outs [@a]
+    }
+    exec.phase backward chunk 0 {
+      exec.kernel "copy" ins [@a] outs [@w]
+    }
+    exec.phase forward chunk 2 {
+      exec.kernel "copy" ins [@w] outs [@c]
+    }
+    exec.phase backward chunk 2 {
+      exec.kernel "copy" ins [@c] outs [@w]
+    }
+    exec.phase step {
+    }
+    exec.schedule {
+      exec.run forward mb 0 chunk 0
+      exec.run forward mb 1 chunk 0
+      exec.run backward mb 0 chunk 0
+      exec.run backward mb 1 chunk 0
+      exec.run forward mb 0 chunk 2
+      exec.run forward mb 1 chunk 2
+      exec.run backward mb 0 chunk 2
+      exec.run backward mb 1 chunk 2
+    }
+  }
+}

@@ -7,6 +7,7 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
+#include <numeric>
 
 using namespace partita;
 
@@ -193,14 +194,32 @@ TEST(CostModel, MicroBatchesInFlightFollowTheSchedule) {
   }
   // Interleaved, p = 8, v = 6, m = 16: the first rank's 54 warm-up forwards
   // fill its first three chunks with all 16 micro-batches before their
-  // first backward; the last rank's warm-up is 40 forwards. 72 chunk copies
-  // on the first rank (12 micro-batches' worth of its layers) against
-  // Narayanan et al.'s 8 (1 + 7/48) = 9.2 with shared slots.
+  // first backward; the last rank's warm-up is 40 forwards. Each chunk's
+  // most at some moment sum to 72 chunk copies on the first rank, but never
+  // more than 55 are held at once (the warm-up and one more forward): 9.2
+  // micro-batches' worth of its layers, Narayanan et al.'s 8 (1 + 7/48).
   ParallelConfig interleaved = config(16, 8, 6, Schedule::Interleaved);
   EXPECT_EQ(chunkMicroBatchesInFlight(interleaved, 0),
             (std::vector<int64_t>{16, 16, 16, 8, 8, 8}));
   EXPECT_EQ(chunkMicroBatchesInFlight(interleaved, 7),
             (std::vector<int64_t>{16, 16, 9, 8, 8, 1}));
+  auto fullest = [&](int64_t rank) {
+    int64_t most = 0;
+    for (const std::vector<int64_t> &moment : fullestMoments(interleaved, rank))
+      most = std::max(
+          most, std::accumulate(moment.begin(), moment.end(), int64_t(0)));
+    return most;
+  };
+  EXPECT_EQ(fullest(0), 55);
+  EXPECT_EQ(fullest(7), 41);
+  // No moment covers another, and 1F1B has one: its warm-up and one more.
+  for (const auto &a : fullestMoments(interleaved, 3))
+    for (const auto &b : fullestMoments(interleaved, 3))
+      EXPECT_TRUE(a == b ||
+                  llvm::any_of(llvm::seq<size_t>(0, 6),
+                               [&](size_t k) { return a[k] < b[k]; }));
+  EXPECT_EQ(fullestMoments(config(8, 4, 1, Schedule::OneFOneB), 1),
+            (std::vector<std::vector<int64_t>>{{3}}));
   // Every run of every chunk once forward and once backward.
   std::vector<PipelineRun> runs = pipelineRuns(interleaved, 3);
   EXPECT_EQ(runs.size(), size_t(2 * 16 * 6));

@@ -50,6 +50,10 @@ struct BufferSpec {
   /// program's arena; -1 without a memory plan), and how many copies it
   /// keeps (micro-batch k uses copy k % copies).
   int64_t offset = -1, copies = 1;
+  /// Or, in a program whose model chunks share the bytes of what they keep
+  /// between runs, its chunk's set (an index into Program::keptSets) and
+  /// the bytes into each of the set's copies.
+  int64_t keptSet = -1, setOffset = 0;
   /// One copy per micro-batch in flight (tokens, labels, activations and
   /// their gradients); the rest exist once.
   bool perMicroBatch() const {
@@ -101,6 +105,16 @@ struct Run {
   int64_t microBatch;
 };
 
+/// The buffers one model chunk keeps between its runs of a micro-batch, as
+/// a memory plan places them when a rank's chunks share those bytes (the
+/// interleaved schedule): one copy of the set per micro-batch, each at its
+/// own offset, and copies of different chunks that are never live at once
+/// overlap.
+struct KeptSet {
+  int64_t chunk = 0, bytes = 0;
+  std::vector<int64_t> offsets; // by micro-batch, bytes into the arena
+};
+
 struct Program {
   int64_t ppRank = 0;
   int64_t maxInFlight = 1;
@@ -110,6 +124,7 @@ struct Program {
   /// arena (CUDA context, workspaces, NCCL buffers, send staging); 0 when
   /// the plan has none.
   int64_t runtimeBytes = 0;
+  std::vector<KeptSet> keptSets;
   std::vector<BufferSpec> buffers;
   std::map<std::string, int> bufferIndex;
   std::vector<Phase> phases;
