@@ -47,24 +47,34 @@ struct DistConfirmStrategyPass
                                              topology.device.memoryBytes)
                                   : topology.device.memoryBytes;
 
+    if (objective != "throughput" && objective != "memory") {
+      module.emitError("dist-confirm-strategy: objective must be throughput "
+                       "or memory, not '")
+          << objective << "'";
+      return signalPassFailure();
+    }
+    bool forMemory = objective == "memory";
     std::vector<Confirmed> results;
-    auto fastestThatFits = [&]() -> const Confirmed * {
-      const Confirmed *fastest = nullptr;
+    // The fastest that fits, or the smallest for the memory objective.
+    auto bestThatFits = [&]() -> const Confirmed * {
+      const Confirmed *best = nullptr;
       for (const Confirmed &c : results)
         if (c.peakBytes <= cap &&
-            (!fastest || c.simulatedS < fastest->simulatedS))
-          fastest = &c;
-      return fastest;
+            (!best || (forMemory ? c.peakBytes < best->peakBytes
+                                 : c.simulatedS < best->simulatedS)))
+          best = &c;
+      return best;
     };
     // The first `candidates`, and further runners-up while none fits, or
-    // while the fastest that fits simulates over 5% slower than its closed
-    // form and the runners-up (ranked by closed form) still promise better:
-    // the closed form missed a cost of that plan that it may not of theirs.
+    // (ranked by closed-form time) while the fastest that fits simulates
+    // over 5% slower than its closed form and the last one checked still
+    // promised better: the closed form missed a cost of that plan that it
+    // may not of the next.
     for (auto [rank, strategy] : llvm::enumerate(ranked)) {
-      const Confirmed *fastest = fastestThatFits();
-      if (int64_t(rank) >= std::max<int64_t>(1, candidates) && fastest &&
-          (fastest->simulatedS <= 1.05 * fastest->closedFormS ||
-           results.back().closedFormS >= fastest->simulatedS))
+      const Confirmed *best = bestThatFits();
+      if (int64_t(rank) >= std::max<int64_t>(1, candidates) && best &&
+          (forMemory || best->simulatedS <= 1.05 * best->closedFormS ||
+           results.back().closedFormS >= best->simulatedS))
         break;
       OwningOpRef<ModuleOp> plan = module.clone();
       (*plan)->setAttr(dist::kStrategyAttrName, strategy);
@@ -87,7 +97,7 @@ struct DistConfirmStrategyPass
       }
       results.push_back(c);
     }
-    const Confirmed *chosen = fastestThatFits();
+    const Confirmed *chosen = bestThatFits();
     llvm::errs()
         << "confirmed by simulation (step time: closed form, "
            "simulated; device memory of the memory plan and the runtime, of "

@@ -25,9 +25,10 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
 }
 
 /// The runners-up the search records for dist-confirm-strategy, which goes
-/// past its first candidates only while none fits: the search's memory
-/// estimate is a few percent under the memory plan, and a search that fills
-/// a device to the edge can rank many such near misses first.
+/// past its first candidates while none fits (the search's memory estimate
+/// is a few percent under the memory plan, and a search that fills a device
+/// to the edge can rank many such near misses first) or while the closed
+/// form proves too hopeful for the fastest that fits.
 constexpr int64_t kConfirmPool = 24;
 
 void buildCompilePipeline(mlir::OpPassManager &pm,
@@ -50,9 +51,9 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
          confirm ? std::max<int64_t>(kConfirmPool, options.confirm) : 0}));
   // A plan is compiled for the candidate that simulation confirms.
   if (confirm)
-    pm.addPass(
-        createDistConfirmStrategy({options.confirm, options.memoryCapGib,
-                                   options.costParams, options.overlap}));
+    pm.addPass(createDistConfirmStrategy({options.confirm, options.memoryCapGib,
+                                          options.costParams, options.overlap,
+                                          options.objective}));
   bool wantsCost = !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
     pm.addPass(

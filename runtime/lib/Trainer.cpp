@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -231,6 +232,22 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     }
     buffers.push_back(std::move(s));
   }
+  // Only the model chunk that reads the tokens (or labels) has them
+  // uploaded, at its own forward run: a memory plan keeps their copies for
+  // that chunk's micro-batches in flight, and may give the same bytes to
+  // another micro-batch while other chunks run this one.
+  std::map<int64_t, std::set<int>> chunkInputs;
+  for (const Phase &phase : program.phases)
+    for (const Launch &l : phase.launches)
+      for (int k :
+           l.op == Launch::Op::Kernel ? l.ins : std::vector<int>{l.input})
+        if (k >= 0 && (program.buffers[size_t(k)].kind == BufferKind::Tokens ||
+                       program.buffers[size_t(k)].kind == BufferKind::Labels))
+          chunkInputs[phase.chunk].insert(k);
+  for (const Phase &phase : program.phases) {
+    const std::set<int> &inputs = chunkInputs[phase.chunk];
+    phaseInputs.emplace_back(inputs.begin(), inputs.end());
+  }
   initialise();
 }
 
@@ -330,13 +347,11 @@ int64_t Trainer::peer(bool next) const {
   return (p * plan.dp + coords.dp) * plan.tp + coords.tp;
 }
 
-void Trainer::fillInputs(int64_t step, int64_t microBatch) {
+void Trainer::fillInputs(int64_t step, int64_t microBatch, int phase) {
   int64_t b = plan.microBatchSize, s = plan.seqLen;
   std::vector<int32_t> seq(s + 1);
-  for (size_t k = 0; k < program.buffers.size(); ++k) {
-    const BufferSpec &spec = program.buffers[k];
-    if (spec.kind != BufferKind::Tokens && spec.kind != BufferKind::Labels)
-      continue;
+  for (int k : phaseInputs[size_t(phase)]) {
+    const BufferSpec &spec = program.buffers[size_t(k)];
     std::vector<int32_t> tokens(b * s);
     for (int64_t r = 0; r < b; ++r) {
       int64_t j = (coords.dp * plan.numMicroBatches + microBatch) * b + r;
@@ -847,7 +862,7 @@ StepResult Trainer::step(int64_t step) {
     if (program.phases[run.phase].kind == "forward") {
       if (deviceTiming)
         device.markLaunch("upload_tokens");
-      fillInputs(step, run.microBatch);
+      fillInputs(step, run.microBatch, run.phase);
     }
     runPhase(program.phases[run.phase], run.microBatch, step);
   }

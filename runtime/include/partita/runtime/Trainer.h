@@ -183,11 +183,15 @@ private:
     bool inColumns = false;
   };
   Chunking chunking(const Launch &l) const;
-  void fillInputs(int64_t step, int64_t microBatch);
+  /// Uploads the tokens and labels phase `phase`'s model chunk reads, of
+  /// micro-batch `microBatch`, before its forward run.
+  void fillInputs(int64_t step, int64_t microBatch, int phase);
   int64_t peer(bool next) const;
 
   const Plan &plan;
   Device &device;
+  /// Per phase, the tokens and labels buffers its model chunk reads.
+  std::vector<std::vector<int>> phaseInputs;
   Communicator &comm;
   TokenSource &data;
   const Program &program;
