@@ -62,8 +62,8 @@ std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank) {
   return runs;
 }
 
-std::vector<std::vector<int64_t>> fullestMoments(const ParallelConfig &c,
-                                                 int64_t rank) {
+const std::vector<std::vector<int64_t>> &fullestMoments(const ParallelConfig &c,
+                                                        int64_t rank) {
   // The search costs thousands of candidates over a few dozen schedules:
   // each schedule is walked once per thread.
   using Key = std::tuple<int64_t, int64_t, int64_t, Schedule, int64_t>;

@@ -46,9 +46,10 @@ std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
 /// forward but not yet backward, at the schedule's fullest moments: the
 /// moments no other one exceeds in every chunk. When the chunks' kept
 /// activations share one region (exec-plan-memory), its peak is the largest
-/// of these counts weighted by the chunks' bytes.
-std::vector<std::vector<int64_t>> fullestMoments(const ParallelConfig &c,
-                                                 int64_t rank);
+/// of these counts weighted by the chunks' bytes. Walked once per thread and
+/// schedule; the reference lasts as long as the thread.
+const std::vector<std::vector<int64_t>> &fullestMoments(const ParallelConfig &c,
+                                                        int64_t rank);
 
 } // namespace partita
 
