@@ -51,6 +51,7 @@ struct Use {
 struct MemoryPlan {
   int64_t persistentBytes = 0, keptBytes = 0, localBytes = 0;
   int64_t copies = 1;
+  int64_t mostKeptSets = 0; // live at once, when chunks share kept sets
   int64_t arena() const { return persistentBytes + keptBytes + localBytes; }
 };
 
@@ -63,7 +64,7 @@ struct MemoryPlan {
 /// live at once (a chunk's few extra bytes, such as the tokens, would
 /// otherwise keep the others out of its holes); larger sizes go first.
 struct SetPlacement {
-  int64_t bytes = 0;
+  int64_t bytes = 0, mostLive = 0;
   std::map<std::pair<int64_t, int64_t>, int64_t> offsets;
 };
 
@@ -106,6 +107,14 @@ SetPlacement placeKeptSets(exec::ScheduleOp schedule,
   llvm::stable_sort(
       order, [&](size_t x, size_t y) { return sets[x].size > sets[y].size; });
   SetPlacement placement;
+  std::map<int64_t, int64_t> change; // run position -> sets live after it
+  for (const Set &set : sets) {
+    ++change[set.begin];
+    --change[set.end];
+  }
+  int64_t live = 0;
+  for (auto [position, delta] : change)
+    placement.mostLive = std::max(placement.mostLive, live += delta);
   std::vector<size_t> placed;
   for (size_t i : order) {
     Set &set = sets[i];
@@ -267,6 +276,7 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     for (auto [i, chunk] : setMembers)
       buffers[i]->setAttr("kept_set", b.getI64IntegerAttr(setIndex[chunk]));
     plan.keptBytes += placement.bytes;
+    plan.mostKeptSets = placement.mostLive;
   }
   // Run-local buffers, largest first, each at the lowest offset free of
   // the buffers placed so far that are live with it in some phase. Each
@@ -396,13 +406,18 @@ struct ExecPlanMemoryPass : impl::ExecPlanMemoryBase<ExecPlanMemoryPass> {
       peak = std::max(peak, plan.arena());
       runtimePeak = std::max(runtimePeak, runtime);
       devicePeak = std::max(devicePeak, plan.arena() + runtime);
-      os << llvm::format(
-          "  pp rank %lld: %.3f GiB = persistent %.3f + kept "
-          "activations %.3f (%lld micro-batches) + run-local "
-          "%.3f",
-          static_cast<long long>(program.getPpRank()), plan.arena() / kGiB,
-          plan.persistentBytes / kGiB, plan.keptBytes / kGiB,
-          static_cast<long long>(plan.copies), plan.localBytes / kGiB);
+      std::string sets =
+          plan.mostKeptSets > 0
+              ? ", " + std::to_string(plan.mostKeptSets) + " chunk sets at once"
+              : "";
+      os << llvm::format("  pp rank %lld: %.3f GiB = persistent %.3f + kept "
+                         "activations %.3f (%lld micro-batches%s) + run-local "
+                         "%.3f",
+                         static_cast<long long>(program.getPpRank()),
+                         plan.arena() / kGiB, plan.persistentBytes / kGiB,
+                         plan.keptBytes / kGiB,
+                         static_cast<long long>(plan.copies), sets.c_str(),
+                         plan.localBytes / kGiB);
       if (config)
         os << llvm::format("; runtime %.3f (%lld collective and %lld "
                            "pipeline NCCL communicators)",

@@ -85,6 +85,7 @@ module {
 // from its forward to its backward. Chunk 0 holds both micro-batches, then
 // chunk 2 does: each would need two copies of its own (4 KiB), but their
 // sets share one region of two (2 KiB after the 64-byte parameter).
+// REPORT: pp rank 0: 0.000 GiB = persistent 0.000 + kept activations 0.000 (2 micro-batches, 2 chunk sets at once) + run-local 0.000
 // CHECK-LABEL: module attributes {exec.memory = {device_bytes_per_rank = 2112 : i64, peak_bytes_per_rank = 2112 : i64, runtime_bytes_per_rank = 0 : i64}}
 // CHECK: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 2112 : i64, kept_sets = [{bytes = 1024 : i64, chunk = 0 : i64, offsets = array<i64: 64, 1088>}, {bytes = 1024 : i64, chunk = 2 : i64, offsets = array<i64: 64, 1088>}]} {
 // CHECK-NEXT: exec.buffer @w : tensor<16xf32> param {copies = 1 : i64, offset = 0 : i64}
