@@ -20,6 +20,12 @@ namespace {
 struct Confirmed {
   dist::StrategyAttr strategy;
   double closedFormS = NAN, simulatedS = NAN, peakBytes = NAN;
+  /// Seconds per sequence, as the search ranks (with --free-global-batch
+  /// the candidates' batches differ).
+  double perSequence(double stepS) const {
+    return stepS / double(strategy.getDp() * strategy.getMicroBatchSize() *
+                          strategy.getNumMicroBatches());
+  }
 };
 
 struct DistConfirmStrategyPass
@@ -55,13 +61,17 @@ struct DistConfirmStrategyPass
     }
     bool forMemory = objective == "memory";
     std::vector<Confirmed> results;
-    // The fastest that fits, or the smallest for the memory objective.
+    // The fastest that fits (per sequence, as the search ranks), or the
+    // smallest for the memory objective, the faster of equals.
+    auto better = [&](const Confirmed &a, const Confirmed &b) {
+      if (forMemory && a.peakBytes != b.peakBytes)
+        return a.peakBytes < b.peakBytes;
+      return a.perSequence(a.simulatedS) < b.perSequence(b.simulatedS);
+    };
     auto bestThatFits = [&]() -> const Confirmed * {
       const Confirmed *best = nullptr;
       for (const Confirmed &c : results)
-        if (c.peakBytes <= cap &&
-            (!best || (forMemory ? c.peakBytes < best->peakBytes
-                                 : c.simulatedS < best->simulatedS)))
+        if (c.peakBytes <= cap && (!best || better(c, *best)))
           best = &c;
       return best;
     };
@@ -74,7 +84,8 @@ struct DistConfirmStrategyPass
       const Confirmed *best = bestThatFits();
       if (int64_t(rank) >= std::max<int64_t>(1, candidates) && best &&
           (forMemory || best->simulatedS <= 1.05 * best->closedFormS ||
-           results.back().closedFormS >= best->simulatedS))
+           results.back().perSequence(results.back().closedFormS) >=
+               best->perSequence(best->simulatedS)))
         break;
       OwningOpRef<ModuleOp> plan = module.clone();
       (*plan)->setAttr(dist::kStrategyAttrName, strategy);

@@ -859,7 +859,8 @@ StepResult Trainer::step(int64_t step) {
       for (Storage &s : buffers[k])
         device.fillZero(s.data(), program.buffers[k].bytes(), Stream::Compute);
   for (const Run &run : program.schedule) {
-    if (program.phases[run.phase].kind == "forward") {
+    if (program.phases[run.phase].kind == "forward" &&
+        !phaseInputs[size_t(run.phase)].empty()) {
       if (deviceTiming)
         device.markLaunch("upload_tokens");
       fillInputs(step, run.microBatch, run.phase);
