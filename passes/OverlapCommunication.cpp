@@ -62,12 +62,23 @@ double collectiveBytes(exec::CollectiveOp c) {
           .getTensorType());
 }
 
+/// Whether `c` gathers a ZeRO-3 parameter for the layer that reads it.
+bool gathersParameter(exec::CollectiveOp c) {
+  return c.getKind() == exec::CollectiveKind::all_gather &&
+         c->getParentOfType<exec::ProgramOp>()
+                 .lookupBuffer(c.getOutputAttr().getAttr())
+                 .getKind() == exec::BufferKind::param_gathered;
+}
+
 /// Groups data-parallel collectives of one kind that follow each other in a
 /// phase into buckets of at most `limit` bytes: the members move down to
 /// the last one, so that a bucket starts when all its inputs are ready, and
 /// carry a common `bucket` number. A launch that reads a member's output or
 /// writes its input in between closes the bucket, as does any other
-/// collective, send or receive.
+/// collective, send or receive. ZeRO-3's parameter gathers have no limit:
+/// a layer needs all of them before it runs, so its gathers are one bucket
+/// (as FSDP gathers a layer's flat parameters), and at large data-parallel
+/// widths each collective's latency would cost more than the bytes.
 void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   SmallVector<exec::CollectiveOp> bucket;
   double bytes = 0;
@@ -91,7 +102,8 @@ void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
       if (!bucket.empty() &&
           (c.getKind() != bucket.front().getKind() ||
            c.getLastMicroBatch() != bucket.front().getLastMicroBatch() ||
-           bytes + collectiveBytes(c) > limit))
+           gathersParameter(c) != gathersParameter(bucket.front()) ||
+           (!gathersParameter(c) && bytes + collectiveBytes(c) > limit)))
         close();
       bucket.push_back(c);
       bytes += collectiveBytes(c);

@@ -2,6 +2,7 @@
 // collective, on the tiny Llama (2 layers), and what it leaves synchronous.
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=3,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z3
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=BUCKET
+// RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=3,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z3-SMALL
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z2
 // RUN: not plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0})' 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z1
@@ -31,6 +32,13 @@
 // Z3: exec.wait @layers.1.mlp.down.weight
 // Z3: exec.wait @layers.0.mlp.down.weight
 // Z3-NEXT: exec.kernel "linear_bwd" ins [@d.layers.0.linear.14, @layers.0.swiglu.13, @layers.0.mlp.down.weight]
+// ZeRO-3's parameter gathers of a layer are one bucket whatever bucket-mb
+// says (a layer needs all of them; at large dp each collective's latency
+// costs more than its bytes), while gradients keep to the limit.
+// Z3-SMALL-LABEL: exec.phase backward chunk 0 {
+// Z3-SMALL: exec.collective all_gather "dp" @layers.0.attn_norm.weight.shard -> @layers.0.attn_norm.weight async {bucket = [[G:[0-9]+]] : i64, layer = 0 : i64}
+// Z3-SMALL-COUNT-8: exec.collective all_gather "dp" @layers.0.{{.*}} async {bucket = [[G]] : i64, layer = 0 : i64}
+// Z3-SMALL: exec.collective reduce_scatter "dp" @grad.layers.1.mlp.down.weight -> @grad_shard.layers.1.mlp.down.weight accumulate async {layer = 1 : i64}{{$}}
 
 // ZeRO-2 with one bucket per gradient: each reduce-scatter starts as soon
 // as its gradient is final and is waited for at the end of the backward
