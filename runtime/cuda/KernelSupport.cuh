@@ -10,10 +10,12 @@
 #define PARTITA_RUNTIME_CUDA_KERNELSUPPORT_CUH
 
 #include "Kernels.h"
+#include "LaunchConfig.h"
 
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace partita::runtime::cuda {
 
@@ -79,6 +81,23 @@ struct AttentionDims {
     end = window > 0 ? min(s, last + window) : s;
   }
 };
+
+/// Calls run(std::integral_constant<int, D>()) with the head-dimension
+/// bucket D that d runs in (headDimBucket), of those up to MaxD that a
+/// family of kernels is compiled for; d must fit MaxD.
+template <int MaxD = 256, typename Run>
+void byHeadDimBucket(int64_t d, Run run) {
+  int bucket = headDimBucket(d);
+  if (bucket == 32)
+    return run(std::integral_constant<int, 32>());
+  if (bucket == 64)
+    return run(std::integral_constant<int, 64>());
+  if constexpr (MaxD >= 128)
+    if (bucket == 128)
+      return run(std::integral_constant<int, 128>());
+  if constexpr (MaxD >= 256)
+    return run(std::integral_constant<int, 256>());
+}
 
 inline AttentionDims attentionDims(const AttentionShape &s) {
   return {s.b, s.s,      s.heads,  s.kvHeads,

@@ -583,41 +583,26 @@ __global__ void __launch_bounds__(kAttentionThreads)
     }
 }
 
-template <template <int> class Launch, typename... Args>
-void byHeadDim(int64_t d, Args &&...args) {
-  switch (headDimBucket(d)) {
-  case 32:
-    return Launch<32>::run(args...);
-  case 64:
-    return Launch<64>::run(args...);
-  case 128:
-    return Launch<128>::run(args...);
-  default:
-    return Launch<256>::run(args...);
-  }
+template <int D>
+void launchAttention(const AttentionDims &a, In q, In k, In v, Out o,
+                     cudaStream_t stream) {
+  dim3 grid(attentionRowBlocks<D>(a.s), unsigned(a.heads), unsigned(a.b));
+  launchKernel(attentionKernel<D>, grid, kAttentionThreads, 0, stream, a, q, k,
+               v, o);
 }
 
-template <int D> struct LaunchForward {
-  static void run(const AttentionDims &a, In q, In k, In v, Out o,
-                  cudaStream_t stream) {
-    dim3 grid(attentionRowBlocks<D>(a.s), unsigned(a.heads), unsigned(a.b));
-    launchKernel(attentionKernel<D>, grid, kAttentionThreads, 0, stream, a, q,
-                 k, v, o);
-  }
-};
-
-template <int D> struct LaunchBackward {
-  static void run(const AttentionDims &a, In dout, In q, In k, In v, Out dq,
-                  Out dk, Out dv, float *stats, cudaStream_t stream) {
-    unsigned tiles = attentionRowBlocks<D>(a.s);
-    launchKernel(attentionBackwardQueryKernel<D>,
-                 dim3(tiles, unsigned(a.heads), unsigned(a.b)),
-                 kAttentionThreads, 0, stream, a, dout, q, k, v, dq, stats);
-    launchKernel(attentionBackwardKeyKernel<D>,
-                 dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
-                 kAttentionThreads, 0, stream, a, dout, q, k, v, dk, dv, stats);
-  }
-};
+template <int D>
+void launchAttentionBackward(const AttentionDims &a, In dout, In q, In k, In v,
+                             Out dq, Out dk, Out dv, float *stats,
+                             cudaStream_t stream) {
+  unsigned tiles = attentionRowBlocks<D>(a.s);
+  launchKernel(attentionBackwardQueryKernel<D>,
+               dim3(tiles, unsigned(a.heads), unsigned(a.b)), kAttentionThreads,
+               0, stream, a, dout, q, k, v, dq, stats);
+  launchKernel(attentionBackwardKeyKernel<D>,
+               dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
+               kAttentionThreads, 0, stream, a, dout, q, k, v, dk, dv, stats);
+}
 
 // -- Cross-entropy -----------------------------------------------------------
 
@@ -952,7 +937,9 @@ void attention(const AttentionShape &s, In q, In k, In v, Out o,
                cudaStream_t stream) {
   if (attentionOnTensorCores(s, q, k, v))
     return tensorCoreAttention(s, q, k, v, o, stream);
-  byHeadDim<LaunchForward>(s.d, attentionDims(s), q, k, v, o, stream);
+  byHeadDimBucket(s.d, [&](auto D) {
+    launchAttention<decltype(D)::value>(attentionDims(s), q, k, v, o, stream);
+  });
 }
 
 int64_t attentionBackwardWorkspace(const AttentionShape &s) {
@@ -965,8 +952,10 @@ void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v,
   if (attentionOnTensorCores(s, q, k, v) && dout.bf16)
     return tensorCoreAttentionBackward(s, dout, q, k, v, dq, dk, dv, workspace,
                                        stream);
-  byHeadDim<LaunchBackward>(s.d, attentionDims(s), dout, q, k, v, dq, dk, dv, workspace,
-                            stream);
+  byHeadDimBucket(s.d, [&](auto D) {
+    launchAttentionBackward<decltype(D)::value>(attentionDims(s), dout, q, k, v,
+                                                dq, dk, dv, workspace, stream);
+  });
 }
 
 void crossEntropyMax(const CrossEntropyShape &c, In logits, Out max,

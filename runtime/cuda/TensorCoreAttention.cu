@@ -26,7 +26,6 @@
 
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 namespace partita::runtime::cuda {
 
@@ -424,19 +423,6 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq, Out dk,
          dv, static_cast<const float *>(stats));
 }
 
-/// Calls run(std::integral_constant<int, D>()) with the D of 32, 64 and 128
-/// that head dimension d runs in.
-template <typename Run> void byTileHeadDim(int64_t d, Run run) {
-  switch (headDimBucket(d)) {
-  case 32:
-    return run(std::integral_constant<int, 32>());
-  case 64:
-    return run(std::integral_constant<int, 64>());
-  default:
-    return run(std::integral_constant<int, 128>());
-  }
-}
-
 } // namespace
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
@@ -444,21 +430,23 @@ bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
     return false;
   // The dk, dv kernel takes the most.
   int bytes = 0;
-  byTileHeadDim(a.d, [&](auto D) { bytes = TcLayout<decltype(D)::value>::keyBytes; });
+  byHeadDimBucket<kMaxTcHeadDim>(
+      a.d, [&](auto D) { bytes = TcLayout<decltype(D)::value>::keyBytes; });
   return a.sharedBytes >= bytes;
 }
 
 void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,
                          cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
-  byTileHeadDim(a.d, [&](auto D) { forward<decltype(D)::value>(a, q, k, v, o, stream); });
+  byHeadDimBucket<kMaxTcHeadDim>(
+      a.d, [&](auto D) { forward<decltype(D)::value>(a, q, k, v, o, stream); });
 }
 
 void tensorCoreAttentionBackward(const AttentionShape &shape, In dout, In q,
                                  In k, In v, Out dq, Out dk, Out dv,
                                  float *stats, cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
-  byTileHeadDim(a.d, [&](auto D) {
+  byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
     backward<decltype(D)::value>(a, dout, q, k, v, dq, dk, dv, stats, stream);
   });
 }
