@@ -82,6 +82,7 @@ bool gathersParameter(exec::CollectiveOp c) {
 void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   SmallVector<exec::CollectiveOp> bucket;
   double bytes = 0;
+  bool bucketGathersParameters = false;
   auto close = [&] {
     if (bucket.size() > 1) {
       Operation *last = bucket.back();
@@ -99,14 +100,17 @@ void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   for (Operation &op : llvm::make_early_inc_range(phase.getBody().front())) {
     auto c = dyn_cast<exec::CollectiveOp>(op);
     if (c && c.getGroup() == "dp") {
+      bool parameter = gathersParameter(c);
+      double moved = collectiveBytes(c);
       if (!bucket.empty() &&
           (c.getKind() != bucket.front().getKind() ||
            c.getLastMicroBatch() != bucket.front().getLastMicroBatch() ||
-           gathersParameter(c) != gathersParameter(bucket.front()) ||
-           (!gathersParameter(c) && bytes + collectiveBytes(c) > limit)))
+           parameter != bucketGathersParameters ||
+           (!parameter && bytes + moved > limit)))
         close();
+      bucketGathersParameters = parameter;
       bucket.push_back(c);
-      bytes += collectiveBytes(c);
+      bytes += moved;
       continue;
     }
     if (isa<exec::CollectiveOp, exec::SendOp, exec::RecvOp>(op) ||

@@ -65,7 +65,8 @@ struct MemoryPlan {
 /// otherwise keep the others out of its holes); larger sizes go first.
 struct SetPlacement {
   int64_t bytes = 0, mostLive = 0;
-  std::map<std::pair<int64_t, int64_t>, int64_t> offsets;
+  /// By chunk, each micro-batch's set's offset in the region (-1: none).
+  std::map<int64_t, SmallVector<int64_t>> offsets;
 };
 
 SetPlacement placeKeptSets(exec::ScheduleOp schedule,
@@ -129,7 +130,9 @@ SetPlacement placeKeptSets(exec::ScheduleOp schedule,
       set.offset = std::max(set.offset, end);
     }
     placed.push_back(i);
-    placement.offsets[{set.chunk, set.microBatch}] = set.offset;
+    SmallVector<int64_t> &offsets = placement.offsets[set.chunk];
+    offsets.resize(std::max<size_t>(offsets.size(), set.microBatch + 1), -1);
+    offsets[set.microBatch] = set.offset;
     placement.bytes = std::max(placement.bytes, set.offset + set.size);
   }
   return placement;
@@ -260,12 +263,10 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     SmallVector<Attribute> sets;
     std::map<int64_t, int64_t> setIndex;
     for (auto [chunk, bytes] : setBytes) {
-      SmallVector<int64_t> offsets;
-      for (auto &[set, offset] : placement.offsets)
-        if (set.first == chunk) {
-          offsets.resize(std::max<size_t>(offsets.size(), set.second + 1), -1);
-          offsets[set.second] = regionStart + offset;
-        }
+      SmallVector<int64_t> offsets = placement.offsets[chunk];
+      for (int64_t &offset : offsets)
+        if (offset >= 0)
+          offset += regionStart;
       setIndex[chunk] = int64_t(sets.size());
       sets.push_back(b.getDictionaryAttr(
           {b.getNamedAttr("chunk", b.getI64IntegerAttr(chunk)),

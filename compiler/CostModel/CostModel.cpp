@@ -612,10 +612,6 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double kept = 0, working = 0, zero3Exposed = 0;
     double layerParamsMax = 0;
   };
-  // Micro-batches of each model chunk in flight on rank k, counted on its
-  // schedule as the memory plan keeps their activations: all m for GPipe,
-  // min(p - k, m) for 1F1B; an interleaved rank's chunks share one region,
-  // whose peak is the schedule's fullest moment (fullestMoments).
   // The vocab-parallel embedding reduces its output (a reduce-scatter with
   // sequence parallelism, whose backward is an all-gather), and the LM
   // head's input needs the mirror image in backward (or an all-gather
@@ -657,6 +653,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       if (c.recompute == Recompute::Full)
         r.working = std::max(r.working, lc.fullBytes);
     }
+    // Kept activations as the memory plan keeps them, micro-batches in
+    // flight counted on the schedule: all m for GPipe, min(p - k, m) for
+    // 1F1B; an interleaved rank's chunks share one region, whose peak is the
+    // schedule's fullest moment.
     for (const std::vector<int64_t> &moment : fullestMoments(c, k)) {
       double kept = 0;
       for (int64_t chunk = 0; chunk < v; ++chunk)

@@ -100,13 +100,4 @@ const std::vector<std::vector<int64_t>> &fullestMoments(const ParallelConfig &c,
   return it->second;
 }
 
-std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
-                                               int64_t rank) {
-  std::vector<int64_t> most(c.vpp, 0);
-  for (const std::vector<int64_t> &moment : fullestMoments(c, rank))
-    for (int64_t k = 0; k < c.vpp; ++k)
-      most[k] = std::max(most[k], moment[k]);
-  return most;
-}
-
 } // namespace partita

@@ -35,13 +35,6 @@ void forEachPipelineRun(const ParallelConfig &c, int64_t rank,
 /// Pipeline rank `rank`'s runs, in order.
 std::vector<PipelineRun> pipelineRuns(const ParallelConfig &c, int64_t rank);
 
-/// For each of rank `rank`'s vpp model chunks (local index), the most
-/// micro-batches it has run forward but not yet backward at any point of the
-/// schedule: the copies of its kept activations a memory plan needs when
-/// each chunk keeps its own.
-std::vector<int64_t> chunkMicroBatchesInFlight(const ParallelConfig &c,
-                                               int64_t rank);
-
 /// The micro-batches each of rank `rank`'s chunks (local index) has run
 /// forward but not yet backward, at the schedule's fullest moments: the
 /// moments no other one exceeds in every chunk. When the chunks' kept

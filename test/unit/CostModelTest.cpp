@@ -183,6 +183,15 @@ TEST(CostModel, MicroBatchesInFlightFollowTheSchedule) {
     c.schedule = schedule;
     return c;
   };
+  // Each chunk's most micro-batches in flight at any moment: those of the
+  // fullest moments, chunk by chunk.
+  auto chunkMicroBatchesInFlight = [](const ParallelConfig &c, int64_t rank) {
+    std::vector<int64_t> most(c.vpp, 0);
+    for (const std::vector<int64_t> &moment : fullestMoments(c, rank))
+      for (int64_t k = 0; k < c.vpp; ++k)
+        most[k] = std::max(most[k], moment[k]);
+    return most;
+  };
   // 1F1B: the warm-up's p - k - 1 forwards and one more; GPipe: all m.
   for (int64_t k = 0; k < 4; ++k) {
     EXPECT_EQ(chunkMicroBatchesInFlight(config(8, 4, 1, Schedule::OneFOneB), k),
