@@ -274,6 +274,7 @@ struct ExecOverlapCommunicationPass
           << bucketMb;
       return signalPassFailure();
     }
+    const double bucketBytes = bucketMb * 1048576.0;
     std::map<std::string, GroupTally> tally;
     int64_t nextBucket = 0;
     for (auto program : getOperation().getOps<exec::ProgramOp>()) {
@@ -285,7 +286,7 @@ struct ExecOverlapCommunicationPass
             .push_back(phase);
       SmallVector<exec::CollectiveOp> waitInStep;
       for (exec::PhaseOp phase : phases) {
-        formBuckets(phase, bucketMb * 1048576.0, nextBucket);
+        formBuckets(phase, bucketBytes, nextBucket);
         overlapPhase(phase, tally, waitInStep);
       }
       for (exec::PhaseOp step : steps) {
@@ -304,7 +305,7 @@ struct ExecOverlapCommunicationPass
             b.setInsertionPointToEnd(&body);
           exec::WaitOp::create(b, c.getLoc(), c.getOutputAttr());
         }
-        formBuckets(step, bucketMb * 1048576.0, nextBucket);
+        formBuckets(step, bucketBytes, nextBucket);
         carryGathersToNextStep(program, step, phases);
         overlapPhase(step, tally, waitInStep);
       }

@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - Named pipelines and registration -------------------===//
 
 #include "passes/Pipelines.h"
+#include "compiler/CostModel/CostModel.h"
 #include "passes/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -16,8 +17,16 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
     pm.addPass(createDistOverlapCollectives({quiet}));
   pm.addPass(createDistLowerToExec());
   pm.addPass(createExecBuildBackward());
-  if (overlap)
-    pm.addPass(createExecOverlapCommunication({quiet}));
+  if (overlap) {
+    // The buckets the cost model counted; a malformed --cost-params is
+    // reported by the passes that cost.
+    double bucketMb = CostParams().bucketMb;
+    if (llvm::Expected<CostParams> parsed = parseCostParams(costParams))
+      bucketMb = parsed->bucketMb;
+    else
+      llvm::consumeError(parsed.takeError());
+    pm.addPass(createExecOverlapCommunication({quiet, bucketMb}));
+  }
   pm.addPass(createExecSchedulePipeline());
   pm.addPass(createExecPlanMemory({quiet, costParams.str()}));
   pm.addPass(createExecSimulatePlan(

@@ -60,6 +60,7 @@ std::string CostParams::str() const {
     os << ",nccl_collective_gib=" << *ncclCollectiveGib;
   if (ncclP2PGib)
     os << ",nccl_p2p_gib=" << *ncclP2PGib;
+  os << ",bucket_mb=" << bucketMb;
   return s;
 }
 
@@ -123,10 +124,13 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       (key == "runtime_gib"           ? p.runtimeGib
        : key == "nccl_collective_gib" ? p.ncclCollectiveGib
                                       : p.ncclP2PGib) = number;
-    } else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
-               key == "overlap_grad_reduce" || key == "overlap_p2p" ||
-               key == "overlap_tp")
+    } else if (key == "bucket_mb" && number > 0 && number <= 1e6)
+      p.bucketMb = number;
+    else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
+             key == "overlap_grad_reduce" || key == "overlap_p2p" ||
+             key == "overlap_tp" || key == "bucket_mb")
       return fail(key == "gemm_half_dim"    ? "a number from 0 to 1e6"
+                  : key == "bucket_mb"      ? "MiB over 0, up to 1e6"
                   : key == "gradient_bytes" ? "2 or 4"
                                             : "0 or 1");
     else
@@ -136,7 +140,7 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
            "'; keys: gemm_efficiency, gemm_half_dim, attention_efficiency, "
            "hbm_efficiency, collective_efficiency, gradient_bytes, "
            "overlap_grad_reduce, overlap_p2p, overlap_tp, attention, "
-           "runtime_gib, nccl_collective_gib, nccl_p2p_gib")
+           "runtime_gib, nccl_collective_gib, nccl_p2p_gib, bucket_mb")
               .str());
     if (err)
       return std::move(err);
@@ -307,6 +311,21 @@ double CollectiveGroup::time(CollectiveKind kind, double bytes,
       chosen = "hierarchical";
     }
   }
+  if (numNodes == p && p > 2 &&
+      (kind == CollectiveKind::AllGather ||
+       kind == CollectiveKind::ReduceScatter)) {
+    // NCCL's PAT (2.23 on), for groups of one rank per node: Bruck-like
+    // exchanges in log2(p) steps, at 3/4 of the ring's bus bandwidth and a
+    // cost per rank that NCCL's tuning model puts at 2.8 us.
+    constexpr double kPatPerRankS = 2.8e-6;
+    double pat =
+        double(p - 1) / p * bytes / (0.75 * flat.bytesPerS * efficiency) +
+        std::ceil(std::log2(double(p))) * flat.latencyS + p * kPatPerRankS;
+    if (pat < best) {
+      best = pat;
+      chosen = "pat";
+    }
+  }
   if (!flat.intraNode && kind == CollectiveKind::AllReduce && p > 2) {
     // NCCL's double binary tree: logarithmic latency, ring-like bandwidth.
     double tree =
@@ -374,10 +393,75 @@ struct LayerCost {
   /// its kept shard (unless full recomputation re-runs the forward).
   double tpRegatherS = 0;
   double params = 0; // on this device
+  /// Its parameter tensors on this device, in elements, in the order
+  /// backward completes their gradients (the GEMMs' weights last to first,
+  /// then norms and biases as one).
+  llvm::SmallVector<double, 12> tensorParams;
   /// Bytes kept for backward (under the recomputation choice) and the
   /// layer's full set (the working set of a recomputation).
   double keptBytes = 0, fullBytes = 0;
 };
+
+/// Parameter tensors (elements) in the order backward completes their
+/// gradients: a layer's, or one tensor outside the layers; `newRun` where
+/// a data-parallel bucket cannot reach back past it.
+struct GradientPiece {
+  llvm::ArrayRef<double> tensors;
+  double single = 0; // where `tensors` is empty
+  bool newRun = false;
+};
+
+/// Data-parallel collectives over tensors of `elementBytes` an element,
+/// bucketed as exec-overlap-communication buckets them: a bucket takes the
+/// tensors in order while they fit in `limit` bytes (a larger one goes
+/// alone) and never spans two runs; each bucket is one call.
+struct Bucketed {
+  double calls = 0, bytes = 0, seconds = 0;
+  /// The last bucket's: it starts only when backward has finished.
+  double lastSeconds = 0;
+};
+Bucketed bucketed(const CollectiveGroup &group, CollectiveKind kind,
+                  llvm::ArrayRef<GradientPiece> pieces, double elementBytes,
+                  double limit, double efficiency) {
+  Bucketed b;
+  // Layers alike make buckets alike: time each size once.
+  llvm::SmallVector<std::pair<double, double>, 8> timeOf;
+  auto call = [&](double bytes) {
+    if (bytes <= 0)
+      return;
+    b.calls += 1;
+    b.bytes += bytes;
+    auto known =
+        llvm::find_if(timeOf, [&](auto &e) { return e.first == bytes; });
+    if (known == timeOf.end()) {
+      timeOf.emplace_back(bytes, group.time(kind, bytes, efficiency));
+      known = timeOf.end() - 1;
+    }
+    b.seconds += known->second;
+    b.lastSeconds = known->second;
+  };
+  double bucket = 0;
+  auto add = [&](double params) {
+    double bytes = elementBytes * params;
+    if (bucket > 0 && bucket + bytes > limit) {
+      call(bucket);
+      bucket = 0;
+    }
+    bucket += bytes;
+  };
+  for (const GradientPiece &piece : pieces) {
+    if (piece.newRun) {
+      call(bucket);
+      bucket = 0;
+    }
+    if (piece.tensors.empty())
+      add(piece.single);
+    for (double params : piece.tensors)
+      add(params);
+  }
+  call(bucket);
+  return b;
+}
 
 /// Everything a configuration fixes for costing layers.
 struct LayerCoster {
@@ -477,6 +561,14 @@ struct LayerCoster {
     lc.params =
         (layer.params - layer.keyValueParams - layer.replicatedParams) / t +
         layer.keyValueParams / kvParts + layer.replicatedParams;
+    double others = lc.params;
+    for (const GemmProfile &g : llvm::reverse(layer.gemms)) {
+      double weight = double(g.n) * double(g.k) / (g.keyValue ? kvParts : t);
+      lc.tensorParams.push_back(weight);
+      others -= weight;
+    }
+    if (others > 0)
+      lc.tensorParams.push_back(others);
     // Kept tensors; unfused attention also keeps its softmax output
     // (Korthikanti et al.'s 5as/h term, without dropout) unless recomputed.
     double tensors =
@@ -611,6 +703,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     double fwd = 0, bwd = 0, recompute = 0, tp = 0, params = 0;
     double kept = 0, working = 0, zero3Exposed = 0;
     double layerParamsMax = 0;
+    std::vector<GradientPiece> gradients;
   };
   // The vocab-parallel embedding reduces its output (a reduce-scatter with
   // sequence parallelism, whose backward is an all-gather), and the LM
@@ -662,6 +755,40 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       for (int64_t chunk = 0; chunk < v; ++chunk)
         kept += double(moment[chunk]) * chunkKept[chunk];
       r.kept = std::max(r.kept, kept);
+    }
+    // Backward runs the rank's chunks last to first and each one's layers
+    // last to first, the LM head and final norm before them and the
+    // embedding after; other collectives between layers (tp's, ZeRO-3's
+    // gathers) close buckets there, as do the chunk's ends.
+    bool layersCloseBuckets = t > 1 || c.zero == 3;
+    r.gradients.reserve(rankLayers.size() + 3);
+    for (int64_t chunk = v - 1; chunk >= 0; --chunk) {
+      bool newRun = true;
+      if (k == p - 1 && chunk == v - 1) {
+        double head = profile.headParams == 0 ? (p > 1 ? tiedParams : 0)
+                                              : double(profile.headParams) / t;
+        for (double params : {head, double(profile.finalNormParams)}) {
+          if (params == 0)
+            continue;
+          r.gradients.push_back({{}, params, newRun});
+          newRun = layersCloseBuckets;
+        }
+      }
+      size_t begin = std::min(rankLayers.size(), chunk * chunkLength);
+      size_t end = chunk == v - 1
+                       ? rankLayers.size()
+                       : std::min(rankLayers.size(), (chunk + 1) * chunkLength);
+      for (size_t position = end; position-- > begin;) {
+        r.gradients.push_back(
+            {layers[rankLayers[position]].tensorParams, 0, newRun});
+        newRun = layersCloseBuckets;
+      }
+      // The embedding joins the first layer's bucket, but under sequence
+      // parallelism its output gradient is gathered over tp first.
+      if (k == 0 && chunk == 0)
+        r.gradients.push_back({{},
+                               double(profile.embeddingParams) / t,
+                               begin == end || (c.sequenceParallel && t > 1)});
     }
     if (k == 0) {
       r.fwd += embedFwd;
@@ -758,46 +885,54 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   }
 
   // --- Data parallelism and ZeRO -------------------------------------------
-  double stageParams = 0;
-  for (const Rank &r : ranks)
-    stageParams = std::max(stageParams, r.params);
   if (dp > 1) {
-    double gradBytes = gradientBytes * stageParams;
-    std::string algo;
+    const double limit = params.bucketMb * 1048576.0;
+    // The bucketed collectives of the rank they take longest on, and its
+    // report row (per call: the mean bucket).
+    double lastBucket = 0;
+    auto slowestRank = [&](CollectiveKind kind, double elementBytes,
+                           double timesPerStep) {
+      Bucketed worst;
+      for (const Rank &r : ranks) {
+        Bucketed b =
+            bucketed(dpGroup, kind, r.gradients, elementBytes, limit, eff);
+        if (b.seconds > worst.seconds)
+          worst = b;
+      }
+      lastBucket = worst.lastSeconds;
+      std::string algo;
+      double perCall = worst.calls ? worst.bytes / worst.calls : 0;
+      dpGroup.time(kind, perCall, eff, &algo);
+      e.collectives.push_back({kind, "dp", algo, dp, perCall,
+                               worst.calls * timesPerStep,
+                               worst.calls ? worst.seconds / worst.calls : 0});
+      return worst.seconds * timesPerStep;
+    };
     double dpTime;
     // The gathers of updated parameters need the optimizer's output: they
     // cannot hide behind the backward pass, but run into the next step,
     // behind its first micro-batch's forward (exec-overlap-communication).
     double afterStep = 0;
     if (c.zero == 0) {
-      dpTime = dpGroup.time(CollectiveKind::AllReduce, gradBytes, eff, &algo);
-      e.collectives.push_back(
-          {CollectiveKind::AllReduce, "dp", algo, dp, gradBytes, 1, dpTime});
+      dpTime = slowestRank(CollectiveKind::AllReduce, gradientBytes, 1);
     } else {
       // ZeRO-1 reduce-scatters once per step; ZeRO-2/3 after every
       // micro-batch's backward, into the gradient shards they keep.
-      double scatters = c.zero >= 2 ? m : 1;
-      double rs =
-          dpGroup.time(CollectiveKind::ReduceScatter, gradBytes, eff, &algo);
-      dpTime = scatters * rs;
-      e.collectives.push_back({CollectiveKind::ReduceScatter, "dp", algo, dp,
-                               gradBytes, scatters, rs});
-      if (c.zero < 3) {
-        // Updated parameter shards gathered once per step.
-        double ag = dpGroup.time(CollectiveKind::AllGather, eb * stageParams,
-                                 eff, &algo);
-        e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
-                                 eb * stageParams, 1, ag});
-        afterStep = ag;
-      }
+      dpTime = slowestRank(CollectiveKind::ReduceScatter, gradientBytes,
+                           c.zero >= 2 ? m : 1);
     }
+    const double lastReduction = lastBucket;
+    // Updated parameter shards gathered once per step.
+    if (c.zero == 1 || c.zero == 2)
+      afterStep = slowestRank(CollectiveKind::AllGather, eb, 1);
     e.dpCommS = dpTime + afterStep;
     // Gradient buckets reduce while a backward pass runs: the last one, or
     // (ZeRO-2/3) each backward run of a model chunk, whose reductions end
     // with it (their gradients are the run's own). A run's last layer's
     // gradients come when its compute ends, so their reduction shows
     // whatever else hides: with one layer a chunk, all of it.
-    double perPass = 1, lastLayers = 0, hiding = busiest.bwd;
+    // ZeRO-0/1: the last bucket's gradients are final when backward ends.
+    double perPass = 1, lastLayers = lastReduction, hiding = busiest.bwd;
     if (c.zero >= 2) {
       perPass = double(m) * v;
       double chunkLayers = std::max<double>(
@@ -805,35 +940,50 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       lastLayers = dpTime / perPass / chunkLayers;
       hiding = busiest.bwd / v * (chunkLayers - 1) / chunkLayers;
     }
+    const bool overlap = params.overlapGradientReduction;
     e.dpCommExposedS =
-        params.overlapGradientReduction
+        !overlap ? dpTime + afterStep
+        : c.zero < 3
             ? perPass * std::max(lastLayers, dpTime / perPass - hiding) +
                   std::max(0.0, afterStep - busiest.fwd)
-            : dpTime + afterStep;
+            // ZeRO-3's reductions share the dp stream with the
+            // gathers: counted with them below, but for the last
+            // layer of each backward run.
+            : perPass * lastLayers;
     if (c.zero == 3) {
       // Each layer's parameters are gathered before its forward and its
       // backward in every micro-batch, prefetched one layer ahead: what the
-      // previous layer's compute does not cover is exposed.
+      // previous layer's compute does not cover is exposed. In backward the
+      // dp stream also reduces the gradients of the layer before, one
+      // bucket (or more) per layer.
       double calls = 0;
       for (int64_t i : c.layersOfRank(busiestRank, L)) {
-        double bytes = eb * layers[i].params;
-        double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff);
+        const LayerCost &layer = layers[i];
+        double ag =
+            dpGroup.time(CollectiveKind::AllGather, eb * layer.params, eff);
+        double rs = overlap ? bucketed(dpGroup, CollectiveKind::ReduceScatter,
+                                       GradientPiece{layer.tensorParams},
+                                       gradientBytes, limit, eff)
+                                  .seconds
+                            : 0;
         e.dpCommS += 2 * m * ag;
-        e.zero3GatherExposedS += m * (std::max(0.0, ag - layers[i].forwardS) +
-                                      std::max(0.0, ag - layers[i].backwardS));
+        e.zero3GatherExposedS +=
+            m * (std::max(0.0, ag - layer.forwardS) +
+                 std::max(0.0, ag + rs - layer.backwardS - layer.recomputeS));
         calls += 2 * m;
       }
       double bytes = eb * layers.front().params;
+      std::string algo;
+      double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
       e.collectives.push_back(
-          {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls,
-           dpGroup.time(CollectiveKind::AllGather, bytes, eff)});
+          {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls, ag});
       // The embedding, final norm and LM head are gathered too, with no
       // layer before them to hide behind.
       double outside = busiest.params;
       for (int64_t i : c.layersOfRank(busiestRank, L))
         outside -= layers[i].params;
       if (outside > 0) {
-        double ag = dpGroup.time(CollectiveKind::AllGather, eb * outside, eff);
+        ag = dpGroup.time(CollectiveKind::AllGather, eb * outside, eff, &algo);
         e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
                                  eb * outside, 2.0 * m, ag});
         e.dpCommS += 2 * m * ag;
@@ -856,6 +1006,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   }
 
   // AdamW reads and writes parameters, gradients and states once.
+  double stageParams = 0;
+  for (const Rank &r : ranks)
+    stageParams = std::max(stageParams, r.params);
   double shard = c.zero >= 1 ? dp : 1;
   e.optimizerS =
       dev.memoryTime(2 * (eb + gradientBytes + optimizerStateBytes(eb)) *
@@ -913,11 +1066,12 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     mem.activations = r.kept + r.working;
     // The gathered activation of tp/sp collectives, a gradient bucket,
     // ZeRO-3's two prefetched layers.
-    mem.buffers =
-        (t > 1 ? eb * tokens * h : 0) +
-        (dp > 1 ? std::min(gradientBytes * r.params, 25e6 * gradientBytes)
-                : 0) +
-        (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
+    mem.buffers = (t > 1 ? eb * tokens * h : 0) +
+                  (dp > 1 ? std::min(gradientBytes * r.params,
+                                     std::max(25e6 * gradientBytes,
+                                              params.bucketMb * 1048576.0))
+                          : 0) +
+                  (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
     if (mem.total() > e.memory.total())
       e.memory = mem;
   }

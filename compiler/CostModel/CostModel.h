@@ -38,6 +38,12 @@ struct CostParams {
   double collectiveEfficiency = 0.70;
   /// Bytes per gradient element in the data-parallel reduction.
   double gradientBytes = 2;
+  /// Largest bucket of data-parallel collectives in MiB, as
+  /// exec-overlap-communication forms them (PyTorch DDP's default). At
+  /// large data-parallel widths, where each call pays the ring's latency
+  /// once a rank, larger buckets pay off (Megatron-LM scales its buckets
+  /// with the width).
+  double bucketMb = 25;
   /// Data-parallel gradient reduction overlaps the last backward pass.
   bool overlapGradientReduction = true;
   /// Pipeline sends and receives overlap compute in the steady state.
@@ -107,8 +113,9 @@ public:
   bool intraNode() const { return flat.intraNode; }
   /// Time of one collective moving `bytes` (the full buffer: the input of
   /// an all-reduce or reduce-scatter, the output of an all-gather) and the
-  /// algorithm chosen: ring, hierarchical (intra-node then inter-node) or
-  /// tree, whichever is fastest.
+  /// algorithm chosen: ring, hierarchical (intra-node then inter-node),
+  /// tree (all-reduce) or pat (all-gather and reduce-scatter over one rank
+  /// a node), whichever is fastest.
   double time(CollectiveKind kind, double bytes, double efficiency,
               std::string *algorithm = nullptr) const;
 

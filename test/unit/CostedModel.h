@@ -32,7 +32,7 @@ struct CostedModel {
   /// strategy and topology set on the module; failures are test failures
   /// (check HasFatalFailure()).
   void build(const char *spec, const char *strategy,
-             const char *preset = "dgx-h100") {
+             const char *preset = "dgx-h100", const CostParams &params = {}) {
     context
         .loadDialect<tfm::TfmDialect, dist::DistDialect, exec::ExecDialect>();
     auto parsed = readModelSpec(spec, "m.json", "", {});
@@ -48,7 +48,8 @@ struct CostedModel {
         static_cast<int64_t>(profile.layers.size()));
     ASSERT_TRUE(bool(completed)) << llvm::toString(completed.takeError());
     config = *completed;
-    auto costed = estimateCost(profile, TopologyGraph(topology), config);
+    auto costed =
+        estimateCost(profile, TopologyGraph(topology), config, params);
     ASSERT_TRUE(bool(costed)) << llvm::toString(costed.takeError());
     estimate = *costed;
     (*module)->setAttr(dist::kStrategyAttrName,

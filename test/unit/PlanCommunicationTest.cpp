@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 using namespace partita;
 
 namespace {
@@ -89,6 +91,63 @@ TEST_P(PlanCommunication, BytesPerStepMatchTheCostModel) {
     double tolerance = std::string(group) == "tp" ? 0.03 : 1e-4;
     EXPECT_NEAR(actual, expected, tolerance * std::max(expected, 1.0))
         << group << " bytes per step under " << GetParam();
+  }
+}
+
+/// Calls per step of the data-parallel gradient reductions on the rank
+/// that makes the most: a bucket (collectives sharing a `bucket` number) is
+/// one call.
+double planGradientCalls(mlir::ModuleOp module, int64_t microBatches) {
+  double most = 0;
+  for (auto program : module.getOps<exec::ProgramOp>()) {
+    double calls = 0;
+    for (auto phase : program.getBody().front().getOps<exec::PhaseOp>()) {
+      double runs = phase.getKind() == exec::PhaseKind::step ? 1 : microBatches;
+      std::set<int64_t> buckets;
+      for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>()) {
+        if (c.getGroup() != "dp" ||
+            program.lookupBuffer(c.getInputAttr().getAttr()).getKind() !=
+                exec::BufferKind::param_grad)
+          continue;
+        auto bucket = c->getAttrOfType<mlir::IntegerAttr>("bucket");
+        if (bucket && !buckets.insert(bucket.getInt()).second)
+          continue;
+        calls += c.getLastMicroBatch() ? 1 : runs;
+      }
+    }
+    most = std::max(most, calls);
+  }
+  return most;
+}
+
+// The closed form charges each gradient bucket's latency once: it must
+// count the buckets exec-overlap-communication forms, at the default size
+// (each layer's gradients fit one) and at 50 KiB (the MLP's weights go
+// alone, the attention's share).
+TEST_P(PlanCommunication, GradientBucketsMatchTheCostModel) {
+  for (double bucketMb : {25.0, 0.05}) {
+    CostParams params;
+    params.bucketMb = bucketMb;
+    CostedModel costed;
+    costed.build(kModel, GetParam(), "dgx-h100", params);
+    if (HasFatalFailure())
+      return;
+    double model = 0;
+    for (const CollectiveCost &c : costed.estimate.collectives)
+      if (c.group == "dp" && c.kind != CollectiveKind::AllGather)
+        model += c.callsPerStep;
+
+    mlir::PassManager pm(&costed.context);
+    pm.addPass(createDistPartitionTensors());
+    pm.addPass(createDistSplitStages());
+    pm.addPass(createDistLowerToExec());
+    pm.addPass(createExecBuildBackward());
+    pm.addPass(createExecOverlapCommunication({/*quiet=*/true, bucketMb}));
+    ASSERT_TRUE(mlir::succeeded(pm.run(*costed.module)));
+    EXPECT_EQ(planGradientCalls(*costed.module, costed.config.numMicroBatches),
+              model)
+        << "gradient reductions per step under " << GetParam()
+        << ", bucket-mb=" << bucketMb;
   }
 }
 

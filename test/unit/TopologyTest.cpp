@@ -178,4 +178,37 @@ TEST(Collectives, AllGatherAndSendRecv) {
               63.0 / 64 * 64e6 / 25e9 + 63 * 5e-6, 1e-12);
 }
 
+// NCCL's PAT for all-gathers and reduce-scatters over one rank a node:
+// 3/4 of the ring's bandwidth, log2(p) hops and 2.8 us a rank. It wins
+// where the ring's p - 1 hops cost more than the bytes.
+TEST(Collectives, PatOverOneRankANode) {
+  TopologyGraph cluster(preset("dgx-h100", 2048));
+  std::vector<int64_t> rail;
+  for (int64_t n = 0; n < 2048; ++n)
+    rail.push_back(8 * n);
+  CollectiveGroup dp(cluster, rail);
+  const double eff = 0.7, bw = 50e9 * eff, frac = 2047.0 / 2048;
+  auto ring = [&](double bytes) { return frac * bytes / bw + 2047 * 5e-6; };
+  auto pat = [&](double bytes) {
+    return frac * bytes / (0.75 * bw) + 11 * 5e-6 + 2048 * 2.8e-6;
+  };
+  std::string algorithm;
+  const double small = 25 * 1048576.0, large = 800e6;
+  ASSERT_LT(pat(small), ring(small));
+  EXPECT_NEAR(dp.time(CollectiveKind::ReduceScatter, small, eff, &algorithm),
+              pat(small), 1e-12);
+  EXPECT_EQ(algorithm, "pat");
+  ASSERT_GT(pat(large), ring(large));
+  EXPECT_NEAR(dp.time(CollectiveKind::AllGather, large, eff, &algorithm),
+              ring(large), 1e-12);
+  EXPECT_EQ(algorithm, "ring");
+  // Not for all-reduce (the tree's), nor for groups with several ranks in a
+  // node.
+  dp.time(CollectiveKind::AllReduce, small, eff, &algorithm);
+  EXPECT_EQ(algorithm, "tree");
+  CollectiveGroup twoANode(cluster, {0, 1, 8, 9, 16, 17});
+  twoANode.time(CollectiveKind::ReduceScatter, 1e3, eff, &algorithm);
+  EXPECT_NE(algorithm, "pat");
+}
+
 } // namespace
