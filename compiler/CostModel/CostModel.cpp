@@ -886,10 +886,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
 
   // --- Data parallelism and ZeRO -------------------------------------------
   if (dp > 1) {
-    const double limit = params.bucketMb * 1048576.0;
-    // The bucketed collectives of the rank they take longest on, and its
-    // report row (per call: the mean bucket).
-    double lastBucket = 0;
+    const double limit = params.bucketBytes();
+    // The bucketed collectives of the rank they take longest on, each
+    // `timesPerStep` times, recorded for the report (per call: the mean
+    // bucket).
     auto slowestRank = [&](CollectiveKind kind, double elementBytes,
                            double timesPerStep) {
       Bucketed worst;
@@ -899,32 +899,30 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
         if (b.seconds > worst.seconds)
           worst = b;
       }
-      lastBucket = worst.lastSeconds;
       std::string algo;
       double perCall = worst.calls ? worst.bytes / worst.calls : 0;
       dpGroup.time(kind, perCall, eff, &algo);
       e.collectives.push_back({kind, "dp", algo, dp, perCall,
                                worst.calls * timesPerStep,
                                worst.calls ? worst.seconds / worst.calls : 0});
-      return worst.seconds * timesPerStep;
+      return worst;
     };
-    double dpTime;
-    // The gathers of updated parameters need the optimizer's output: they
-    // cannot hide behind the backward pass, but run into the next step,
-    // behind its first micro-batch's forward (exec-overlap-communication).
-    double afterStep = 0;
-    if (c.zero == 0) {
-      dpTime = slowestRank(CollectiveKind::AllReduce, gradientBytes, 1);
-    } else {
-      // ZeRO-1 reduce-scatters once per step; ZeRO-2/3 after every
-      // micro-batch's backward, into the gradient shards they keep.
-      dpTime = slowestRank(CollectiveKind::ReduceScatter, gradientBytes,
-                           c.zero >= 2 ? m : 1);
-    }
-    const double lastReduction = lastBucket;
-    // Updated parameter shards gathered once per step.
-    if (c.zero == 1 || c.zero == 2)
-      afterStep = slowestRank(CollectiveKind::AllGather, eb, 1);
+    // ZeRO-0 all-reduces once per step, ZeRO-1 reduce-scatters once per
+    // step, ZeRO-2/3 after every micro-batch's backward, into the gradient
+    // shards they keep.
+    double reductions = c.zero >= 2 ? m : 1;
+    Bucketed reduction = slowestRank(
+        c.zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
+        gradientBytes, reductions);
+    double dpTime = reduction.seconds * reductions;
+    // ZeRO-1/2 gather the updated parameter shards once per step. The
+    // gathers need the optimizer's output: they cannot hide behind the
+    // backward pass, but run into the next step, behind its first
+    // micro-batch's forward (exec-overlap-communication).
+    double afterStep =
+        c.zero == 1 || c.zero == 2
+            ? slowestRank(CollectiveKind::AllGather, eb, 1).seconds
+            : 0;
     e.dpCommS = dpTime + afterStep;
     // Gradient buckets reduce while a backward pass runs: the last one, or
     // (ZeRO-2/3) each backward run of a model chunk, whose reductions end
@@ -932,7 +930,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     // gradients come when its compute ends, so their reduction shows
     // whatever else hides: with one layer a chunk, all of it.
     // ZeRO-0/1: the last bucket's gradients are final when backward ends.
-    double perPass = 1, lastLayers = lastReduction, hiding = busiest.bwd;
+    double perPass = 1, lastLayers = reduction.lastSeconds,
+           hiding = busiest.bwd;
     if (c.zero >= 2) {
       perPass = double(m) * v;
       double chunkLayers = std::max<double>(
@@ -1066,12 +1065,12 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     mem.activations = r.kept + r.working;
     // The gathered activation of tp/sp collectives, a gradient bucket,
     // ZeRO-3's two prefetched layers.
-    mem.buffers = (t > 1 ? eb * tokens * h : 0) +
-                  (dp > 1 ? std::min(gradientBytes * r.params,
-                                     std::max(25e6 * gradientBytes,
-                                              params.bucketMb * 1048576.0))
-                          : 0) +
-                  (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
+    mem.buffers =
+        (t > 1 ? eb * tokens * h : 0) +
+        (dp > 1 ? std::min(gradientBytes * r.params,
+                           std::max(25e6 * gradientBytes, params.bucketBytes()))
+                : 0) +
+        (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
     if (mem.total() > e.memory.total())
       e.memory = mem;
   }

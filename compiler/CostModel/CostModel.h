@@ -44,6 +44,7 @@ struct CostParams {
   /// once a rank, larger buckets pay off (Megatron-LM scales its buckets
   /// with the width).
   double bucketMb = 25;
+  double bucketBytes() const { return bucketMb * 1048576.0; }
   /// Data-parallel gradient reduction overlaps the last backward pass.
   bool overlapGradientReduction = true;
   /// Pipeline sends and receives overlap compute in the steady state.
