@@ -312,8 +312,6 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
         "the shared memory a block may have");
   check(cudaStreamCreateWithFlags(&computeStream, cudaStreamNonBlocking),
         "the compute stream");
-  check(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
-        "the comm stream");
   check(cudaMalloc(reinterpret_cast<void **>(&sumAccumulator), sizeof(double)),
         "a reduction scalar");
   matmul = new Gemm(precision, computeStream);
@@ -332,7 +330,21 @@ CudaDevice::~CudaDevice() {
   for (cudaEvent_t e : markEvents)
     cudaEventDestroy(e);
   cudaStreamDestroy(computeStream);
-  cudaStreamDestroy(commStream);
+  for (cudaStream_t s : commStreams)
+    if (s)
+      cudaStreamDestroy(s);
+}
+
+cudaStream_t CudaDevice::stream(Stream s) {
+  if (!s.isComm())
+    return computeStream;
+  if (size_t(s.commLane()) >= commStreams.size())
+    commStreams.resize(size_t(s.commLane()) + 1, nullptr);
+  cudaStream_t &comm = commStreams[size_t(s.commLane())];
+  if (!comm)
+    check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
+          "comm stream " + std::to_string(s.commLane()));
+  return comm;
 }
 
 void *CudaDevice::allocateArena(int64_t bytes) {
@@ -387,7 +399,9 @@ bool CudaDevice::hasKernel(const std::string &name) const {
 }
 
 void CudaDevice::synchronize() {
-  check(cudaStreamSynchronize(commStream), "the comm stream");
+  for (cudaStream_t s : commStreams)
+    if (s)
+      check(cudaStreamSynchronize(s), "a comm stream");
   check(cudaStreamSynchronize(computeStream), "the compute stream");
 }
 

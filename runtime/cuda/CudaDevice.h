@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace partita::runtime::cuda {
 
@@ -94,9 +95,8 @@ public:
               Stream stream) override;
 
   int index() const { return device; }
-  cudaStream_t stream(Stream s) const {
-    return s == Stream::Comm ? commStream : computeStream;
-  }
+  /// The compute stream, or a comm stream (created when first asked for).
+  cudaStream_t stream(Stream s);
   Gemm &gemm() { return *matmul; }
 
 private:
@@ -123,7 +123,9 @@ private:
   int device;
   /// The shared memory a block may opt into on this GPU.
   int sharedBytesOptIn = 0;
-  cudaStream_t computeStream = nullptr, commStream = nullptr;
+  cudaStream_t computeStream = nullptr;
+  /// By lane (Stream::commLane); null where never used.
+  std::vector<cudaStream_t> commStreams;
   Gemm *matmul = nullptr;
   std::list<void *> allocations;
   void *scratch = nullptr;

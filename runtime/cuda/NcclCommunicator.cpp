@@ -1,11 +1,14 @@
 //===- NcclCommunicator.cpp - The plan's groups over NCCL -----------------===//
 //
 // One world communicator (its unique id broadcast over MPI) and one split
-// per plan group. Collectives run on the device's comm stream: a
-// synchronous call makes the comm stream wait for the compute stream's work
-// so far and the compute stream wait for the collective, so the host never
-// blocks; start() leaves the second wait to the future's get(), which is
-// where the plan's `wait` puts it. Pipeline messages use one two-rank
+// per plan group. A group's collectives run on its own comm stream, so that
+// a tensor-parallel collective never queues behind a data-parallel one
+// started before it (NCCL runs communicators' kernels side by side; every
+// rank issues a group's collectives in the same order): a synchronous call
+// makes the comm stream wait for the compute stream's work so far and the
+// compute stream wait for the collective, so the host never blocks; start()
+// leaves the second wait to the future's get(), which is where the plan's
+// `wait` puts it. Pipeline messages use one two-rank
 // communicator and stream per direction of each neighbour pair, so sends
 // and receives of a 1F1B schedule never queue behind each other; only the
 // directions the rank's program uses are connected.
@@ -101,7 +104,7 @@ public:
   void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
     const Group &g = group(name);
-    collective("all-reduce over " + name, [&](cudaStream_t s) {
+    collective("all-reduce over " + name, name, [&](cudaStream_t s) {
       return ncclAllReduce(data, data, size_t(n), ncclFloat,
                            max ? ncclMax : ncclSum, g.comm, s);
     });
@@ -109,14 +112,14 @@ public:
   void allGather(const std::string &name, const float *in, int64_t n,
                  float *out) override {
     const Group &g = group(name);
-    collective("all-gather over " + name, [&](cudaStream_t s) {
+    collective("all-gather over " + name, name, [&](cudaStream_t s) {
       return ncclAllGather(in, out, size_t(n), ncclFloat, g.comm, s);
     });
   }
   void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
     const Group &g = group(name);
-    collective("reduce-scatter over " + name, [&](cudaStream_t s) {
+    collective("reduce-scatter over " + name, name, [&](cudaStream_t s) {
       return ncclReduceScatter(in, out, size_t(n), ncclFloat, ncclSum, g.comm,
                                s);
     });
@@ -182,8 +185,9 @@ public:
   }
 
   std::shared_future<void>
-  start(std::function<void(Communicator &)> work) override {
-    cudaStream_t comm = device.stream(Stream::Comm);
+  start(const std::string &group,
+        std::function<void(Communicator &)> work) override {
+    cudaStream_t comm = commStream(group);
     after(device.stream(Stream::Compute), comm);
     insideStart = true;
     work(*this);
@@ -267,11 +271,15 @@ private:
     check(cudaStreamWaitEvent(later, e, 0), "an event");
     cudaEventDestroy(e); // released once the wait is satisfied
   }
-  /// Runs `enqueue` on the comm stream, in order with the compute stream
-  /// unless inside start().
+  cudaStream_t commStream(const std::string &group) {
+    return device.stream(Stream::comm(plan.commLane(group)));
+  }
+  /// Runs `enqueue` on `group`'s comm stream, in order with the compute
+  /// stream unless inside start().
   template <typename Enqueue>
-  void collective(const std::string &what, Enqueue enqueue) {
-    cudaStream_t comm = device.stream(Stream::Comm);
+  void collective(const std::string &what, const std::string &group,
+                  Enqueue enqueue) {
+    cudaStream_t comm = commStream(group);
     cudaStream_t compute = device.stream(Stream::Compute);
     if (!insideStart)
       after(compute, comm);

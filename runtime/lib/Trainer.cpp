@@ -198,26 +198,33 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
       bytes = (end + 63) / 64 * 64;
   }
   // Collectives reorder blocks, and widen bf16, through workspace: one
-  // area for those run on the comm stream (async), one for those run in
-  // line. It is allocated with the arena, so that a device without room
-  // for both says so before the first step.
-  int64_t work[2] = {0, 0};
+  // area per stream they run on (the compute stream for those run in line,
+  // a group's comm stream for its async ones), since collectives on
+  // different streams may run at once. It is allocated with the arena, so
+  // that a device without room for all of them says so before the first
+  // step.
+  std::map<int, int64_t> work; // f32 elements, by stream lane
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
       if (l.op == Launch::Op::Collective) {
         Chunking c = chunking(l);
-        work[l.async] = std::max(work[l.async], c.workspace);
+        int64_t &w = work[collectiveStream(l).commLane()];
+        w = std::max(w, c.workspace);
         chunkings.emplace(&l, c);
       }
   // Each workspace 256-byte aligned, as an allocation of its own would be.
   auto aligned = [](int64_t n) { return (n + 255) / 256 * 256; };
-  int64_t computeAt = aligned(bytes), commAt = computeAt + aligned(4 * work[0]);
-  workspaceBytes = commAt + 4 * work[1] - computeAt;
-  char *arena = static_cast<char *>(device.allocateArena(commAt + 4 * work[1]));
-  if (work[0] > 0)
-    computeWork = reinterpret_cast<float *>(arena + computeAt);
-  if (work[1] > 0)
-    commWork = reinterpret_cast<float *>(arena + commAt);
+  std::map<int, int64_t> workAt;
+  int64_t end = aligned(bytes);
+  for (auto [lane, elements] : work)
+    if (elements > 0) {
+      workAt[lane] = aligned(end);
+      end = workAt[lane] + 4 * elements;
+    }
+  workspaceBytes = end - aligned(bytes);
+  char *arena = static_cast<char *>(device.allocateArena(end));
+  for (auto [lane, at] : workAt)
+    workspaces[lane] = reinterpret_cast<float *>(arena + at);
   for (size_t k = 0; k < program.buffers.size(); ++k) {
     const BufferSpec &b = program.buffers[k];
     std::vector<Storage> s(copyOffsets[k].size());
@@ -422,7 +429,9 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   Storage &in = storage(l.input, microBatch);
   Storage &out = storage(l.output, microBatch);
   int64_t g = c.groupSize(l.group), r = c.groupRank(l.group);
-  float *work = stream == Stream::Comm ? commWork : computeWork;
+  float *work = workspaces.count(stream.commLane())
+                    ? workspaces.at(stream.commLane())
+                    : nullptr;
   bool acc = l.accumulateOutput;
   // Slices of a buffer as f32: copied (bf16 widened) into the workspace,
   // and written back (bf16 rounded once).
@@ -647,9 +656,9 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       }
       auto ranUs = std::make_shared<std::pair<double, double>>();
       std::shared_future<void> done =
-          comm.start([this, &l, microBatch, ranUs](Communicator &c) {
+          comm.start(l.group, [this, &l, microBatch, ranUs](Communicator &c) {
             ranUs->first = microseconds(std::chrono::steady_clock::now());
-            collective(l, microBatch, c, Stream::Comm);
+            collective(l, microBatch, c, collectiveStream(l));
             ranUs->second = microseconds(std::chrono::steady_clock::now());
           });
       inFlight[l.output] = {done, ranUs, &l};

@@ -128,8 +128,10 @@ public:
   void setWatchdog(double seconds) override { watchdogSeconds = seconds; }
   void setStep(int64_t s) override { step = s; }
   std::shared_future<void>
-  start(std::function<void(Communicator &)> work) override {
-    // The work's own calls must not wait on the comm thread it runs on.
+  start(const std::string &,
+        std::function<void(Communicator &)> work) override {
+    // One comm thread for every group: CPU ranks prove the arithmetic, and
+    // the work's own calls must not wait on the thread they run on.
     return enqueue([this, work] {
       onWorker = true;
       work(*this);

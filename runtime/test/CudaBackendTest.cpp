@@ -719,7 +719,9 @@ TEST_F(CudaKernels, Bf16Rounding) {
   std::vector<uint16_t> rounded(4096);
   gpu->download(rounded.data(), half, 4096 * 2);
   EXPECT_EQ(rounded, host);
-  gpu->widen(wide, half, 4096, Stream::Comm);
+  // On a group's comm stream (created here), which synchronize() waits
+  // for as it does for the compute stream.
+  gpu->widen(wide, half, 4096, Stream::comm(3));
   gpu->synchronize();
   std::vector<float> back(4096);
   gpu->download(back.data(), wide, 4096 * 4);

@@ -62,11 +62,11 @@ int main(int argc, char **argv) {
     // Asynchronous: two all-reduces started, compute meanwhile, then wait.
     std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 2.0f);
     std::vector<int> order;
-    auto first = comm->start([&](Communicator &c) {
+    auto first = comm->start(name, [&](Communicator &c) {
       c.allReduce(name, a.data(), a.size(), false);
       order.push_back(1);
     });
-    auto second = comm->start([&](Communicator &c) {
+    auto second = comm->start(name, [&](Communicator &c) {
       c.allReduce(name, b.data(), b.size(), false);
       order.push_back(2);
     });

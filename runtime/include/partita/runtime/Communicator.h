@@ -45,12 +45,14 @@ public:
   virtual bool anyRank(bool mine) = 0;
   /// Waits until every send has been delivered.
   virtual void finishSends() = 0;
-  /// Starts `work` (calls of this interface) on the communicator's comm
-  /// thread and returns at once; the future is ready when it has run. The
-  /// synchronous calls above are this with an immediate wait, so
-  /// collectives run in the order they were started.
+  /// Starts `work` (calls of this interface over `group`) and returns at
+  /// once; the future is ready when it has run. `work` runs on the comm
+  /// thread (MPI), or is enqueued on `group`'s comm stream (NCCL). The
+  /// synchronous calls above are this with an immediate wait, so a group's
+  /// collectives run in the order they were started; those of different
+  /// groups may overlap where the backend has a stream per group.
   virtual std::shared_future<void>
-  start(std::function<void(Communicator &)> work) = 0;
+  start(const std::string &group, std::function<void(Communicator &)> work) = 0;
   /// A call that does not complete within `seconds` (0: never) stops the
   /// job, naming the call and the step set by setStep.
   virtual void setWatchdog(double seconds) = 0;

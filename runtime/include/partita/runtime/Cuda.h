@@ -29,14 +29,16 @@ const char *gemmPrecisionName(GemmPrecision precision);
 int cudaDeviceCount(std::string *why = nullptr);
 
 /// The kernels of the plan format on CUDA device `index`: fp32 buffers in
-/// one cudaMalloc'ed arena, GEMMs through cuBLASLt, a compute and a comm
-/// stream. Throws std::runtime_error naming the device when it cannot.
+/// one cudaMalloc'ed arena, GEMMs through cuBLASLt, a compute stream and a
+/// comm stream per plan group. Throws std::runtime_error naming the device when
+/// it cannot.
 std::unique_ptr<Device> createCudaDevice(int index, GemmPrecision precision);
 
 /// The plan's groups as NCCL communicators split from one world
 /// communicator (its id broadcast over MPI, which must be initialised);
-/// collectives run on `device`'s comm stream, ordered against its compute
-/// stream by events. `device` must come from createCudaDevice.
+/// a group's collectives run on `device`'s comm stream for that group,
+/// ordered against its compute stream by events. `device` must come from
+/// createCudaDevice.
 std::unique_ptr<Communicator> createNcclCommunicator(const Plan &plan,
                                                      Device &device);
 

@@ -43,9 +43,30 @@ struct KernelCall {
   const nlohmann::json *params = nullptr;
 };
 
-/// The two streams of a rank: kernels run on Compute, collectives and the
-/// data movement around them on Comm. On CPU both are the calling thread.
-enum class Stream { Compute, Comm };
+/// Where a rank's work runs: kernels on the compute stream; collectives,
+/// and the data movement around them, on the comm stream of their group
+/// (Plan::commLane), so that one group's collectives never queue behind
+/// another's: a tensor-parallel all-reduce does not wait for a data-parallel
+/// reduction started before it. On CPU all of them are the calling thread.
+class Stream {
+public:
+  static const Stream Compute;
+  static constexpr Stream comm(int lane) { return Stream(lane); }
+  constexpr bool isComm() const { return lane >= 0; }
+  /// The comm stream's lane (isComm()).
+  constexpr int commLane() const { return lane; }
+  constexpr bool operator==(const Stream &other) const {
+    return lane == other.lane;
+  }
+  constexpr bool operator!=(const Stream &other) const {
+    return !(*this == other);
+  }
+
+private:
+  constexpr explicit Stream(int lane) : lane(lane) {}
+  int lane;
+};
+inline constexpr Stream Stream::Compute = Stream(-1);
 
 /// Bytes in a GiB, the unit of memory sizes in messages.
 constexpr double kGiB = 1 << 30;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -168,6 +169,11 @@ struct Plan {
   std::vector<Coordinates> devices;
   /// Group name -> its groups, each a list of world ranks.
   std::map<std::string, std::vector<std::vector<int64_t>>> groups;
+  /// The comm stream of group `name`, one of `groups` (Stream::comm): its
+  /// position among the groups by name, the same on every rank.
+  int commLane(const std::string &name) const {
+    return int(std::distance(groups.begin(), groups.find(name)));
+  }
   Optimizer optimizer;
   std::vector<ParameterSpec> parameters;
   std::vector<Program> programs; // by pipeline rank

@@ -200,9 +200,15 @@ private:
   std::vector<std::vector<Storage>> buffers;
   int64_t bytes = 0;
   int64_t collectiveChunk;
-  /// Collective workspace, per stream, after the buffers.
+  /// Collective workspace after the buffers, by the lane of the stream
+  /// (Stream::commLane) whose collectives use it.
   int64_t workspaceBytes = 0;
-  float *computeWork = nullptr, *commWork = nullptr;
+  std::map<int, float *> workspaces;
+  /// Where collective `l`'s data movement runs: in line on the compute
+  /// stream, or, async, on its group's comm stream.
+  Stream collectiveStream(const Launch &l) const {
+    return l.async ? Stream::comm(plan.commLane(l.group)) : Stream::Compute;
+  }
   /// Each collective launch's chunking, worked out once.
   std::map<const Launch *, Chunking> chunkings;
   std::map<std::string, double> seconds;
