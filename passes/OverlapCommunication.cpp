@@ -157,27 +157,46 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
     // the block after next: a collective holds its input until its wait
     // (a gradient, say, that could be freed once reduced), and the memory
     // plan keeps it live until then.
-    std::optional<int64_t> block = exec::launchLayer(c);
-    for (Operation *prev = c->getPrevNode(); prev && !block;
-         prev = prev->getPrevNode())
-      block = exec::launchLayer(prev);
-    auto beyondNextBlock = [&](Operation *op) {
-      std::optional<int64_t> layer = exec::launchLayer(op);
-      return block && layer && (*layer - *block) * -direction >= 2;
+    auto latestEnd = [&](exec::CollectiveOp x) {
+      std::optional<int64_t> block = exec::launchLayer(x);
+      for (Operation *prev = x->getPrevNode(); prev && !block;
+           prev = prev->getPrevNode())
+        block = exec::launchLayer(prev);
+      auto beyondNextBlock = [&](Operation *op) {
+        std::optional<int64_t> layer = exec::launchLayer(op);
+        return block && layer && (*layer - *block) * -direction >= 2;
+      };
+      Operation *end = x->getNextNode();
+      while (!lastMicroBatch && end && !conflicts(end, x) &&
+             !beyondNextBlock(end))
+        end = end->getNextNode();
+      return end;
     };
-    Operation *end = c->getNextNode();
-    while (!lastMicroBatch && end && !conflicts(end, c) &&
-           !beyondNextBlock(end))
-      end = end->getNextNode();
+    Operation *end = latestEnd(c);
+    // A bucket runs as one collective: it starts in time for the member
+    // needed first (a ZeRO-3 layer's bias gathers, which its backward does
+    // not read, go with its weights).
+    Operation *needed = end;
+    for (exec::CollectiveOp m : bucketOf(c))
+      if (Operation *e = latestEnd(m);
+          e && (!needed || e->isBeforeInBlock(needed)))
+        needed = e;
     // Earliest start: a collective used by block L may start during the
     // block before it in the phase's order (L - 1 forward, L + 1 backward),
     // passing that block's kernels and waits, but no earlier: one block of
-    // prefetch. On the comm stream it may go ahead of collectives needed
-    // after it (gradient reductions waited for at the end of the phase),
-    // not of those needed before. One that no block uses starts only behind
-    // kernels. Sends and receives keep their place.
+    // prefetch. Each group has a comm stream of its own, so it passes other
+    // groups' collectives as it passes waits (a ZeRO-3 gather passes the
+    // block's tensor-parallel collectives); within its group it may go
+    // ahead of collectives needed after it (gradient reductions waited for
+    // at the end of the phase), not of those needed before. One that no
+    // block uses starts only behind kernels. Sends and receives keep their
+    // place.
+    // A member placed before this one already has its wait, right before
+    // the launch that reads it.
+    while (needed && isa<exec::WaitOp>(needed))
+      needed = needed->getNextNode();
     std::optional<int64_t> consumer =
-        end ? exec::launchLayer(end) : std::nullopt;
+        needed ? exec::launchLayer(needed) : std::nullopt;
     auto inWindow = [&](Operation *op) {
       std::optional<int64_t> layer = exec::launchLayer(op);
       return consumer && layer &&
@@ -192,8 +211,13 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
           }))
         passable = false;
       else if (auto other = dyn_cast<exec::CollectiveOp>(prev))
-        passable = end && other.getGroup() != "tied" &&
-                   other.getGroup() != "world" && neededLater(other, end) &&
+        passable = needed && other.getGroup() != "tied" &&
+                   other.getGroup() != "world" &&
+                   (llvm::all_of(bucketOf(other),
+                                 [&](exec::CollectiveOp m) {
+                                   return neededLater(m, needed);
+                                 }) ||
+                    (other.getGroup() != c.getGroup() && consumer)) &&
                    !(c->hasAttr("bucket") &&
                      other->getAttr("bucket") == c->getAttr("bucket"));
       else if (isa<exec::WaitOp>(prev))

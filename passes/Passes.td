@@ -396,10 +396,12 @@ def ExecOverlapCommunication
     (the simulator charges a bucket's latency once). Then, in every phase,
     each collective over `tp`, `tp_kv` or `dp` becomes
     `async`: its start moves up past launches that neither write its input
-    nor touch its output, but not above the previous collective or its
-    wait, nor above a pipeline send or receive (collectives keep their
-    order on the comm stream, and at most one is prefetched ahead of the
-    one being waited for); an `exec.wait` on its output goes right before
+    nor touch its output, within one block of prefetch, but not above the
+    previous collective of its group that is needed before it, nor above a
+    pipeline send or receive (a group's collectives keep their order on its
+    comm stream; other groups' run on their own streams, so it passes
+    them). A bucket moves as one, in time for the member needed first. An
+    `exec.wait` on its output goes right before
     the first later launch that touches its output or writes its input, or
     at the end of the phase. What this overlaps, in the plans the compiler
     builds:

@@ -954,10 +954,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       // backward in every micro-batch, prefetched one layer ahead: what the
       // previous layer's compute does not cover is exposed. In backward the
       // dp stream also reduces the gradients of the layer before, one
-      // bucket (or more) per layer. Collectives keep their order on the
-      // comm stream (exec-overlap-communication), so with tp > 1 a gather
-      // starts only after the previous layer's last tp collective, which
-      // ends it: nothing hides the gather, only the reduction hides.
+      // bucket (or more) per layer. The dp group has a comm stream of its
+      // own, so with tp > 1 a gather starts ahead of the previous layer's
+      // tp collectives (exec-overlap-communication) and hides alike.
       double calls = 0;
       for (int64_t i : c.layersOfRank(busiestRank, L)) {
         const LayerCost &layer = layers[i];
@@ -970,10 +969,8 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                             : 0;
         double backward = layer.backwardS + layer.recomputeS;
         e.dpCommS += 2 * m * ag;
-        e.zero3GatherExposedS +=
-            t > 1 ? m * (2 * ag + std::max(0.0, rs - backward))
-                  : m * (std::max(0.0, ag - layer.forwardS) +
-                         std::max(0.0, ag + rs - backward));
+        e.zero3GatherExposedS += m * (std::max(0.0, ag - layer.forwardS) +
+                                      std::max(0.0, ag + rs - backward));
         calls += 2 * m;
       }
       double bytes = eb * layers.front().params;

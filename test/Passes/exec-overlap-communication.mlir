@@ -9,6 +9,7 @@
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=0,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication{bucket-mb=0.01})' 2>/dev/null | FileCheck %s --check-prefix=Z0
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>&1 >/dev/null | FileCheck %s --check-prefix=TP-REPORT
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=TP
+// RUN: plan-opt %examples/models/tiny-gpt2.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:4 strategy=dp=2,tp=2,sp=1,zero=3,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward,exec-overlap-communication)' 2>/dev/null | FileCheck %s --check-prefix=Z3-TP
 
 // ZeRO-3, forward: the gathers of block 1 start before block 0's first
 // kernel and are waited for at block 1's first use of each parameter; the
@@ -94,3 +95,21 @@
 // TP-REPORT: overlap: tp 0 of 12 async (12 not: the launch after it needs its result at once); world 0 of 1 async (1 not: its group spans ranks of other programs);
 // TP-NOT: async
 // TP-NOT: exec.wait
+
+// ZeRO-3 with tp=2 and sequence parallelism (GPT-2, with biases): each
+// group has a comm stream of its own, so a block's gathers start ahead of
+// the previous block's tensor-parallel collectives. A bucket moves as one:
+// the biases, which backward does not read, stay with the weights, and no
+// other bucket comes between its members.
+// Z3-TP-LABEL: exec.phase forward chunk 0 {
+// Z3-TP: exec.collective all_gather "dp" @layers.1.attn_norm.weight.shard -> @layers.1.attn_norm.weight async {bucket = [[F1:[0-9]+]] : i64}
+// Z3-TP-COUNT-15: exec.collective all_gather "dp" @layers.1.{{.*}} async {bucket = [[F1]] : i64}
+// Z3-TP: exec.kernel "layer_norm" ins [@{{.*}}, @layers.0.attn_norm.weight, @layers.0.attn_norm.bias]
+// Z3-TP-NEXT: exec.collective all_gather "tp" @layers.0.layer_norm.{{[0-9]+}} -> @layers.0.all_gather.{{[0-9]+}} dim 1 async
+// Z3-TP-LABEL: exec.phase backward chunk 0 {
+// Z3-TP: exec.collective all_gather "dp" @layers.1.attn_norm.weight.shard -> @layers.1.attn_norm.weight async {bucket = [[B1:[0-9]+]] : i64, layer = 1 : i64}
+// Z3-TP-COUNT-15: exec.collective all_gather "dp" @layers.1.{{.*}} async {bucket = [[B1]] : i64, layer = 1 : i64}
+// Z3-TP-NEXT: exec.collective all_gather "dp" @layers.0.attn_norm.weight.shard -> @layers.0.attn_norm.weight async {bucket = [[B0:[0-9]+]] : i64, layer = 0 : i64}
+// Z3-TP-COUNT-15: exec.collective all_gather "dp" @layers.0.{{.*}} async {bucket = [[B0]] : i64, layer = 0 : i64}
+// Z3-TP-NOT: exec.collective all_gather "dp" @layers.
+// Z3-TP: exec.collective all_gather "tp" {{.*}} async {layer = 1 : i64}
