@@ -721,6 +721,12 @@ public:
   void fillZero(void *dst, int64_t bytes, Stream) override {
     std::memset(dst, 0, bytes);
   }
+  void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+                int64_t bytes, int64_t rows, Stream) override {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char *>(dst) + r * dstPitch,
+                  static_cast<const char *>(src) + r * srcPitch, bytes);
+  }
   bool hasBf16() const override { return true; }
   void widen(float *dst, const uint16_t *src, int64_t n, Stream) override {
     widenBf16(src, dst, n);

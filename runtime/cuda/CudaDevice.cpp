@@ -420,6 +420,14 @@ void CudaDevice::fillZero(void *dst, int64_t bytes, Stream s) {
   check(cudaMemsetAsync(dst, 0, bytes, stream(s)), "fillZero");
 }
 
+void CudaDevice::copyRows(void *dst, int64_t dstPitch, const void *src,
+                          int64_t srcPitch, int64_t bytes, int64_t rows,
+                          Stream s) {
+  check(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, bytes, rows,
+                          cudaMemcpyDeviceToDevice, stream(s)),
+        "a device copy");
+}
+
 void CudaDevice::transposeBlocks(float *dst, const float *src, int64_t a,
                                  int64_t b, int64_t inner, bool accumulate,
                                  Stream s) {

@@ -86,6 +86,8 @@ public:
   void upload(void *dst, const void *src, int64_t bytes) override;
   void download(void *dst, const void *src, int64_t bytes) override;
   void fillZero(void *dst, int64_t bytes, Stream stream) override;
+  void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+                int64_t bytes, int64_t rows, Stream stream) override;
   void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                        int64_t inner, bool accumulate, Stream stream) override;
   bool hasBf16() const override { return true; }

@@ -116,6 +116,13 @@ public:
       return ncclAllGather(in, out, size_t(n), ncclFloat, g.comm, s);
     });
   }
+  void allGather(const std::string &name, const uint16_t *in, int64_t n,
+                 uint16_t *out) override {
+    const Group &g = group(name);
+    collective("all-gather over " + name, name, [&](cudaStream_t s) {
+      return ncclAllGather(in, out, size_t(n), ncclBfloat16, g.comm, s);
+    });
+  }
   void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
     const Group &g = group(name);

@@ -433,6 +433,11 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
                     ? workspaces.at(stream.commLane())
                     : nullptr;
   bool acc = l.accumulateOutput;
+  // A bf16 buffer gathered into a bf16 one moves as it is, through the
+  // workspace as bf16: exact, and half the bytes of widening it first.
+  bool asBf16 = l.collective == Launch::Collective::AllGather &&
+                inSpec.isBf16 && outSpec.isBf16 && !acc;
+  auto *work16 = reinterpret_cast<uint16_t *>(work);
   // Slices of a buffer as f32: copied (bf16 widened) into the workspace,
   // and written back (bf16 rounded once).
   auto read = [&](const Storage &s, const BufferSpec &spec, int64_t at,
@@ -464,8 +469,22 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   auto allGatherColumns = [&](int64_t inAt, int64_t inEnd, int64_t outAt,
                               int64_t outEnd, int64_t shard, int64_t first,
                               int64_t n) {
-    float *mine = work, *gathered = work + n;
     int64_t have = clamp(inEnd - (inAt + first), n);
+    if (asBf16) {
+      uint16_t *mine = work16, *gathered = work16 + n;
+      if (have < n)
+        device.fillZero(mine + have, (n - have) * 2, stream);
+      if (have > 0)
+        device.copy(mine, in.h.data() + inAt + first, have * 2, stream);
+      c.allGather(l.group, mine, n, gathered);
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t at = outAt + k * shard + first;
+        if (int64_t m = clamp(outEnd - at, n); m > 0)
+          device.copy(out.h.data() + at, gathered + k * n, m * 2, stream);
+      }
+      return;
+    }
+    float *mine = work, *gathered = work + n;
     if (have < n)
       device.fillZero(mine + have, (n - have) * 4, stream);
     read(in, inSpec, inAt + first, have, mine);
@@ -540,6 +559,16 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   // Whole rows [first, first + n) of a split collective at a time.
   for (int64_t first = 0; first < chunks.rows; first += chunks.rowsPerChunk) {
     int64_t n = std::min(chunks.rowsPerChunk, chunks.rows - first);
+    if (gather && asBf16) {
+      // Gathered as [g][n][inner] from the rows as they are; block k of
+      // each row goes to its place in the output rows [n][g][inner].
+      c.allGather(l.group, in.h.data() + first * inner, n * inner, work16);
+      for (int64_t k = 0; k < g; ++k)
+        device.copyRows(out.h.data() + (first * g + k) * inner, g * inner * 2,
+                        work16 + k * n * inner, inner * 2, inner * 2, n,
+                        stream);
+      continue;
+    }
     if (gather) {
       // Gathered as [g][n][inner]; the output rows are [n][g][inner].
       float *mine = work;

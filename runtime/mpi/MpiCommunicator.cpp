@@ -76,6 +76,15 @@ public:
             "all_gather", name);
     });
   }
+  void allGather(const std::string &name, const uint16_t *in, int64_t n,
+                 uint16_t *out) override {
+    MPI_Comm comm = group(name).comm;
+    call("all_gather over " + name, [=] {
+      check(MPI_Allgather(in, int(n), MPI_UINT16_T, out, int(n), MPI_UINT16_T,
+                          comm),
+            "all_gather", name);
+    });
+  }
   void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
     MPI_Comm comm = group(name).comm;

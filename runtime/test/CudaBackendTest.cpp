@@ -704,6 +704,27 @@ TEST_F(CudaKernels, Optimizer) {
   checkTogether(many);
 }
 
+// Rows copied between pitches on a comm stream, as a bf16 all-gather puts
+// each rank's block of every row in place: byte for byte as on the CPU.
+TEST_F(CudaKernels, CopyRows) {
+  std::vector<uint16_t> source(3 * 8), want(3 * 12, 0xabcd);
+  for (size_t e = 0; e < source.size(); ++e)
+    source[e] = uint16_t(0x7f80 + e); // infinity and NaNs among them
+  auto *from = static_cast<uint16_t *>(gpu->allocateArena(source.size() * 2));
+  auto *to = static_cast<uint16_t *>(gpu->allocateArena(want.size() * 2));
+  gpu->upload(from, source.data(), int64_t(source.size() * 2));
+  gpu->upload(to, want.data(), int64_t(want.size() * 2));
+  gpu->synchronize();
+  // Three rows of 5 elements, 8 apart, to 12 apart, from the third.
+  gpu->copyRows(to + 2, 24, from + 1, 16, 10, 3, Stream::comm(1));
+  cpu->copyRows(want.data() + 2, 24, source.data() + 1, 16, 10, 3,
+                Stream::Compute);
+  gpu->synchronize();
+  std::vector<uint16_t> got(want.size());
+  gpu->download(got.data(), to, int64_t(got.size() * 2));
+  EXPECT_EQ(got, want);
+}
+
 // bf16 buffers: the GPU's rounding is the host's, bit for bit, both ways.
 TEST_F(CudaKernels, Bf16Rounding) {
   Tensor values = normal({4096}, 3);

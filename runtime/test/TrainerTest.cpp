@@ -56,6 +56,10 @@ public:
   void fillZero(void *dst, int64_t bytes, Stream s) override {
     cpu->fillZero(dst, bytes, s);
   }
+  void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+                int64_t bytes, int64_t rows, Stream s) override {
+    cpu->copyRows(dst, dstPitch, src, srcPitch, bytes, rows, s);
+  }
   void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                        int64_t inner, bool accumulate, Stream s) override {
     cpu->transposeBlocks(dst, src, a, b, inner, accumulate, s);

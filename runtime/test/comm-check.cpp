@@ -56,6 +56,13 @@ int main(int argc, char **argv) {
     comm->allGather(name, mine.data(), 2, all.data());
     for (int64_t q = 0; q < g; ++q)
       expect(all[2 * q] == float(q), name + " all_gather order");
+    // bf16 elements gather as they are, bit for bit.
+    std::vector<uint16_t> mine16 = {uint16_t(0x7fc1 + r), uint16_t(r)},
+                          all16(2 * g);
+    comm->allGather(name, mine16.data(), 2, all16.data());
+    for (int64_t q = 0; q < g; ++q)
+      expect(all16[2 * q] == 0x7fc1 + q && all16[2 * q + 1] == q,
+             name + " bf16 all_gather");
     std::vector<float> blocks(2 * g, 1.0f), block(2);
     comm->reduceScatter(name, blocks.data(), 2, block.data());
     expect(block[1] == float(g), name + " reduce_scatter");

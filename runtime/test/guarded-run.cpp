@@ -77,6 +77,11 @@ public:
     Open open(*this);
     cpu->fillZero(dst, bytes, stream);
   }
+  void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+                int64_t bytes, int64_t rows, Stream stream) override {
+    Open open(*this);
+    cpu->copyRows(dst, dstPitch, src, srcPitch, bytes, rows, stream);
+  }
   void transposeBlocks(float *dst, const float *src, int64_t a, int64_t b,
                        int64_t inner, bool accumulate, Stream stream) override {
     Open open(*this);

@@ -371,6 +371,24 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
   return cudaSuccess;
 }
 
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dstPitch, const void *src,
+                              size_t srcPitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t stream) {
+  if (width == 0 || height == 0)
+    return cudaSuccess;
+  // Between device buffers only: the backend copies nothing else in rows.
+  if (kind != cudaMemcpyDeviceToDevice || dstPitch < width ||
+      srcPitch < width || !onDevice(src, srcPitch * (height - 1) + width) ||
+      !onDevice(dst, dstPitch * (height - 1) + width))
+    return fails(cudaErrorInvalidValue);
+  enqueue(stream, [=] {
+    for (size_t r = 0; r < height; ++r)
+      std::memmove(static_cast<char *>(dst) + r * dstPitch,
+                   static_cast<const char *>(src) + r * srcPitch, width);
+  });
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
   *stream = new CUstream_st;
   state().streams.insert(*stream);

@@ -93,6 +93,10 @@ bool datatype(ncclDataType_t type, MPI_Datatype &mpi, size_t &bytes) {
     mpi = MPI_BYTE;
     bytes = 1;
     return true;
+  case ncclBfloat16: // gathered as they are; MPI cannot sum them
+    mpi = MPI_UINT16_T;
+    bytes = 2;
+    return true;
   default:
     return false;
   }
@@ -136,7 +140,7 @@ struct Buffer {
 bool takes(ncclComm_t comm, ncclDataType_t type, std::optional<ncclRedOp_t> op,
            std::initializer_list<Buffer> buffers, MpiArgs &args) {
   if (!comm || !datatype(type, args.type, args.bytes) ||
-      (op && !operation(*op, args.op)))
+      (op && (type == ncclBfloat16 || !operation(*op, args.op))))
     return false;
   for (const Buffer &b : buffers)
     if (!emulator::onDevice(b.data, b.elements * args.bytes))

@@ -29,6 +29,9 @@ public:
   /// `out` = every member's `n` elements of `in`, in group order.
   virtual void allGather(const std::string &group, const float *in, int64_t n,
                          float *out) = 0;
+  /// The same of bf16 elements, moved as they are (half the bytes).
+  virtual void allGather(const std::string &group, const uint16_t *in,
+                         int64_t n, uint16_t *out) = 0;
   /// `out` = block `groupRank` (of `n` elements) of the sum over members of
   /// `in` (groupSize x n elements).
   virtual void reduceScatter(const std::string &group, const float *in,

@@ -128,6 +128,15 @@ public:
   /// Device memory to host memory, once the compute stream gets there.
   virtual void download(void *dst, const void *src, int64_t bytes) = 0;
   virtual void fillZero(void *dst, int64_t bytes, Stream stream) = 0;
+  /// Device memory to device memory, on `stream`: `rows` rows of `bytes`
+  /// bytes, `srcPitch` bytes apart from `src` and `dstPitch` bytes apart
+  /// from `dst`, which do not overlap.
+  virtual void copyRows(void *dst, int64_t dstPitch, const void *src,
+                        int64_t srcPitch, int64_t bytes, int64_t rows,
+                        Stream stream) = 0;
+  void copy(void *dst, const void *src, int64_t bytes, Stream stream) {
+    copyRows(dst, bytes, src, bytes, bytes, 1, stream);
+  }
   /// Whether the device takes bf16 buffers (as TensorRef::h).
   virtual bool hasBf16() const { return false; }
   /// bf16 to f32, and f32 to bf16 rounded to nearest even (added to `dst`
