@@ -392,8 +392,10 @@ def ExecOverlapCommunication
     (gradient reductions as gradients become final, ZeRO-3 parameter
     gathers of a block) form buckets of at most `bucket-mb` MiB (default 25,
     PyTorch DDP's): the members move down to the last one and carry a
-    common `bucket` number, and a runtime launches a bucket as one group
-    (the simulator charges a bucket's latency once). Then, in every phase,
+    common `bucket` number (the simulator and the cost model charge a
+    bucket as one collective of all its bytes, its latency once; the CPU
+    and CUDA runtimes still run its members one after another, each paying
+    its own). Then, in every phase,
     each collective over `tp`, `tp_kv` or `dp` becomes
     `async`: its start moves up past launches that neither write its input
     nor touch its output, within one block of prefetch, but not above the
