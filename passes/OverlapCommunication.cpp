@@ -136,6 +136,8 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
       return buckets[id.getInt()];
     return {c};
   };
+  // Per bucket, the first launch that needs one of its members.
+  std::map<int64_t, Operation *> bucketNeeded;
   OpBuilder b(phase.getContext());
   // Forward walks the blocks up, backward down.
   int64_t direction = phase.getKind() == exec::PhaseKind::backward ? 1 : -1;
@@ -175,12 +177,17 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
     Operation *end = latestEnd(c);
     // A bucket runs as one collective: it starts in time for the member
     // needed first (a ZeRO-3 layer's bias gathers, which its backward does
-    // not read, go with its weights).
+    // not read, go with its weights), found before any member moves.
     Operation *needed = end;
-    for (exec::CollectiveOp m : bucketOf(c))
-      if (Operation *e = latestEnd(m);
-          e && (!needed || e->isBeforeInBlock(needed)))
-        needed = e;
+    if (auto id = c->getAttrOfType<IntegerAttr>("bucket")) {
+      auto [it, first] = bucketNeeded.try_emplace(id.getInt(), end);
+      if (first)
+        for (exec::CollectiveOp m : bucketOf(c))
+          if (Operation *e = latestEnd(m);
+              e && (!it->second || e->isBeforeInBlock(it->second)))
+            it->second = e;
+      needed = it->second;
+    }
     // Earliest start: a collective used by block L may start during the
     // block before it in the phase's order (L - 1 forward, L + 1 backward),
     // passing that block's kernels and waits, but no earlier: one block of
@@ -191,10 +198,6 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
     // at the end of the phase), not of those needed before. One that no
     // block uses starts only behind kernels. Sends and receives keep their
     // place.
-    // A member placed before this one already has its wait, right before
-    // the launch that reads it.
-    while (needed && isa<exec::WaitOp>(needed))
-      needed = needed->getNextNode();
     std::optional<int64_t> consumer =
         needed ? exec::launchLayer(needed) : std::nullopt;
     auto inWindow = [&](Operation *op) {

@@ -113,9 +113,10 @@ def DistConfirmStrategy : Pass<"dist-confirm-strategy", "mlir::ModuleOp"> {
     plan fits the device (or `memory-cap-gib`) becomes `dist.strategy`
     (with `objective=memory`, the one whose memory plan is smallest). It
     goes on down the runners-up while none fits, and, for throughput,
-    while the fastest that fits simulates over 5% slower than its closed
-    form and the last one checked promised better than that: the closed
-    form missed a cost of that plan, which it may not of the next.
+    while the last one checked promised better than the fastest that fits
+    simulates, or within 1% of it: the closed form is a few percent off the
+    simulation either way, and may have missed a cost of that plan that it
+    does not of the next.
     Prints one line per candidate with both estimates and the memory plan's
     peak. When none of the search's candidates fits, its winner stays, with
     a warning.
