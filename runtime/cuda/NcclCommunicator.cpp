@@ -116,6 +116,22 @@ public:
       return ncclAllGather(in, out, size_t(n), ncclFloat, g.comm, s);
     });
   }
+  void allReduce(const std::string &name, uint16_t *data, int64_t n,
+                 bool max) override {
+    const Group &g = group(name);
+    collective("all-reduce over " + name, name, [&](cudaStream_t s) {
+      return ncclAllReduce(data, data, size_t(n), ncclBfloat16,
+                           max ? ncclMax : ncclSum, g.comm, s);
+    });
+  }
+  void reduceScatter(const std::string &name, const uint16_t *in, int64_t n,
+                     uint16_t *out) override {
+    const Group &g = group(name);
+    collective("reduce-scatter over " + name, name, [&](cudaStream_t s) {
+      return ncclReduceScatter(in, out, size_t(n), ncclBfloat16, ncclSum,
+                               g.comm, s);
+    });
+  }
   void allGather(const std::string &name, const uint16_t *in, int64_t n,
                  uint16_t *out) override {
     const Group &g = group(name);

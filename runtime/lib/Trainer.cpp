@@ -389,10 +389,11 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
     return c;
   };
   if (l.collective == Launch::Collective::AllReduce) {
-    // In place: f32 runs whole with no workspace, bf16 in slices.
+    // In place: f32, and bf16 reduced as bf16, run whole with no
+    // workspace; bf16 reduced in f32 in slices.
     c.rows = 1;
     c.columns = in.elements;
-    if (in.isBf16) {
+    if (in.isBf16 && !movesAsBf16(l)) {
       c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk, 1,
                                               std::max<int64_t>(1, c.columns));
       c.workspace = c.columnsPerChunk;
@@ -422,6 +423,15 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
   return c;
 }
 
+bool Trainer::movesAsBf16(const Launch &l) const {
+  const BufferSpec &in = program.buffers[l.input];
+  const BufferSpec &out = program.buffers[l.output];
+  bool activation = in.kind == BufferKind::Activation ||
+                    in.kind == BufferKind::ActivationGrad;
+  return in.isBf16 && out.isBf16 && !l.accumulateOutput &&
+         (l.collective == Launch::Collective::AllGather || activation);
+}
+
 void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
                          Stream stream) {
   const BufferSpec &inSpec = program.buffers[l.input];
@@ -433,10 +443,7 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
                     ? workspaces.at(stream.commLane())
                     : nullptr;
   bool acc = l.accumulateOutput;
-  // A bf16 buffer gathered into a bf16 one moves as it is, through the
-  // workspace as bf16: exact, and half the bytes of widening it first.
-  bool asBf16 = l.collective == Launch::Collective::AllGather &&
-                inSpec.isBf16 && outSpec.isBf16 && !acc;
+  bool asBf16 = movesAsBf16(l);
   auto *work16 = reinterpret_cast<uint16_t *>(work);
   // Slices of a buffer as f32: copied (bf16 widened) into the workspace,
   // and written back (bf16 rounded once).
@@ -498,6 +505,18 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   // inEnd) into this rank's at outAt.
   auto reduceScatterColumns = [&](int64_t inAt, int64_t inEnd, int64_t outAt,
                                   int64_t shard, int64_t first, int64_t n) {
+    if (asBf16) {
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t at = inAt + k * shard + first;
+        int64_t have = clamp(inEnd - at, n);
+        if (have < n)
+          device.fillZero(work16 + k * n + have, (n - have) * 2, stream);
+        if (have > 0)
+          device.copy(work16 + k * n, in.h.data() + at, have * 2, stream);
+      }
+      c.reduceScatter(l.group, work16, n, out.h.data() + outAt + first);
+      return;
+    }
     float *blocks = work, *value = work + g * n;
     for (int64_t k = 0; k < g; ++k) {
       int64_t at = inAt + k * shard + first;
@@ -514,6 +533,10 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   int64_t inner = chunks.columns;
   if (l.collective == Launch::Collective::AllReduce) {
     // In place (Plan.cpp checks), element by element.
+    if (asBf16) {
+      c.allReduce(l.group, in.h.data(), inSpec.elements, l.reduceMax);
+      return;
+    }
     if (!inSpec.isBf16) {
       c.allReduce(l.group, in.f.data(), inner, l.reduceMax);
       return;
@@ -588,6 +611,16 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
       float *rows = gathered + g * n * inner;
       device.transposeBlocks(rows, gathered, g, n, inner, false, stream);
       write(out, outSpec, at, g * n * inner, rows, acc);
+      continue;
+    }
+    if (asBf16) {
+      // [n][g][inner] reordered as [g][n][inner] for the collective, whose
+      // result is this rank's rows as they are.
+      for (int64_t k = 0; k < g; ++k)
+        device.copyRows(work16 + k * n * inner, inner * 2,
+                        in.h.data() + (first * g + k) * inner, g * inner * 2,
+                        inner * 2, n, stream);
+      c.reduceScatter(l.group, work16, n * inner, out.h.data() + first * inner);
       continue;
     }
     // [n][g][inner] reordered as [g][n][inner] for the collective.

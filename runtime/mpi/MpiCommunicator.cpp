@@ -1,6 +1,7 @@
 //===- MpiCommunicator.cpp - The Communicator over MPI --------------------===//
 
 #include "MpiCommunicator.h"
+#include "Bf16Reductions.h"
 
 #include "partita/runtime/GroupedCommunicator.h"
 #include "partita/runtime/Plan.h"
@@ -74,6 +75,24 @@ public:
     call("all_gather over " + name, [=] {
       check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm),
             "all_gather", name);
+    });
+  }
+  void allReduce(const std::string &name, uint16_t *data, int64_t n,
+                 bool max) override {
+    MPI_Comm comm = group(name).comm;
+    call("all_reduce over " + name, [=] {
+      check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_UINT16_T,
+                          bf16Reduction(max), comm),
+            "all_reduce", name);
+    });
+  }
+  void reduceScatter(const std::string &name, const uint16_t *in, int64_t n,
+                     uint16_t *out) override {
+    MPI_Comm comm = group(name).comm;
+    call("reduce_scatter over " + name, [=] {
+      check(MPI_Reduce_scatter_block(in, out, int(n), MPI_UINT16_T,
+                                     bf16Reduction(false), comm),
+            "reduce_scatter", name);
     });
   }
   void allGather(const std::string &name, const uint16_t *in, int64_t n,

@@ -32,6 +32,11 @@ public:
                  uint16_t *out) override {
     touch([&] { std::memmove(out, in, n * sizeof(uint16_t)); });
   }
+  void allReduce(const std::string &, uint16_t *, int64_t, bool) override {}
+  void reduceScatter(const std::string &, const uint16_t *in, int64_t n,
+                     uint16_t *out) override {
+    touch([&] { std::memmove(out, in, n * sizeof(uint16_t)); });
+  }
   void reduceScatter(const std::string &, const float *in, int64_t n,
                      float *out) override {
     touch([&] { std::memmove(out, in, n * sizeof(float)); });

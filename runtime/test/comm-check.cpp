@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "partita/runtime/Bf16.h"
 #include "partita/runtime/Plan.h"
 
 #include "../mpi/MpiCommunicator.h"
@@ -63,6 +64,16 @@ int main(int argc, char **argv) {
     for (int64_t q = 0; q < g; ++q)
       expect(all16[2 * q] == 0x7fc1 + q && all16[2 * q + 1] == q,
              name + " bf16 all_gather");
+    // bf16 sums and maxima of small integers, which bf16 holds exactly.
+    std::vector<uint16_t> x16(3, toBf16(float(r + 1)));
+    comm->allReduce(name, x16.data(), 3, false);
+    expect(fromBf16(x16[2]) == g * (g + 1) / 2.0f, name + " bf16 all_reduce");
+    std::fill(x16.begin(), x16.end(), toBf16(float(r + 1)));
+    comm->allReduce(name, x16.data(), 3, true);
+    expect(fromBf16(x16[0]) == float(g), name + " bf16 all_reduce max");
+    std::vector<uint16_t> blocks16(2 * g, toBf16(1.0f)), block16(2);
+    comm->reduceScatter(name, blocks16.data(), 2, block16.data());
+    expect(fromBf16(block16[1]) == float(g), name + " bf16 reduce_scatter");
     std::vector<float> blocks(2 * g, 1.0f), block(2);
     comm->reduceScatter(name, blocks.data(), 2, block.data());
     expect(block[1] == float(g), name + " reduce_scatter");

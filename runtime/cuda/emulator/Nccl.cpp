@@ -34,6 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../../mpi/Bf16Reductions.h"
 #include "Emulator.h"
 
 #include <cuda_runtime_api.h>
@@ -93,7 +94,7 @@ bool datatype(ncclDataType_t type, MPI_Datatype &mpi, size_t &bytes) {
     mpi = MPI_BYTE;
     bytes = 1;
     return true;
-  case ncclBfloat16: // gathered as they are; MPI cannot sum them
+  case ncclBfloat16: // reduced by Bf16Reductions.h's operations
     mpi = MPI_UINT16_T;
     bytes = 2;
     return true;
@@ -102,13 +103,13 @@ bool datatype(ncclDataType_t type, MPI_Datatype &mpi, size_t &bytes) {
   }
 }
 
-bool operation(ncclRedOp_t op, MPI_Op &mpi) {
-  if (op == ncclSum)
-    mpi = MPI_SUM;
-  else if (op == ncclMax)
-    mpi = MPI_MAX;
-  else
+bool operation(ncclRedOp_t op, ncclDataType_t type, MPI_Op &mpi) {
+  if (op != ncclSum && op != ncclMax)
     return false;
+  if (type == ncclBfloat16)
+    mpi = partita::runtime::bf16Reduction(op == ncclMax);
+  else
+    mpi = op == ncclSum ? MPI_SUM : MPI_MAX;
   return true;
 }
 
@@ -140,7 +141,7 @@ struct Buffer {
 bool takes(ncclComm_t comm, ncclDataType_t type, std::optional<ncclRedOp_t> op,
            std::initializer_list<Buffer> buffers, MpiArgs &args) {
   if (!comm || !datatype(type, args.type, args.bytes) ||
-      (op && (type == ncclBfloat16 || !operation(*op, args.op))))
+      (op && !operation(*op, type, args.op)))
     return false;
   for (const Buffer &b : buffers)
     if (!emulator::onDevice(b.data, b.elements * args.bytes))

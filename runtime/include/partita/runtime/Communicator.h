@@ -29,9 +29,16 @@ public:
   /// `out` = every member's `n` elements of `in`, in group order.
   virtual void allGather(const std::string &group, const float *in, int64_t n,
                          float *out) = 0;
-  /// The same of bf16 elements, moved as they are (half the bytes).
+  /// The same three of bf16 elements, moved as they are (half the bytes):
+  /// reductions add (or compare) in f32 and round to bf16 as they combine
+  /// values, as NCCL does, so with more than two members their result may
+  /// differ from the f32 sum rounded once.
   virtual void allGather(const std::string &group, const uint16_t *in,
                          int64_t n, uint16_t *out) = 0;
+  virtual void allReduce(const std::string &group, uint16_t *data, int64_t n,
+                         bool max) = 0;
+  virtual void reduceScatter(const std::string &group, const uint16_t *in,
+                             int64_t n, uint16_t *out) = 0;
   /// `out` = block `groupRank` (of `n` elements) of the sum over members of
   /// `in` (groupSize x n elements).
   virtual void reduceScatter(const std::string &group, const float *in,

@@ -183,6 +183,11 @@ private:
     bool inColumns = false;
   };
   Chunking chunking(const Launch &l) const;
+  /// Whether collective `l` moves its bf16 buffers as bf16 (half the bytes
+  /// of widening them to f32 first): all-gathers, exact whatever the dtype,
+  /// and reductions of activations and their gradients, which Megatron-LM
+  /// runs in bf16 too. Parameter gradients sum in f32, rounded once.
+  bool movesAsBf16(const Launch &l) const;
   /// Uploads the tokens and labels phase `phase`'s model chunk reads, of
   /// micro-batch `microBatch`, before its forward run.
   void fillInputs(int64_t step, int64_t microBatch, int phase);
