@@ -8,10 +8,11 @@
 // makes the comm stream wait for the compute stream's work so far and the
 // compute stream wait for the collective, so the host never blocks; start()
 // leaves the second wait to the future's get(), which is where the plan's
-// `wait` puts it. Pipeline messages use one two-rank
-// communicator and stream per direction of each neighbour pair, so sends
-// and receives of a 1F1B schedule never queue behind each other; only the
-// directions the rank's program uses are connected.
+// `wait` puts it. bf16 buffers go as ncclBfloat16 where the executor moves
+// them as bf16. Pipeline messages use one two-rank communicator and stream
+// per direction of each neighbour pair, so sends and receives of a 1F1B
+// schedule never queue behind each other; only the directions the rank's
+// program uses are connected.
 //
 // A watchdog thread follows every enqueued operation by its event: past the
 // collective timeout, or on an NCCL asynchronous error, it aborts the
