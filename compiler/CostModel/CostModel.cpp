@@ -1065,14 +1065,16 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     mem.optimizerStates =
         optimizerStateBytes(eb) * r.params / (c.zero >= 1 ? dp : 1);
     mem.activations = r.kept + r.working;
-    // The gathered activation of tp/sp collectives, a gradient bucket,
-    // ZeRO-3's two prefetched layers.
-    mem.buffers =
-        (t > 1 ? eb * tokens * h : 0) +
-        (dp > 1 ? std::min(gradientBytes * r.params,
-                           std::max(25e6 * gradientBytes, params.bucketBytes()))
-                : 0) +
-        (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
+    // The gathered activation of tp/sp collectives, the gradients on their
+    // way to a reduction (a bucket; under ZeRO 2 and 3, which keep only
+    // shards, the full gradients of two layers, one reducing while the next
+    // is computed), ZeRO-3's two prefetched layers.
+    double reducing =
+        std::max({25e6 * gradientBytes, params.bucketBytes(),
+                  c.zero >= 2 ? 2 * gradientBytes * r.layerParamsMax : 0.0});
+    mem.buffers = (t > 1 ? eb * tokens * h : 0) +
+                  (dp > 1 ? std::min(gradientBytes * r.params, reducing) : 0) +
+                  (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
     if (mem.total() > e.memory.total())
       e.memory = mem;
   }
