@@ -38,8 +38,8 @@ struct GroupTally {
   std::map<std::string, int64_t> syncWhy;
 };
 
-/// Whether async collective `c` is waited for after `op`: the comm stream
-/// may run a collective needed at `op` before it.
+/// Whether async collective `c` is waited for after `op`: its group's comm
+/// stream may run a collective needed at `op` before it.
 bool neededLater(exec::CollectiveOp c, Operation *op) {
   if (!c.getAsync())
     return false;

@@ -392,7 +392,8 @@ def ExecOverlapCommunication
     First, data-parallel collectives of one kind that follow each other
     (gradient reductions as gradients become final, ZeRO-3 parameter
     gathers of a block) form buckets of at most `bucket-mb` MiB (default 25,
-    PyTorch DDP's): the members move down to the last one and carry a
+    PyTorch DDP's; a block's ZeRO-3 gathers are one bucket whatever their
+    size): the members move down to the last one and carry a
     common `bucket` number (the simulator and the cost model charge a
     bucket as one collective of all its bytes, its latency once; the CPU
     and CUDA runtimes still run its members one after another, each paying
@@ -432,7 +433,8 @@ def ExecOverlapCommunication
   let options = [
     Option<"quiet", "quiet", "bool", "false", "Print nothing">,
     Option<"bucketMb", "bucket-mb", "double", "25",
-           "Largest bucket of data-parallel collectives, in MiB">,
+           "Largest bucket of data-parallel collectives, in MiB (a "
+           "block's ZeRO-3 parameter gathers are one bucket regardless)">,
   ];
 }
 
@@ -503,8 +505,8 @@ def ExecSimulatePlan : Pass<"exec-simulate-plan", "mlir::ModuleOp"> {
     A discrete-event simulation of one training step (docs/simulator.md):
     each pipeline rank's program runs its schedule on a representative
     rank, kernels on the compute stream timed by the cost model's roofline,
-    collectives on the comm stream timed by its collective model over the
-    module's topology, pipeline messages matched in order between
+    collectives on their group's comm stream timed by its collective model
+    over the module's topology, pipeline messages matched in order between
     neighbouring ranks. Prints the predicted step time next to the
     closed-form estimate (`dist.predicted`), the busy time of each stream,
     the communication the compute stream waited for by group, and the

@@ -36,8 +36,9 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
 /// The runners-up the search records for dist-confirm-strategy, which goes
 /// past its first candidates while none fits (the search's memory estimate
 /// is a few percent under the memory plan, and a search that fills a device
-/// to the edge can rank many such near misses first) or while the closed
-/// form proves too hopeful for the fastest that fits.
+/// to the edge can rank many such near misses first) or while the last one
+/// checked promised better than the fastest that fits simulates, or within
+/// 1% of it.
 constexpr int64_t kConfirmPool = 24;
 
 void buildCompilePipeline(mlir::OpPassManager &pm,

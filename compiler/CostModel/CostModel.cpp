@@ -463,6 +463,21 @@ Bucketed bucketed(const CollectiveGroup &group, CollectiveKind kind,
   return b;
 }
 
+/// The same tensors as the step phase gathers them after AdamW (ZeRO-1/2):
+/// in the model's order, the reverse of backward's, and in one run, since
+/// only AdamW launches, which touch none of the gathers' buffers, lie
+/// between them.
+std::vector<double> inStepOrder(llvm::ArrayRef<GradientPiece> pieces) {
+  std::vector<double> tensors;
+  for (const GradientPiece &piece : llvm::reverse(pieces)) {
+    if (piece.tensors.empty())
+      tensors.push_back(piece.single);
+    for (double params : llvm::reverse(piece.tensors))
+      tensors.push_back(params);
+  }
+  return tensors;
+}
+
 /// Everything a configuration fixes for costing layers.
 struct LayerCoster {
   const DeviceRoofline &dev;
@@ -894,8 +909,14 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                            double timesPerStep) {
       Bucketed worst;
       for (const Rank &r : ranks) {
-        Bucketed b =
-            bucketed(dpGroup, kind, r.gradients, elementBytes, limit, eff);
+        std::vector<double> stepOrder;
+        if (kind == CollectiveKind::AllGather)
+          stepOrder = inStepOrder(r.gradients);
+        Bucketed b = kind == CollectiveKind::AllGather
+                         ? bucketed(dpGroup, kind, GradientPiece{stepOrder},
+                                    elementBytes, limit, eff)
+                         : bucketed(dpGroup, kind, r.gradients, elementBytes,
+                                    limit, eff);
         if (b.seconds > worst.seconds)
           worst = b;
       }

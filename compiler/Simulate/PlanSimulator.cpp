@@ -258,8 +258,8 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
              collective && collective.getNextStep()) {
     // Started here for the next step; this step's copy came from the last.
   } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op)) {
-    // The comm stream runs collectives in launch order; the compute stream
-    // waits for a synchronous one at once, for an async one at its wait.
+    // A group's comm stream runs its collectives in launch order; the compute
+    // stream waits for a synchronous one at once, for an async one at its wait.
     std::string groupName = collective.getGroup().str();
     double commFree = issueCollective(r, r.launches, r.next, r.computeFree);
     if (collective.getAsync()) {

@@ -423,8 +423,11 @@ void CudaDevice::fillZero(void *dst, int64_t bytes, Stream s) {
 void CudaDevice::copyRows(void *dst, int64_t dstPitch, const void *src,
                           int64_t srcPitch, int64_t bytes, int64_t rows,
                           Stream s) {
-  check(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, bytes, rows,
-                          cudaMemcpyDeviceToDevice, stream(s)),
+  // One row as a plain copy: a 2D copy's pitch is limited (about 2 GiB).
+  check(rows == 1 ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                    stream(s))
+                  : cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, bytes, rows,
+                                      cudaMemcpyDeviceToDevice, stream(s)),
         "a device copy");
 }
 

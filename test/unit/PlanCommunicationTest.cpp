@@ -94,10 +94,12 @@ TEST_P(PlanCommunication, BytesPerStepMatchTheCostModel) {
   }
 }
 
-/// Calls per step of the data-parallel gradient reductions on the rank
+/// Calls per step of the data-parallel gradient reductions (or, with
+/// `gathers`, of the ZeRO-1/2 parameter gathers after AdamW) on the rank
 /// that makes the most: a bucket (collectives sharing a `bucket` number) is
 /// one call.
-double planGradientCalls(mlir::ModuleOp module, int64_t microBatches) {
+double planDataParallelCalls(mlir::ModuleOp module, int64_t microBatches,
+                             bool gathers) {
   double most = 0;
   for (auto program : module.getOps<exec::ProgramOp>()) {
     double calls = 0;
@@ -105,9 +107,12 @@ double planGradientCalls(mlir::ModuleOp module, int64_t microBatches) {
       double runs = phase.getKind() == exec::PhaseKind::step ? 1 : microBatches;
       std::set<int64_t> buckets;
       for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>()) {
+        exec::BufferKind input =
+            program.lookupBuffer(c.getInputAttr().getAttr()).getKind();
         if (c.getGroup() != "dp" ||
-            program.lookupBuffer(c.getInputAttr().getAttr()).getKind() !=
-                exec::BufferKind::param_grad)
+            (gathers ? c.getKind() != exec::CollectiveKind::all_gather ||
+                           phase.getKind() != exec::PhaseKind::step
+                     : input != exec::BufferKind::param_grad))
           continue;
         auto bucket = c->getAttrOfType<mlir::IntegerAttr>("bucket");
         if (bucket && !buckets.insert(bucket.getInt()).second)
@@ -123,7 +128,8 @@ double planGradientCalls(mlir::ModuleOp module, int64_t microBatches) {
 // The closed form charges each gradient bucket's latency once: it must
 // count the buckets exec-overlap-communication forms, at the default size
 // (each layer's gradients fit one) and at 50 KiB (the MLP's weights go
-// alone, the attention's share).
+// alone, the attention's share); so too ZeRO-1/2's parameter gathers after
+// AdamW, which the step phase packs by size alone.
 TEST_P(PlanCommunication, GradientBucketsMatchTheCostModel) {
   for (double bucketMb : {25.0, 0.05}) {
     CostParams params;
@@ -132,10 +138,12 @@ TEST_P(PlanCommunication, GradientBucketsMatchTheCostModel) {
     costed.build(kModel, GetParam(), "dgx-h100", params);
     if (HasFatalFailure())
       return;
-    double model = 0;
+    double model = 0, modelGathers = 0;
     for (const CollectiveCost &c : costed.estimate.collectives)
-      if (c.group == "dp" && c.kind != CollectiveKind::AllGather)
-        model += c.callsPerStep;
+      if (c.group == "dp")
+        (c.kind == CollectiveKind::AllGather ? modelGathers : model) +=
+            c.callsPerStep;
+    bool zero12 = costed.config.zero == 1 || costed.config.zero == 2;
 
     mlir::PassManager pm(&costed.context);
     pm.addPass(createDistPartitionTensors());
@@ -144,10 +152,15 @@ TEST_P(PlanCommunication, GradientBucketsMatchTheCostModel) {
     pm.addPass(createExecBuildBackward());
     pm.addPass(createExecOverlapCommunication({/*quiet=*/true, bucketMb}));
     ASSERT_TRUE(mlir::succeeded(pm.run(*costed.module)));
-    EXPECT_EQ(planGradientCalls(*costed.module, costed.config.numMicroBatches),
-              model)
+    int64_t microBatches = costed.config.numMicroBatches;
+    EXPECT_EQ(planDataParallelCalls(*costed.module, microBatches, false), model)
         << "gradient reductions per step under " << GetParam()
         << ", bucket-mb=" << bucketMb;
+    if (zero12)
+      EXPECT_EQ(planDataParallelCalls(*costed.module, microBatches, true),
+                modelGathers)
+          << "parameter gathers per step under " << GetParam()
+          << ", bucket-mb=" << bucketMb;
   }
 }
 
@@ -157,6 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "tp=2,dp=4", "tp=2,dp=4,sp=1", "tp=8,dp=1,mbs=4",
                     "tp=4,dp=2,recompute=full", "tp=2,pp=2,dp=2",
                     "pp=2,dp=4,zero=1", "tp=2,pp=2,dp=2,sp=1,mbs=2",
-                    "pp=2,vpp=2,dp=4,mbs=1,schedule=interleaved"));
+                    "pp=2,vpp=2,dp=4,mbs=1,schedule=interleaved",
+                    "tp=2,dp=4,zero=1", "tp=2,dp=4,zero=2,sp=1",
+                    "pp=2,vpp=2,dp=4,zero=1,mbs=1,schedule=interleaved"));
 
 } // namespace

@@ -29,6 +29,10 @@ public:
   /// `out` = every member's `n` elements of `in`, in group order.
   virtual void allGather(const std::string &group, const float *in, int64_t n,
                          float *out) = 0;
+  /// `out` = block `groupRank` (of `n` elements) of the sum over members of
+  /// `in` (groupSize x n elements).
+  virtual void reduceScatter(const std::string &group, const float *in,
+                             int64_t n, float *out) = 0;
   /// The same three of bf16 elements, moved as they are (half the bytes):
   /// reductions add (or compare) in f32 and round to bf16 as they combine
   /// values, as NCCL does, so with more than two members their result may
@@ -39,10 +43,6 @@ public:
                          bool max) = 0;
   virtual void reduceScatter(const std::string &group, const uint16_t *in,
                              int64_t n, uint16_t *out) = 0;
-  /// `out` = block `groupRank` (of `n` elements) of the sum over members of
-  /// `in` (groupSize x n elements).
-  virtual void reduceScatter(const std::string &group, const float *in,
-                             int64_t n, float *out) = 0;
   /// Sends without waiting for the receiver; messages between two ranks
   /// arrive in order.
   virtual void send(int64_t to, const void *data, int64_t bytes) = 0;

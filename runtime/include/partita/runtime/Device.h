@@ -43,11 +43,13 @@ struct KernelCall {
   const nlohmann::json *params = nullptr;
 };
 
-/// Where a rank's work runs: kernels on the compute stream; collectives,
-/// and the data movement around them, on the comm stream of their group
-/// (Plan::commLane), so that one group's collectives never queue behind
-/// another's: a tensor-parallel all-reduce does not wait for a data-parallel
-/// reduction started before it. On CPU all of them are the calling thread.
+/// Where a rank's work runs: kernels on the compute stream; collectives on
+/// the comm stream of their group (Plan::commLane), so that one group's
+/// collectives never queue behind another's: a tensor-parallel all-reduce
+/// does not wait for a data-parallel reduction started before it. The data
+/// movement around an async collective runs on its comm stream, around a
+/// synchronous one on the compute stream. On CPU all of them are the
+/// calling thread.
 class Stream {
 public:
   static const Stream Compute;
@@ -55,12 +57,6 @@ public:
   constexpr bool isComm() const { return lane >= 0; }
   /// The comm stream's lane (isComm()).
   constexpr int commLane() const { return lane; }
-  constexpr bool operator==(const Stream &other) const {
-    return lane == other.lane;
-  }
-  constexpr bool operator!=(const Stream &other) const {
-    return !(*this == other);
-  }
 
 private:
   constexpr explicit Stream(int lane) : lane(lane) {}

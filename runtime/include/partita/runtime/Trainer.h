@@ -169,7 +169,8 @@ private:
   /// Runs the collective with `c`: the communicator itself, or, for an
   /// async launch, the one its comm thread hands the work; the data
   /// movement around it goes on `stream`, in chunks through the stream's
-  /// workspace: as bf16 where movesAsBf16, else as f32 (bf16 widened in,
+  /// workspace: as bf16 where movesAsBf16 (an all-reduce in place, a split
+  /// gather straight from its input rows), else as f32 (bf16 widened in,
   /// reduced in f32, rounded out once).
   void collective(const Launch &l, int64_t microBatch, Communicator &c,
                   Stream stream);
