@@ -35,10 +35,13 @@ SmallVector<StringAttr> refs(ArrayAttr array) {
 
 class BackwardBuilder {
 public:
+  /// `gradientElement`: the dtype of parameter gradients, or null for the
+  /// parameter's own.
   BackwardBuilder(exec::ProgramOp program, const ParallelConfig &config,
-                  int64_t seqLen)
+                  int64_t seqLen, Type gradientElement)
       : program(program), config(config), seqLen(seqLen),
-        zero(config.dp > 1 ? config.zero : 0), b(program.getContext()) {}
+        zero(config.dp > 1 ? config.zero : 0), gradientElement(gradientElement),
+        b(program.getContext()) {}
 
   LogicalResult run();
 
@@ -58,6 +61,10 @@ private:
   bool received(StringAttr value) {
     return llvm::any_of(writers.lookup(value),
                         [](Operation *w) { return isa<exec::RecvOp>(w); });
+  }
+  /// The type of a gradient of parameter type `type`.
+  RankedTensorType gradientType(RankedTensorType type) {
+    return gradientElement ? type.clone(gradientElement) : type;
   }
   /// The flat 1/dp slice type of `type` (padded to a multiple of dp).
   RankedTensorType shardType(RankedTensorType type) {
@@ -101,6 +108,7 @@ private:
   const ParallelConfig &config;
   int64_t seqLen;
   int64_t zero;
+  Type gradientElement;
   OpBuilder b;
 
   /// Per forward phase: the launches that write / read each buffer.
@@ -169,8 +177,9 @@ std::pair<StringAttr, bool> BackwardBuilder::gradOut(StringAttr value) {
   StringAttr &grad = grads[value];
   if (!grad) {
     if (isParam(value))
-      grad = addBuffer("grad." + value.getValue(), buf.getType(),
-                       BufferKind::param_grad);
+      grad =
+          addBuffer("grad." + value.getValue(),
+                    gradientType(buf.getTensorType()), BufferKind::param_grad);
     else
       grad = addBuffer("d." + value.getValue(), buf.getType(),
                        BufferKind::activation_grad);
@@ -667,7 +676,7 @@ LogicalResult BackwardBuilder::run() {
     exec::BufferOp buf = buffer(param);
     RankedTensorType shard = shardType(buf.getTensorType());
     if (zero >= 1)
-      addBuffer("grad_shard." + param.getValue(), shard,
+      addBuffer("grad_shard." + param.getValue(), gradientType(shard),
                 BufferKind::grad_shard);
     if (zero >= 3) {
       StringAttr stored = addBuffer(param.getValue() + ".shard", shard,
@@ -695,8 +704,19 @@ LogicalResult BackwardBuilder::run() {
 
 struct ExecBuildBackwardPass
     : impl::ExecBuildBackwardBase<ExecBuildBackwardPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    Type gradientElement;
+    if (gradientDtype == "f32") {
+      gradientElement = Float32Type::get(&getContext());
+    } else if (gradientDtype != "param") {
+      module.emitError("exec-build-backward: gradient-dtype must be `param` "
+                       "or `f32`, not `")
+          << gradientDtype << "`";
+      return signalPassFailure();
+    }
     dist::StrategyAttr strategy =
         requireStrategy(module, "exec-build-backward");
     if (!strategy)
@@ -709,7 +729,9 @@ struct ExecBuildBackwardPass
     }
     ParallelConfig config = fromStrategyAttr(strategy);
     for (auto program : module.getOps<exec::ProgramOp>())
-      if (failed(BackwardBuilder(program, config, seqLen.getInt()).run()))
+      if (failed(
+              BackwardBuilder(program, config, seqLen.getInt(), gradientElement)
+                  .run()))
         return signalPassFailure();
   }
 };

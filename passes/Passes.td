@@ -380,7 +380,20 @@ def ExecBuildBackward : Pass<"exec-build-backward", "mlir::ModuleOp"> {
     (`grad_sumsq`, all-reduced over `world`, each gradient weighted by
     one over the ranks that hold a copy of it) and `clip_coefficient`;
     `adamw` on each parameter or shard; the loss summed over `dp`.
+
+    Gradients (`param_grad`, `grad_shard`) are held, summed over
+    micro-batches and reduced in `gradient-dtype`: `param`, the parameter's
+    dtype, or `f32`, which below f32 is Megatron-LM's
+    `accumulate_allreduce_grads_in_fp32` (twice the gradient memory and
+    data-parallel bytes, no bf16 rounding of the sums). `partita-compile`
+    takes it from the cost model's `gradient_bytes` (4: `f32`), so that the
+    plan holds and moves what the search counted.
   }];
+  let options = [
+    Option<"gradientDtype", "gradient-dtype", "std::string",
+           /*default=*/"\"param\"",
+           "dtype of parameter gradients: param or f32">
+  ];
   let dependentDialects = ["::partita::exec::ExecDialect"];
 }
 

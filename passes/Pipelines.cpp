@@ -15,18 +15,18 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
   pm.addPass(createDistSplitStages());
   if (overlap)
     pm.addPass(createDistOverlapCollectives({quiet}));
+  // The gradient dtype and buckets the cost model counted; a malformed
+  // --cost-params is reported by the passes that cost.
+  CostParams counted;
+  if (llvm::Expected<CostParams> parsed = parseCostParams(costParams))
+    counted = *parsed;
+  else
+    llvm::consumeError(parsed.takeError());
   pm.addPass(createDistLowerToExec());
-  pm.addPass(createExecBuildBackward());
-  if (overlap) {
-    // The buckets the cost model counted; a malformed --cost-params is
-    // reported by the passes that cost.
-    double bucketMb = CostParams().bucketMb;
-    if (llvm::Expected<CostParams> parsed = parseCostParams(costParams))
-      bucketMb = parsed->bucketMb;
-    else
-      llvm::consumeError(parsed.takeError());
-    pm.addPass(createExecOverlapCommunication({quiet, bucketMb}));
-  }
+  pm.addPass(
+      createExecBuildBackward({counted.gradientBytes == 4 ? "f32" : "param"}));
+  if (overlap)
+    pm.addPass(createExecOverlapCommunication({quiet, counted.bucketMb}));
   pm.addPass(createExecSchedulePipeline());
   pm.addPass(createExecPlanMemory({quiet, costParams.str()}));
   pm.addPass(createExecSimulatePlan(

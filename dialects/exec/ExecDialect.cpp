@@ -301,6 +301,8 @@ LogicalResult CollectiveOp::verify() {
                          "the same buffer");
     if (getDim())
       return emitOpError("all_reduce takes no `dim`");
+    if (getAccumulate())
+      return emitOpError("all_reduce is in place: it cannot `accumulate`");
     return success();
   }
   if (getReduction() != Reduction::sum)

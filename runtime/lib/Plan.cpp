@@ -305,6 +305,10 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
         if (l.contains("dim"))
           launch.dim = r.integer(l, lat, "dim");
         launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
+        if (launch.collective == Launch::Collective::AllReduce &&
+            launch.accumulateOutput)
+          r.fail(lat + "/accumulate",
+                 "an all_reduce runs in place: it cannot add to its output");
         launch.async = r.optional(l, lat, "async", false);
         launch.lastMicroBatch = r.optional(l, lat, "last_micro_batch", false);
       } else if (op == "wait") {

@@ -377,30 +377,34 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
   const BufferSpec &out = program.buffers[l.output];
   int64_t g = comm.groupSize(l.group);
   Chunking c;
-  // f32 elements of workspace a chunk of n columns takes: this rank's
-  // shard and every rank's.
+  if (l.collective == Launch::Collective::AllReduce) {
+    // In place, f32 or bf16 (Plan.cpp checks): whole, no workspace.
+    c.rows = 1;
+    c.columns = in.elements;
+    return c;
+  }
+  bool gather = l.collective == Launch::Collective::AllGather;
+  bool asBf16 = movesAsBf16(l), acc = l.accumulateOutput;
+  // Workspace in halves (2 bytes) per column of a chunk, and in f32
+  // elements for a chunk of n columns (see collective() for the layouts):
+  // f32, this rank's shard and every rank's; bf16, the same at half the
+  // size, and to add a reduce-scatter's result to the output, its f32
+  // widening.
+  int64_t halvesPerColumn = !asBf16 ? 2 * (g + 1) : g + 1 + (acc ? 2 : 0);
+  auto columnsWorkspace = [&](int64_t n) {
+    return asBf16 ? ((g + 1) * n + 1) / 2 + (acc ? n : 0) : (g + 1) * n;
+  };
   auto byColumns = [&](int64_t rows, int64_t columns) {
     c.inColumns = true;
     c.rows = rows;
     c.columns = columns;
-    c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk / (g + 1), 1,
-                                            std::max<int64_t>(1, columns));
-    c.workspace = c.columnsPerChunk * (g + 1);
+    // One half spare for rounding the bf16 part up to f32 elements.
+    c.columnsPerChunk =
+        std::clamp<int64_t>((2 * collectiveChunk - 1) / halvesPerColumn, 1,
+                            std::max<int64_t>(1, columns));
+    c.workspace = columnsWorkspace(c.columnsPerChunk);
     return c;
   };
-  if (l.collective == Launch::Collective::AllReduce) {
-    // In place: f32, and bf16 reduced as bf16, run whole with no
-    // workspace; bf16 reduced in f32 in slices.
-    c.rows = 1;
-    c.columns = in.elements;
-    if (in.isBf16 && !movesAsBf16(l)) {
-      c.columnsPerChunk = std::clamp<int64_t>(collectiveChunk, 1,
-                                              std::max<int64_t>(1, c.columns));
-      c.workspace = c.columnsPerChunk;
-    }
-    return c;
-  }
-  bool gather = l.collective == Launch::Collective::AllGather;
   if (!l.dim) // one row: a shard per rank, ceil(whole / g) of a gather
     return byColumns(1, gather ? (out.elements + g - 1) / g : out.elements);
   // [rows][g][inner] on the gathered side, [rows][inner] on the other.
@@ -409,27 +413,29 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
   for (int64_t k = 0; k < *l.dim; ++k)
     rows *= whole.shape[k];
   int64_t inner = rows > 0 ? whole.elements / rows / g : 0;
-  // Whole rows: the shard's rows widened (bf16), the rank blocks reordered,
-  // and the result (an all-gather's reordered again to round it to bf16).
-  int64_t perRow = gather ? (in.isBf16 ? inner : 0) + g * inner +
-                                (out.isBf16 ? g * inner : 0)
-                          : (in.isBf16 ? g * inner : 0) + g * inner + inner;
-  if (perRow == 0 || perRow > collectiveChunk || rows <= 1) // in columns
+  // Whole rows, in halves per row. f32: the shard's rows widened (bf16),
+  // the rank blocks reordered, and the result (an all-gather's reordered
+  // again to round it to bf16). bf16: the rank blocks.
+  int64_t halvesPerRow =
+      asBf16   ? g * inner
+      : gather ? 2 * ((in.isBf16 ? inner : 0) + g * inner +
+                      (out.isBf16 ? g * inner : 0))
+               : 2 * ((in.isBf16 ? g * inner : 0) + g * inner + inner);
+  if (halvesPerRow == 0 || halvesPerRow > 2 * collectiveChunk - 1 ||
+      rows <= 1) // in columns
     return byColumns(rows, inner);
   c.rows = rows;
   c.columns = inner;
-  c.rowsPerChunk = std::clamp<int64_t>(collectiveChunk / perRow, 1, rows);
-  c.workspace = c.rowsPerChunk * perRow;
+  c.rowsPerChunk =
+      std::clamp<int64_t>((2 * collectiveChunk - 1) / halvesPerRow, 1, rows);
+  c.workspace = (c.rowsPerChunk * halvesPerRow + 1) / 2;
   return c;
 }
 
 bool Trainer::movesAsBf16(const Launch &l) const {
-  const BufferSpec &in = program.buffers[l.input];
-  const BufferSpec &out = program.buffers[l.output];
-  bool activation = in.kind == BufferKind::Activation ||
-                    in.kind == BufferKind::ActivationGrad;
-  return in.isBf16 && out.isBf16 && !l.accumulateOutput &&
-         (l.collective == Launch::Collective::AllGather || activation);
+  return program.buffers[l.input].isBf16 && program.buffers[l.output].isBf16 &&
+         (!l.accumulateOutput ||
+          (l.collective == Launch::Collective::ReduceScatter && !l.dim));
 }
 
 void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
@@ -514,7 +520,17 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
         if (have > 0)
           device.copy(work16 + k * n, in.h.data() + at, have * 2, stream);
       }
-      c.reduceScatter(l.group, work16, n, out.h.data() + outAt + first);
+      uint16_t *mine = out.h.data() + outAt + first;
+      if (!acc) {
+        c.reduceScatter(l.group, work16, n, mine);
+        return;
+      }
+      // The sum arrives as bf16, and is added to the shard in f32 (after
+      // the bf16 elements, f32-aligned), rounded once.
+      c.reduceScatter(l.group, work16, n, work16 + g * n);
+      float *wide = work + ((g + 1) * n + 1) / 2;
+      device.widen(wide, work16 + g * n, n, stream);
+      device.narrow(mine, wide, n, /*accumulate=*/true, stream);
       return;
     }
     float *blocks = work, *value = work + g * n;
@@ -533,20 +549,10 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   int64_t inner = chunks.columns;
   if (l.collective == Launch::Collective::AllReduce) {
     // In place (Plan.cpp checks), element by element.
-    if (asBf16) {
-      c.allReduce(l.group, in.h.data(), inSpec.elements, l.reduceMax);
-      return;
-    }
-    if (!inSpec.isBf16) {
+    if (asBf16)
+      c.allReduce(l.group, in.h.data(), inner, l.reduceMax);
+    else
       c.allReduce(l.group, in.f.data(), inner, l.reduceMax);
-      return;
-    }
-    for (int64_t first = 0; first < inner; first += chunks.columnsPerChunk) {
-      int64_t n = std::min(chunks.columnsPerChunk, inner - first);
-      read(in, inSpec, first, n, work);
-      c.allReduce(l.group, work, n, l.reduceMax);
-      write(in, inSpec, first, n, work, false);
-    }
     return;
   }
   bool gather = l.collective == Launch::Collective::AllGather;

@@ -1,5 +1,7 @@
 // Inputs exec-build-backward rejects, each with a located error.
 // RUN: not plan-opt %s -split-input-file --exec-build-backward -o /dev/null 2>&1 | FileCheck %s
+// RUN: not plan-opt %s --exec-build-backward=gradient-dtype=f16 -o /dev/null 2>&1 | FileCheck %s --check-prefix=DTYPE
+// DTYPE: error: exec-build-backward: gradient-dtype must be `param` or `f32`, not `f16`
 
 // CHECK: error: exec-build-backward needs the module's dist.strategy
 module {

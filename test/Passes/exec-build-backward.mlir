@@ -11,6 +11,8 @@
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:1 strategy=recompute=full,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=FULL
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:4 strategy=tp=4,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=GQA
 // RUN: plan-opt %examples/models/tiny-gpt2.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=pp=2,mbs=1 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=TIED
+// RUN: plan-opt %examples/models/tiny-llama.json --dtype=bf16 --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=G16
+// RUN: plan-opt %examples/models/tiny-llama.json --dtype=bf16 --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward{gradient-dtype=f32})' 2>/dev/null | FileCheck %s --check-prefix=G32
 
 // tp=2: exactly two all-reduces per layer forward (attention out, MLP
 // down) and two backward (the gradients of the two normed inputs of the
@@ -135,3 +137,16 @@
 // TIED-NEXT: exec.kernel "linear_bwd" ins [@d.lm_head.{{[0-9]+}}, @layer_norm.{{[0-9]+}}, @embed.tokens.weight] outs [@d.layer_norm.{{[0-9]+}}, @grad.embed.tokens.weight]
 // TIED: exec.send @d.recv.0 to prev
 // TIED: exec.collective all_reduce "tied" @grad.embed.tokens.weight -> @grad.embed.tokens.weight
+
+// Gradients are held and reduced in the parameter's dtype, or in f32
+// (Megatron-LM's accumulate_allreduce_grads_in_fp32): bf16 parameters, f32
+// gradients and their shards, f32 AdamW state either way.
+// G16-DAG: exec.buffer @layers.0.attn.q.weight : tensor<64x64xbf16> param
+// G16-DAG: exec.buffer @grad_shard.layers.0.attn.q.weight : tensor<2048xbf16> grad_shard
+// G16-DAG: exec.buffer @grad.layers.0.attn.q.weight : tensor<64x64xbf16> param_grad
+// G16-DAG: exec.buffer @master.layers.0.attn.q.weight : tensor<2048xf32> optimizer_state
+// G32-DAG: exec.buffer @layers.0.attn.q.weight : tensor<64x64xbf16> param
+// G32-DAG: exec.buffer @grad_shard.layers.0.attn.q.weight : tensor<2048xf32> grad_shard
+// G32-DAG: exec.buffer @grad.layers.0.attn.q.weight : tensor<64x64xf32> param_grad
+// G32-DAG: exec.buffer @master.layers.0.attn.q.weight : tensor<2048xf32> optimizer_state
+// G32: exec.collective reduce_scatter "dp" @grad.layers.0.attn.q.weight -> @grad_shard.layers.0.attn.q.weight accumulate

@@ -66,31 +66,38 @@ Volume planVolume(mlir::ModuleOp module, int64_t microBatches) {
 
 class PlanCommunication : public testing::TestWithParam<const char *> {};
 
+// Both gradient dtypes: bf16 gradients (gradient_bytes=2) and f32 ones
+// (gradient_bytes=4, exec-build-backward's gradient-dtype=f32).
 TEST_P(PlanCommunication, BytesPerStepMatchTheCostModel) {
-  CostedModel costed;
-  costed.build(kModel, GetParam());
-  if (HasFatalFailure())
-    return;
-  Volume model;
-  for (const CollectiveCost &c : costed.estimate.collectives)
-    model[c.group] += c.bytesPerCall * c.callsPerStep;
+  for (int gradientBytes : {2, 4}) {
+    CostParams params;
+    params.gradientBytes = gradientBytes;
+    CostedModel costed;
+    costed.build(kModel, GetParam(), "dgx-h100", params);
+    if (HasFatalFailure())
+      return;
+    Volume model;
+    for (const CollectiveCost &c : costed.estimate.collectives)
+      model[c.group] += c.bytesPerCall * c.callsPerStep;
 
-  mlir::PassManager pm(&costed.context);
-  pm.addPass(createDistPartitionTensors());
-  pm.addPass(createDistSplitStages());
-  pm.addPass(createDistLowerToExec());
-  pm.addPass(createExecBuildBackward());
-  ASSERT_TRUE(mlir::succeeded(pm.run(*costed.module)));
-  Volume plan = planVolume(*costed.module, costed.config.numMicroBatches);
+    mlir::PassManager pm(&costed.context);
+    pm.addPass(createDistPartitionTensors());
+    pm.addPass(createDistSplitStages());
+    pm.addPass(createDistLowerToExec());
+    pm.addPass(createExecBuildBackward({gradientBytes == 4 ? "f32" : "param"}));
+    ASSERT_TRUE(mlir::succeeded(pm.run(*costed.module)));
+    Volume plan = planVolume(*costed.module, costed.config.numMicroBatches);
 
-  for (const char *group : {"tp", "dp", "pp", "tied"}) {
-    double expected = model[group], actual = plan[group];
-    // The plan also moves a few bytes the model leaves out: the loss's
-    // per-token statistics over tp (12 bytes a token against 2 h), the
-    // loss over dp, and key/value gradients over tp_kv.
-    double tolerance = std::string(group) == "tp" ? 0.03 : 1e-4;
-    EXPECT_NEAR(actual, expected, tolerance * std::max(expected, 1.0))
-        << group << " bytes per step under " << GetParam();
+    for (const char *group : {"tp", "dp", "pp", "tied"}) {
+      double expected = model[group], actual = plan[group];
+      // The plan also moves a few bytes the model leaves out: the loss's
+      // per-token statistics over tp (12 bytes a token against 2 h), the
+      // loss over dp, and key/value gradients over tp_kv.
+      double tolerance = std::string(group) == "tp" ? 0.03 : 1e-4;
+      EXPECT_NEAR(actual, expected, tolerance * std::max(expected, 1.0))
+          << group << " bytes per step under " << GetParam()
+          << ", gradient_bytes=" << gradientBytes;
+    }
   }
 }
 

@@ -93,6 +93,16 @@ exec.program @p pp_rank 0 {
 
 exec.program @p pp_rank 0 {
   exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{all_reduce is in place: it cannot `accumulate`}}
+    exec.collective all_reduce "tp" @x -> @x accumulate
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
   exec.buffer @y : tensor<8xf32> activation
   exec.phase forward chunk 0 {
     // expected-error @+1 {{only all_reduce takes a reduction other than sum}}

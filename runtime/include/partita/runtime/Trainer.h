@@ -171,24 +171,29 @@ private:
   /// movement around it goes on `stream`, in chunks through the stream's
   /// workspace: as bf16 where movesAsBf16 (an all-reduce in place, a split
   /// gather straight from its input rows), else as f32 (bf16 widened in,
-  /// reduced in f32, rounded out once).
+  /// rounded out once).
   void collective(const Launch &l, int64_t microBatch, Communicator &c,
                   Stream stream);
   /// How collective `l` is chunked. Its buffers are `rows` rows (outer
   /// dimensions of a split; 1 for a flat collective) of `columns` elements
   /// per rank; a chunk is `columnsPerChunk` columns of one row
   /// (`inColumns`) or else `rowsPerChunk` whole rows, and uses `workspace`
-  /// f32 elements.
+  /// f32 elements (bf16 paths pack two bf16 elements in one), at most
+  /// `collectiveChunk` unless one column needs more.
   struct Chunking {
     int64_t rows = 0, columns = 0, rowsPerChunk = 1, columnsPerChunk = 1;
     int64_t workspace = 0;
     bool inColumns = false;
   };
   Chunking chunking(const Launch &l) const;
-  /// Whether collective `l` moves its bf16 buffers as bf16 (half the bytes
-  /// of widening them to f32 first): all-gathers, exact whatever the dtype,
-  /// and reductions of activations and their gradients, which Megatron-LM
-  /// runs in bf16 too. Parameter gradients sum in f32, rounded once.
+  /// Whether collective `l` moves as bf16: its input and output are bf16,
+  /// so the bytes on the wire are the ones the cost model and simulator
+  /// count, and it replaces its output or is a flat reduce-scatter (ZeRO
+  /// 2 and 3's gradients, whose bf16 sum is added to the shard in f32 and
+  /// rounded once). Gradients that should sum in f32 are f32 buffers in
+  /// the plan (exec-build-backward's gradient-dtype, from the cost model's
+  /// gradient_bytes=4); a bf16 sum over more than two ranks rounds as each
+  /// rank's value joins it.
   bool movesAsBf16(const Launch &l) const;
   /// Uploads the tokens and labels phase `phase`'s model chunk reads, of
   /// micro-batch `microBatch`, before its forward run.
