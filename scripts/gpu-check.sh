@@ -181,6 +181,12 @@ run tiny-bf16-buffers-cpu 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
 run tiny-bf16-buffers-cuda 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
   --steps 20 --device cuda --gemm-precision fp32 \
   --log-json "$out/tiny-bf16-buffers-cuda.jsonl" || status=1
+say "1. the tiny Llama with bf16 parameters and f32 gradients, 20 steps: CPU and GPU"
+for d in cpu cuda; do
+  run "f32-grads-$d" 120 "$bin/plan-run" "$plans/tiny-llama-f32-grads.json" \
+    --steps 20 --device "$d" --gemm-precision fp32 \
+    --log-json "$out/f32-grads-$d.jsonl" || status=1
+done
 say "1. a small Llama with heads of 128 in bf16 (tensor-core attention), 20 steps: CPU and GPU"
 for d in cpu cuda; do
   run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
