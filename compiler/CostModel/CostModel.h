@@ -36,7 +36,8 @@ struct CostParams {
   double hbmEfficiency = 0.70;
   /// Fraction of the link bandwidth a collective reaches (bus bandwidth).
   double collectiveEfficiency = 0.70;
-  /// Bytes per gradient element in the data-parallel reduction.
+  /// Bytes per gradient element held and reduced over dp; 4 also makes a
+  /// bf16 plan's gradients f32 (exec-build-backward's gradient-dtype).
   double gradientBytes = 2;
   /// Largest bucket of data-parallel collectives in MiB, as
   /// exec-overlap-communication forms them (PyTorch DDP's default). At

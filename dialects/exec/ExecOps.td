@@ -198,7 +198,8 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
     multiple of the group size, each rank owning one contiguous slice).
     `group` names a mesh group: `tp`, `dp`, `world`, `tied` (the first and
     last pipeline ranks) or `tp_kv` (tensor-parallel ranks that hold the same
-    key/value heads). With `accumulate`, the result is added to `output`.
+    key/value heads). With `accumulate`, the result is added to `output`
+    (not for `all_reduce`, which is in place).
 
     A collective runs on the comm stream. Without `async` the compute
     stream waits for it at once; with `async` the launches after it run

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -385,6 +387,11 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
   }
   bool gather = l.collective == Launch::Collective::AllGather;
   bool asBf16 = movesAsBf16(l), acc = l.accumulateOutput;
+  // The workspace a chunk may take, in halves: one spare for rounding a
+  // bf16 part up to whole f32 elements.
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  int64_t budget =
+      collectiveChunk > kMost / 2 ? kMost : 2 * collectiveChunk - 1;
   // Workspace in halves (2 bytes) per column of a chunk, and in f32
   // elements for a chunk of n columns (see collective() for the layouts):
   // f32, this rank's shard and every rank's; bf16, the same at half the
@@ -398,10 +405,8 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
     c.inColumns = true;
     c.rows = rows;
     c.columns = columns;
-    // One half spare for rounding the bf16 part up to f32 elements.
-    c.columnsPerChunk =
-        std::clamp<int64_t>((2 * collectiveChunk - 1) / halvesPerColumn, 1,
-                            std::max<int64_t>(1, columns));
+    c.columnsPerChunk = std::clamp<int64_t>(budget / halvesPerColumn, 1,
+                                            std::max<int64_t>(1, columns));
     c.workspace = columnsWorkspace(c.columnsPerChunk);
     return c;
   };
@@ -421,13 +426,11 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
       : gather ? 2 * ((in.isBf16 ? inner : 0) + g * inner +
                       (out.isBf16 ? g * inner : 0))
                : 2 * ((in.isBf16 ? g * inner : 0) + g * inner + inner);
-  if (halvesPerRow == 0 || halvesPerRow > 2 * collectiveChunk - 1 ||
-      rows <= 1) // in columns
+  if (halvesPerRow == 0 || halvesPerRow > budget || rows <= 1) // in columns
     return byColumns(rows, inner);
   c.rows = rows;
   c.columns = inner;
-  c.rowsPerChunk =
-      std::clamp<int64_t>((2 * collectiveChunk - 1) / halvesPerRow, 1, rows);
+  c.rowsPerChunk = std::clamp<int64_t>(budget / halvesPerRow, 1, rows);
   c.workspace = (c.rowsPerChunk * halvesPerRow + 1) / 2;
   return c;
 }

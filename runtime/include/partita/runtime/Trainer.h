@@ -64,8 +64,8 @@ class Trainer {
 public:
   /// Throws std::runtime_error, before any step, when the plan needs a
   /// kernel the device lacks. `collectiveChunk` bounds each stream's
-  /// collective workspace, in f32 elements (a single row of a collective
-  /// split along an inner dimension may need more).
+  /// collective workspace, in f32 elements (a single column of a
+  /// collective over many ranks may need more).
   Trainer(const Plan &plan, Device &device, Communicator &comm,
           TokenSource &data, int64_t collectiveChunk = kDefaultCollectiveChunk);
   /// Waits for the collectives a step leaves in flight for the next,
@@ -170,8 +170,8 @@ private:
   /// async launch, the one its comm thread hands the work; the data
   /// movement around it goes on `stream`, in chunks through the stream's
   /// workspace: as bf16 where movesAsBf16 (an all-reduce in place, a split
-  /// gather straight from its input rows), else as f32 (bf16 widened in,
-  /// rounded out once).
+  /// gather straight from its input rows, rank blocks copied into place),
+  /// else as f32 (bf16 widened in, rounded out once).
   void collective(const Launch &l, int64_t microBatch, Communicator &c,
                   Stream stream);
   /// How collective `l` is chunked. Its buffers are `rows` rows (outer
@@ -189,11 +189,11 @@ private:
   /// Whether collective `l` moves as bf16: its input and output are bf16,
   /// so the bytes on the wire are the ones the cost model and simulator
   /// count, and it replaces its output or is a flat reduce-scatter (ZeRO
-  /// 2 and 3's gradients, whose bf16 sum is added to the shard in f32 and
-  /// rounded once). Gradients that should sum in f32 are f32 buffers in
-  /// the plan (exec-build-backward's gradient-dtype, from the cost model's
-  /// gradient_bytes=4); a bf16 sum over more than two ranks rounds as each
-  /// rank's value joins it.
+  /// 2 and 3's gradients, whose sum arrives as bf16 and is added to the
+  /// shard in f32, then rounded). Gradients that should sum in f32 are f32
+  /// buffers in the plan (exec-build-backward's gradient-dtype, from the cost
+  /// model's gradient_bytes=4); a bf16 sum over more than two ranks rounds as
+  /// each rank's value joins it.
   bool movesAsBf16(const Launch &l) const;
   /// Uploads the tokens and labels phase `phase`'s model chunk reads, of
   /// micro-batch `microBatch`, before its forward run.
