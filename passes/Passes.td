@@ -408,9 +408,8 @@ def ExecOverlapCommunication
     PyTorch DDP's; a block's ZeRO-3 gathers are one bucket whatever their
     size): the members move down to the last one and carry a
     common `bucket` number (the simulator and the cost model charge a
-    bucket as one collective of all its bytes, its latency once; the CPU
-    and CUDA runtimes still run its members one after another, each paying
-    its own). Then, in every phase,
+    bucket as one collective of all its bytes, its latency once, and the
+    CPU and CUDA runtimes run it so). Then, in every phase,
     each collective over `tp`, `tp_kv` or `dp` becomes
     `async`: its start moves up past launches that neither write its input
     nor touch its output, within one block of prefetch, but not above the

@@ -305,6 +305,8 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
         if (l.contains("dim"))
           launch.dim = r.integer(l, lat, "dim");
         launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
+        if (l.contains("bucket"))
+          launch.bucket = r.integer(l, lat, "bucket");
         if (launch.collective == Launch::Collective::AllReduce &&
             launch.accumulateOutput)
           r.fail(lat + "/accumulate",

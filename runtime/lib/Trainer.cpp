@@ -207,13 +207,18 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
   // step.
   std::map<int, int64_t> work; // f32 elements, by stream lane
   for (const Phase &phase : program.phases)
-    for (const Launch &l : phase.launches)
-      if (l.op == Launch::Op::Collective) {
-        Chunking c = chunking(l);
-        int64_t &w = work[collectiveStream(l).commLane()];
-        w = std::max(w, c.workspace);
-        chunkings.emplace(&l, c);
-      }
+    for (size_t k = 0; k < phase.launches.size(); ++k) {
+      const Launch &l = phase.launches[k];
+      if (l.op != Launch::Op::Collective)
+        continue;
+      std::vector<const Launch *> run = collectiveRun(phase, k);
+      Chunking c = chunking(run);
+      int64_t &w = work[collectiveStream(l).commLane()];
+      w = std::max(w, c.workspace);
+      chunkings.emplace(&l, c);
+      k += run.size() - 1;
+      runs.emplace(&l, std::move(run));
+    }
   // Each workspace 256-byte aligned, as an allocation of its own would be.
   auto aligned = [](int64_t n) { return (n + 255) / 256 * 256; };
   std::map<int, int64_t> workAt;
@@ -374,17 +379,43 @@ void Trainer::fillInputs(int64_t step, int64_t microBatch, int phase) {
   }
 }
 
-Trainer::Chunking Trainer::chunking(const Launch &l) const {
+std::vector<const Launch *> Trainer::collectiveRun(const Phase &phase,
+                                                   size_t first) const {
+  const Launch &l = phase.launches[first];
+  std::vector<const Launch *> run = {&l};
+  if (!l.bucket || l.dim)
+    return run;
+  std::set<int> touched = {l.input, l.output};
+  for (size_t k = first + 1; k < phase.launches.size(); ++k) {
+    const Launch &m = phase.launches[k];
+    bool alike = m.op == Launch::Op::Collective && m.bucket == l.bucket &&
+                 !m.dim && m.collective == l.collective && m.group == l.group &&
+                 m.async == l.async && m.reduceMax == l.reduceMax &&
+                 m.accumulateOutput == l.accumulateOutput &&
+                 m.lastMicroBatch == l.lastMicroBatch &&
+                 m.firstMicroBatch == l.firstMicroBatch &&
+                 movesAsBf16(m) == movesAsBf16(l);
+    if (!alike || touched.count(m.input) || touched.count(m.output))
+      break;
+    touched.insert({m.input, m.output});
+    run.push_back(&m);
+  }
+  return run;
+}
+
+int64_t Trainer::flatShard(const Launch &l, int64_t g) const {
+  int64_t whole = program.buffers[l.output].elements;
+  return l.collective == Launch::Collective::AllGather ? (whole + g - 1) / g
+                                                       : whole;
+}
+
+Trainer::Chunking
+Trainer::chunking(const std::vector<const Launch *> &run) const {
+  const Launch &l = *run.front();
   const BufferSpec &in = program.buffers[l.input];
   const BufferSpec &out = program.buffers[l.output];
   int64_t g = comm.groupSize(l.group);
   Chunking c;
-  if (l.collective == Launch::Collective::AllReduce) {
-    // In place, f32 or bf16 (Plan.cpp checks): whole, no workspace.
-    c.rows = 1;
-    c.columns = in.elements;
-    return c;
-  }
   bool gather = l.collective == Launch::Collective::AllGather;
   bool asBf16 = movesAsBf16(l), acc = l.accumulateOutput;
   // The workspace a chunk may take, in halves: one spare for rounding a
@@ -392,6 +423,20 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
   constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
   int64_t budget =
       collectiveChunk > kMost / 2 ? kMost : 2 * collectiveChunk - 1;
+  if (l.collective == Launch::Collective::AllReduce) {
+    c.rows = 1;
+    for (const Launch *m : run)
+      c.columns += program.buffers[m->input].elements;
+    if (run.size() == 1) // in place, f32 or bf16 (Plan.cpp checks): whole
+      return c;
+    // A bucket: its members side by side in the workspace.
+    int64_t halves = asBf16 ? 1 : 2;
+    c.inColumns = true;
+    c.columnsPerChunk = std::clamp<int64_t>(budget / halves, 1,
+                                            std::max<int64_t>(1, c.columns));
+    c.workspace = (c.columnsPerChunk * halves + 1) / 2;
+    return c;
+  }
   // Workspace in halves (2 bytes) per column of a chunk, and in f32
   // elements for a chunk of n columns (see collective() for the layouts):
   // f32, this rank's shard and every rank's; bf16, the same at half the
@@ -410,8 +455,12 @@ Trainer::Chunking Trainer::chunking(const Launch &l) const {
     c.workspace = columnsWorkspace(c.columnsPerChunk);
     return c;
   };
-  if (!l.dim) // one row: a shard per rank, ceil(whole / g) of a gather
-    return byColumns(1, gather ? (out.elements + g - 1) / g : out.elements);
+  if (!l.dim) { // a row of shards per member, side by side
+    int64_t columns = 0;
+    for (const Launch *m : run)
+      columns += flatShard(*m, g);
+    return byColumns(1, columns);
+  }
   // [rows][g][inner] on the gathered side, [rows][inner] on the other.
   const BufferSpec &whole = gather ? out : in;
   int64_t rows = 1;
@@ -441,8 +490,9 @@ bool Trainer::movesAsBf16(const Launch &l) const {
           (l.collective == Launch::Collective::ReduceScatter && !l.dim));
 }
 
-void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
-                         Stream stream) {
+void Trainer::collective(const std::vector<const Launch *> &run,
+                         int64_t microBatch, Communicator &c, Stream stream) {
+  const Launch &l = *run.front();
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
   Storage &in = storage(l.input, microBatch);
@@ -454,6 +504,9 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   bool acc = l.accumulateOutput;
   bool asBf16 = movesAsBf16(l);
   auto *work16 = reinterpret_cast<uint16_t *>(work);
+  auto called = [&] {
+    collectiveCalls.fetch_add(1, std::memory_order_relaxed);
+  };
   // Slices of a buffer as f32: copied (bf16 widened) into the workspace,
   // and written back (bf16 rounded once).
   auto read = [&](const Storage &s, const BufferSpec &spec, int64_t at,
@@ -479,113 +532,209 @@ void Trainer::collective(const Launch &l, int64_t microBatch, Communicator &c,
   auto clamp = [](int64_t v, int64_t hi) {
     return std::clamp<int64_t>(v, 0, hi);
   };
-  // Columns [first, first + n) of one row of shards of S elements: this
-  // rank's starts at inAt (elements past inEnd are zero), rank k's at
-  // outAt + k S (written up to outEnd).
-  auto allGatherColumns = [&](int64_t inAt, int64_t inEnd, int64_t outAt,
-                              int64_t outEnd, int64_t shard, int64_t first,
-                              int64_t n) {
-    int64_t have = clamp(inEnd - (inAt + first), n);
+  // Columns [first, first + n) of one row of shards of `shard` elements,
+  // at column `at` of a chunk of n columns: this rank's starts at inAt
+  // (elements past inEnd are zero), rank k's at outAt + k shard (written
+  // up to outEnd). A chunk holds pieces of one row or of several: a
+  // bucket's members, side by side, go as one collective.
+  struct Piece {
+    Storage *in, *out;
+    const BufferSpec *inSpec, *outSpec;
+    int64_t inAt, inEnd, outAt, outEnd, shard, first, n, at;
+  };
+  auto allGatherColumns = [&](const std::vector<Piece> &pieces, int64_t n) {
     if (asBf16) {
       uint16_t *mine = work16, *gathered = work16 + n;
-      if (have < n)
-        device.fillZero(mine + have, (n - have) * 2, stream);
-      if (have > 0)
-        device.copy(mine, in.h.data() + inAt + first, have * 2, stream);
-      c.allGather(l.group, mine, n, gathered);
-      for (int64_t k = 0; k < g; ++k) {
-        int64_t at = outAt + k * shard + first;
-        if (int64_t m = clamp(outEnd - at, n); m > 0)
-          device.copy(out.h.data() + at, gathered + k * n, m * 2, stream);
+      for (const Piece &p : pieces) {
+        int64_t have = clamp(p.inEnd - (p.inAt + p.first), p.n);
+        if (have < p.n)
+          device.fillZero(mine + p.at + have, (p.n - have) * 2, stream);
+        if (have > 0)
+          device.copy(mine + p.at, p.in->h.data() + p.inAt + p.first, have * 2,
+                      stream);
       }
+      called();
+      c.allGather(l.group, mine, n, gathered);
+      for (const Piece &p : pieces)
+        for (int64_t k = 0; k < g; ++k) {
+          int64_t at = p.outAt + k * p.shard + p.first;
+          if (int64_t m = clamp(p.outEnd - at, p.n); m > 0)
+            device.copy(p.out->h.data() + at, gathered + k * n + p.at, m * 2,
+                        stream);
+        }
       return;
     }
     float *mine = work, *gathered = work + n;
-    if (have < n)
-      device.fillZero(mine + have, (n - have) * 4, stream);
-    read(in, inSpec, inAt + first, have, mine);
-    c.allGather(l.group, mine, n, gathered);
-    for (int64_t k = 0; k < g; ++k) {
-      int64_t at = outAt + k * shard + first;
-      write(out, outSpec, at, clamp(outEnd - at, n), gathered + k * n, acc);
+    for (const Piece &p : pieces) {
+      int64_t have = clamp(p.inEnd - (p.inAt + p.first), p.n);
+      if (have < p.n)
+        device.fillZero(mine + p.at + have, (p.n - have) * 4, stream);
+      read(*p.in, *p.inSpec, p.inAt + p.first, have, mine + p.at);
     }
-  };
-  // ... and the reduce-scatter of rank blocks at inAt + k S (zero past
-  // inEnd) into this rank's at outAt.
-  auto reduceScatterColumns = [&](int64_t inAt, int64_t inEnd, int64_t outAt,
-                                  int64_t shard, int64_t first, int64_t n) {
-    if (asBf16) {
+    called();
+    c.allGather(l.group, mine, n, gathered);
+    for (const Piece &p : pieces)
       for (int64_t k = 0; k < g; ++k) {
-        int64_t at = inAt + k * shard + first;
-        int64_t have = clamp(inEnd - at, n);
-        if (have < n)
-          device.fillZero(work16 + k * n + have, (n - have) * 2, stream);
-        if (have > 0)
-          device.copy(work16 + k * n, in.h.data() + at, have * 2, stream);
+        int64_t at = p.outAt + k * p.shard + p.first;
+        write(*p.out, *p.outSpec, at, clamp(p.outEnd - at, p.n),
+              gathered + k * n + p.at, acc);
       }
-      uint16_t *mine = out.h.data() + outAt + first;
-      if (!acc) {
-        c.reduceScatter(l.group, work16, n, mine);
+  };
+  // ... and the reduce-scatter of rank blocks at inAt + k shard (zero past
+  // inEnd) into this rank's at outAt.
+  auto reduceScatterColumns = [&](const std::vector<Piece> &pieces, int64_t n) {
+    auto fill = [&](auto *blocks, int64_t elementBytes) {
+      for (const Piece &p : pieces)
+        for (int64_t k = 0; k < g; ++k) {
+          int64_t at = p.inAt + k * p.shard + p.first;
+          int64_t have = clamp(p.inEnd - at, p.n);
+          auto *block = blocks + k * n + p.at;
+          if (have < p.n)
+            device.fillZero(block + have, (p.n - have) * elementBytes, stream);
+          if (elementBytes == 2 && have > 0)
+            device.copy(block, p.in->h.data() + at, have * 2, stream);
+          else if (elementBytes == 4)
+            read(*p.in, *p.inSpec, at, have, reinterpret_cast<float *>(block));
+        }
+    };
+    if (asBf16) {
+      fill(work16, 2);
+      const Piece &only = pieces.front();
+      if (!acc && pieces.size() == 1 && only.n == n) { // straight to its shard
+        called();
+        c.reduceScatter(l.group, work16, n,
+                        only.out->h.data() + only.outAt + only.first);
         return;
       }
-      // The sum arrives as bf16, and is added to the shard in f32 (after
-      // the bf16 elements, f32-aligned), rounded once.
-      c.reduceScatter(l.group, work16, n, work16 + g * n);
+      // The sum arrives as bf16; one added to a shard is widened (after the
+      // bf16 elements, f32-aligned), added in f32 and rounded.
+      uint16_t *value = work16 + g * n;
       float *wide = work + ((g + 1) * n + 1) / 2;
-      device.widen(wide, work16 + g * n, n, stream);
-      device.narrow(mine, wide, n, /*accumulate=*/true, stream);
+      called();
+      c.reduceScatter(l.group, work16, n, value);
+      for (const Piece &p : pieces) {
+        uint16_t *mine = p.out->h.data() + p.outAt + p.first;
+        if (!acc) {
+          device.copy(mine, value + p.at, p.n * 2, stream);
+          continue;
+        }
+        device.widen(wide + p.at, value + p.at, p.n, stream);
+        device.narrow(mine, wide + p.at, p.n, /*accumulate=*/true, stream);
+      }
       return;
     }
     float *blocks = work, *value = work + g * n;
-    for (int64_t k = 0; k < g; ++k) {
-      int64_t at = inAt + k * shard + first;
-      int64_t have = clamp(inEnd - at, n);
-      if (have < n)
-        device.fillZero(blocks + k * n + have, (n - have) * 4, stream);
-      read(in, inSpec, at, have, blocks + k * n);
-    }
+    fill(blocks, 4);
+    called();
     c.reduceScatter(l.group, blocks, n, value);
-    write(out, outSpec, outAt + first, n, value, acc);
+    for (const Piece &p : pieces)
+      write(*p.out, *p.outSpec, p.outAt + p.first, p.n, value + p.at, acc);
+  };
+  // A bucket's in-place all-reduces: copied side by side into the
+  // workspace, reduced as one and copied back.
+  auto allReduceColumns = [&](const std::vector<Piece> &pieces, int64_t n) {
+    int64_t bytes = asBf16 ? 2 : 4;
+    auto *side = reinterpret_cast<char *>(work);
+    auto at = [&](const Piece &p) {
+      return static_cast<char *>(p.in->data()) + p.first * bytes;
+    };
+    for (const Piece &p : pieces)
+      device.copy(side + p.at * bytes, at(p), p.n * bytes, stream);
+    called();
+    if (asBf16)
+      c.allReduce(l.group, work16, n, l.reduceMax);
+    else
+      c.allReduce(l.group, work, n, l.reduceMax);
+    for (const Piece &p : pieces)
+      device.copy(at(p), side + p.at * bytes, p.n * bytes, stream);
   };
 
   const Chunking &chunks = chunkings.at(&l);
   int64_t inner = chunks.columns;
-  if (l.collective == Launch::Collective::AllReduce) {
+  bool gather = l.collective == Launch::Collective::AllGather;
+  if (l.collective == Launch::Collective::AllReduce && run.size() == 1) {
     // In place (Plan.cpp checks), element by element.
+    called();
     if (asBf16)
       c.allReduce(l.group, in.h.data(), inner, l.reduceMax);
     else
       c.allReduce(l.group, in.f.data(), inner, l.reduceMax);
     return;
   }
-  bool gather = l.collective == Launch::Collective::AllGather;
   if (chunks.inColumns) {
-    // Row by row, in columns. Flat: one row whose blocks are shards of the
-    // whole; this rank's gather input is, in place, its slice of the
-    // whole, else the input, short of S where the whole is padded.
-    for (int64_t row = 0; row < chunks.rows; ++row) {
-      int64_t split = gather ? row * inner : row * g * inner;
-      int64_t inAt = l.dim ? split : 0, outAt = 0;
-      int64_t inEnd =
-          l.dim ? split + (gather ? inner : g * inner) : inSpec.elements;
-      int64_t outEnd = outSpec.elements;
-      if (l.dim) {
-        outAt = gather ? row * g * inner : row * inner;
-        outEnd = outAt + (gather ? g * inner : inner);
-      } else if (gather && l.input == l.output) {
-        inAt = r * inner;
-        inEnd = inAt + clamp(inSpec.elements - inAt, inner);
-      } else if (gather) {
-        inEnd = clamp(inSpec.elements, inner);
+    // The rows of shards: one per member of a bucket (flat), or the rows
+    // of a split collective. A flat gather's input is, in place, this
+    // rank's slice of the whole, else the input, short of the shard where
+    // the whole is padded.
+    std::vector<Piece> rows;
+    for (const Launch *m : run) {
+      const BufferSpec &mIn = program.buffers[m->input];
+      const BufferSpec &mOut = program.buffers[m->output];
+      Piece row{&storage(m->input, microBatch),
+                &storage(m->output, microBatch),
+                &mIn,
+                &mOut,
+                0,
+                mIn.elements,
+                0,
+                mOut.elements,
+                mIn.elements,
+                0,
+                0,
+                0};
+      if (l.collective == Launch::Collective::AllReduce) {
+        rows.push_back(row);
+        continue;
       }
-      for (int64_t first = 0; first < inner; first += chunks.columnsPerChunk) {
-        int64_t n = std::min(chunks.columnsPerChunk, inner - first);
-        if (gather)
-          allGatherColumns(inAt, inEnd, outAt, outEnd, inner, first, n);
-        else
-          reduceScatterColumns(inAt, inEnd, outAt, inner, first, n);
+      if (!m->dim) {
+        row.shard = flatShard(*m, g);
+        if (gather && m->input == m->output) {
+          row.inAt = r * row.shard;
+          row.inEnd = row.inAt + clamp(mIn.elements - row.inAt, row.shard);
+        } else if (gather) {
+          row.inEnd = clamp(mIn.elements, row.shard);
+        }
+        rows.push_back(row);
+        continue;
+      }
+      row.shard = inner;
+      for (int64_t k = 0; k < chunks.rows; ++k) {
+        int64_t split = gather ? k * inner : k * g * inner;
+        row.inAt = split;
+        row.inEnd = split + (gather ? inner : g * inner);
+        row.outAt = gather ? k * g * inner : k * inner;
+        row.outEnd = row.outAt + (gather ? g * inner : inner);
+        rows.push_back(row);
       }
     }
+    // Chunks of columnsPerChunk columns across the rows, cut at row ends.
+    std::vector<Piece> pieces;
+    int64_t filled = 0;
+    auto flush = [&] {
+      if (filled == 0)
+        return;
+      if (l.collective == Launch::Collective::AllReduce)
+        allReduceColumns(pieces, filled);
+      else if (gather)
+        allGatherColumns(pieces, filled);
+      else
+        reduceScatterColumns(pieces, filled);
+      pieces.clear();
+      filled = 0;
+    };
+    for (const Piece &row : rows)
+      for (int64_t first = 0; first < row.shard;) {
+        Piece p = row;
+        p.first = first;
+        p.n = std::min(chunks.columnsPerChunk - filled, row.shard - first);
+        p.at = filled;
+        pieces.push_back(p);
+        first += p.n;
+        filled += p.n;
+        if (filled == chunks.columnsPerChunk)
+          flush();
+      }
+    flush();
     return;
   }
   // Whole rows [first, first + n) of a split collective at a time.
@@ -677,6 +826,11 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   };
   for (size_t k = 0; k < phase.launches.size(); ++k) {
     const Launch &l = phase.launches[k];
+    // A run of collectives (a bucket) goes as one.
+    const std::vector<const Launch *> *members =
+        l.op == Launch::Op::Collective ? &runs.at(&l) : nullptr;
+    if (members)
+      k += members->size() - 1;
     if (!runsIn(l, microBatch))
       continue;
     const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
@@ -721,18 +875,20 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       }
       break;
     case Launch::Op::Collective: {
+      together = int64_t(members->size());
       if (!l.async) {
-        collective(l, microBatch, comm, Stream::Compute);
+        collective(*members, microBatch, comm, Stream::Compute);
         break;
       }
       auto ranUs = std::make_shared<std::pair<double, double>>();
-      std::shared_future<void> done =
-          comm.start(l.group, [this, &l, microBatch, ranUs](Communicator &c) {
+      std::shared_future<void> done = comm.start(
+          l.group, [this, &l, members, microBatch, ranUs](Communicator &c) {
             ranUs->first = microseconds(std::chrono::steady_clock::now());
-            collective(l, microBatch, c, collectiveStream(l));
+            collective(*members, microBatch, c, collectiveStream(l));
             ranUs->second = microseconds(std::chrono::steady_clock::now());
           });
-      inFlight[l.output] = {done, ranUs, &l};
+      for (const Launch *m : *members)
+        inFlight[m->output] = {done, ranUs, m};
       break;
     }
     case Launch::Op::Wait: {
@@ -931,6 +1087,7 @@ void Trainer::writeState(
 
 StepResult Trainer::step(int64_t step) {
   currentStep = step + 1;
+  int64_t callsBefore = collectiveCalls.load();
   // The compute stream's work outside launches is timed as its own class.
   if (deviceTiming)
     device.markLaunch("fill_zero");
@@ -962,6 +1119,7 @@ StepResult Trainer::step(int64_t step) {
   if (sumsq != program.bufferIndex.end())
     result.gradNorm = std::sqrt(double(scalar(sumsq->second)));
   device.synchronize(); // the step ends when its last launch has run
+  result.collectiveCalls = collectiveCalls.load() - callsBefore;
   return result;
 }
 

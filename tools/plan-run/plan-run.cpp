@@ -695,6 +695,7 @@ int main(int argc, char **argv) {
               << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
               << ", \"step_time_s\": " << seconds
               << ", \"tokens_per_s\": " << tokens / seconds
+              << ", \"collective_calls\": " << r.collectiveCalls
               << (inUse ? ", \"memory_in_use_bytes\": " + std::to_string(*inUse)
                         : std::string())
               << "}" << std::endl; // on disk before a failure can lose it

@@ -82,6 +82,10 @@ struct Launch {
   bool reduceMax = false;
   std::optional<int64_t> dim;
   bool accumulateOutput = false;
+  /// The data-parallel bucket the collective belongs to
+  /// (exec-overlap-communication): its flat members, consecutive in the
+  /// phase, run as one collective (Trainer::collectiveRun).
+  std::optional<int64_t> bucket;
   /// Runs on the comm thread while the launches after it run, until the
   /// Wait launch on `output`.
   bool async = false;

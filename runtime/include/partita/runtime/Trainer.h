@@ -7,6 +7,7 @@
 #include "partita/runtime/Device.h"
 #include "partita/runtime/Plan.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -51,6 +52,9 @@ struct StepResult {
   double loss = 0;     // mean over the global batch (on the last stage)
   double gradNorm = 0; // before clipping
   bool hasLoss = false;
+  /// Collective calls this rank made during the step (one per chunk; a
+  /// bucket's members go as one).
+  int64_t collectiveCalls = 0;
 };
 
 /// Elements of f32 workspace per stream a collective moves through at a
@@ -172,8 +176,18 @@ private:
   /// workspace: as bf16 where movesAsBf16 (an all-reduce in place, a split
   /// gather straight from its input rows, rank blocks copied into place),
   /// else as f32 (bf16 widened in, rounded out once).
-  void collective(const Launch &l, int64_t microBatch, Communicator &c,
-                  Stream stream);
+  void collective(const std::vector<const Launch *> &run, int64_t microBatch,
+                  Communicator &c, Stream stream);
+  /// The collectives that run as one from collective launch `first` of
+  /// `phase`: itself, and the launches after it of the same data-parallel
+  /// bucket that are flat and alike (kind, group, flags, dtype path) and
+  /// touch no buffer of another member. The simulator and the cost model
+  /// charge a bucket as one collective; so it runs.
+  std::vector<const Launch *> collectiveRun(const Phase &phase,
+                                            size_t first) const;
+  /// The columns per rank of flat collective `l` over g ranks: the shard,
+  /// ceil(whole / g) of a gather.
+  int64_t flatShard(const Launch &l, int64_t g) const;
   /// How collective `l` is chunked. Its buffers are `rows` rows (outer
   /// dimensions of a split; 1 for a flat collective) of `columns` elements
   /// per rank; a chunk is `columnsPerChunk` columns of one row
@@ -185,7 +199,7 @@ private:
     int64_t workspace = 0;
     bool inColumns = false;
   };
-  Chunking chunking(const Launch &l) const;
+  Chunking chunking(const std::vector<const Launch *> &run) const;
   /// Whether collective `l` moves as bf16: its input and output are bf16,
   /// so the bytes on the wire are the ones the cost model and simulator
   /// count, and it replaces its output or is a flat reduce-scatter (ZeRO
@@ -221,8 +235,13 @@ private:
   Stream collectiveStream(const Launch &l) const {
     return l.async ? Stream::comm(plan.commLane(l.group)) : Stream::Compute;
   }
-  /// Each collective launch's chunking, worked out once.
+  /// By the collective launch that starts it: each run of collectives
+  /// (collectiveRun) and its chunking, worked out once.
+  std::map<const Launch *, std::vector<const Launch *>> runs;
   std::map<const Launch *, Chunking> chunkings;
+  /// Calls made to the communicator's collectives (a chunk each), from
+  /// the comm thread too.
+  std::atomic<int64_t> collectiveCalls{0};
   std::map<std::string, double> seconds;
   bool deviceTiming = false;
   std::vector<TraceEvent> *trace = nullptr;
