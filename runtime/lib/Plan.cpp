@@ -305,8 +305,15 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
         if (l.contains("dim"))
           launch.dim = r.integer(l, lat, "dim");
         launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
-        if (l.contains("bucket"))
+        if (l.contains("bucket")) {
           launch.bucket = r.integer(l, lat, "bucket");
+          // Its members run as one on every rank of the group: a group
+          // whose ranks run other programs would not agree.
+          if (launch.group != "dp")
+            r.fail(lat + "/bucket", "only data-parallel (dp) collectives "
+                                    "form buckets, not " +
+                                        launch.group);
+        }
         if (launch.collective == Launch::Collective::AllReduce &&
             launch.accumulateOutput)
           r.fail(lat + "/accumulate",

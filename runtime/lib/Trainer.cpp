@@ -743,6 +743,7 @@ void Trainer::collective(const std::vector<const Launch *> &run,
     if (gather && asBf16) {
       // Gathered as [g][n][inner] from the rows as they are; block k of
       // each row goes to its place in the output rows [n][g][inner].
+      called();
       c.allGather(l.group, in.h.data() + first * inner, n * inner, work16);
       for (int64_t k = 0; k < g; ++k)
         device.copyRows(out.h.data() + (first * g + k) * inner, g * inner * 2,
@@ -759,6 +760,7 @@ void Trainer::collective(const std::vector<const Launch *> &run,
       else
         source = in.f.data() + first * inner;
       float *gathered = mine + (inSpec.isBf16 ? n * inner : 0);
+      called();
       c.allGather(l.group, source, n * inner, gathered);
       int64_t at = first * g * inner;
       if (!outSpec.isBf16) {
@@ -778,6 +780,7 @@ void Trainer::collective(const std::vector<const Launch *> &run,
         device.copyRows(work16 + k * n * inner, inner * 2,
                         in.h.data() + (first * g + k) * inner, g * inner * 2,
                         inner * 2, n, stream);
+      called();
       c.reduceScatter(l.group, work16, n * inner, out.h.data() + first * inner);
       continue;
     }
@@ -792,6 +795,7 @@ void Trainer::collective(const std::vector<const Launch *> &run,
     }
     float *value = blocks + g * n * inner;
     device.transposeBlocks(blocks, source, n, g, inner, false, stream);
+    called();
     c.reduceScatter(l.group, blocks, n * inner, value);
     write(out, outSpec, first * inner, n * inner, value, acc);
   }
@@ -887,8 +891,10 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
             collective(*members, microBatch, c, collectiveStream(l));
             ranUs->second = microseconds(std::chrono::steady_clock::now());
           });
+      // Each member is waited for on its own; the run is traced once.
       for (const Launch *m : *members)
-        inFlight[m->output] = {done, ranUs, m};
+        inFlight[m->output] = {done, ranUs, m,
+                               m == &l ? int64_t(members->size()) : 0};
       break;
     }
     case Launch::Op::Wait: {
@@ -957,11 +963,11 @@ size_t Trainer::runTogether(const Phase &phase, size_t first,
 void Trainer::finish(std::map<int, InFlight>::iterator it, int64_t microBatch,
                      const std::string &phase) {
   it->second.done.get();
-  if (trace)
+  if (trace && it->second.traced > 0)
     trace->push_back({traceName(*it->second.launch), true,
                       it->second.ranUs->first,
                       it->second.ranUs->second - it->second.ranUs->first,
-                      currentStep, microBatch, phase});
+                      currentStep, microBatch, phase, it->second.traced});
   inFlight.erase(it);
 }
 

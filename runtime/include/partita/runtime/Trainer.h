@@ -44,7 +44,8 @@ struct TraceEvent {
   double startUs, durationUs;
   int64_t step, microBatch;
   std::string phase;
-  /// Launches of one kernel that ran as one (Device::launchAll).
+  /// Launches that ran as one: of one kernel (Device::launchAll), or the
+  /// collectives of a bucket (Trainer::collectiveRun).
   int64_t launches = 1;
 };
 
@@ -173,9 +174,9 @@ private:
   /// Runs the collective with `c`: the communicator itself, or, for an
   /// async launch, the one its comm thread hands the work; the data
   /// movement around it goes on `stream`, in chunks through the stream's
-  /// workspace: as bf16 where movesAsBf16 (an all-reduce in place, a split
-  /// gather straight from its input rows, rank blocks copied into place),
-  /// else as f32 (bf16 widened in, rounded out once).
+  /// workspace: as bf16 where movesAsBf16 (a lone all-reduce in place, a
+  /// split gather straight from its input rows, rank blocks copied into
+  /// place), else as f32 (bf16 widened in, rounded out once).
   void collective(const std::vector<const Launch *> &run, int64_t microBatch,
                   Communicator &c, Stream stream);
   /// The collectives that run as one from collective launch `first` of
@@ -188,10 +189,11 @@ private:
   /// The columns per rank of flat collective `l` over g ranks: the shard,
   /// ceil(whole / g) of a gather.
   int64_t flatShard(const Launch &l, int64_t g) const;
-  /// How collective `l` is chunked. Its buffers are `rows` rows (outer
-  /// dimensions of a split; 1 for a flat collective) of `columns` elements
-  /// per rank; a chunk is `columnsPerChunk` columns of one row
-  /// (`inColumns`) or else `rowsPerChunk` whole rows, and uses `workspace`
+  /// How a run of collectives is chunked. A split collective's buffers are
+  /// `rows` rows (outer dimensions of the split) of `columns` elements per
+  /// rank; a flat run's are one row of `columns`, its members' shards side
+  /// by side. A chunk is `columnsPerChunk` columns, across row ends
+  /// (`inColumns`), or else `rowsPerChunk` whole rows, and uses `workspace`
   /// f32 elements (bf16 paths pack two bf16 elements in one), at most
   /// `collectiveChunk` unless one column needs more.
   struct Chunking {
@@ -251,6 +253,9 @@ private:
     std::shared_future<void> done;
     std::shared_ptr<std::pair<double, double>> ranUs;
     const Launch *launch;
+    /// The launches of its run the trace event counts: the run's size for
+    /// its first, 0 for the others (one event per run).
+    int64_t traced = 1;
   };
   std::map<int, InFlight> inFlight;
   /// Waits for the collective of `it` and records it for the trace.
