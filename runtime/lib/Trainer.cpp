@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
