@@ -423,12 +423,20 @@ void CudaDevice::fillZero(void *dst, int64_t bytes, Stream s) {
 void CudaDevice::copyRows(void *dst, int64_t dstPitch, const void *src,
                           int64_t srcPitch, int64_t bytes, int64_t rows,
                           Stream s) {
-  // One row as a plain copy: a 2D copy's pitch is limited (about 2 GiB).
-  check(rows == 1 ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                    stream(s))
-                  : cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, bytes, rows,
-                                      cudaMemcpyDeviceToDevice, stream(s)),
-        "a device copy");
+  // A 2D copy's pitch is limited (cudaDevAttrMaxPitch, 2 GiB - 1): one
+  // row, or rows further apart, go as plain copies.
+  constexpr int64_t kMaxPitch = (int64_t(1) << 31) - 1;
+  if (rows > 1 && std::max(dstPitch, srcPitch) <= kMaxPitch) {
+    check(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, bytes, rows,
+                            cudaMemcpyDeviceToDevice, stream(s)),
+          "a device copy");
+    return;
+  }
+  for (int64_t k = 0; k < rows; ++k)
+    check(cudaMemcpyAsync(static_cast<char *>(dst) + k * dstPitch,
+                          static_cast<const char *>(src) + k * srcPitch, bytes,
+                          cudaMemcpyDeviceToDevice, stream(s)),
+          "a device copy");
 }
 
 void CudaDevice::transposeBlocks(float *dst, const float *src, int64_t a,

@@ -541,6 +541,11 @@ void Trainer::collective(const std::vector<const Launch *> &run,
     const BufferSpec *inSpec, *outSpec;
     int64_t inAt, inEnd, outAt, outEnd, shard, first, n, at;
   };
+  // Of a piece's rank blocks, k shard apart, how many lie whole within
+  // `room` elements of the first.
+  auto wholeBlocks = [&](int64_t room, const Piece &p) {
+    return room < p.n ? 0 : std::min(g, (room - p.n) / p.shard + 1);
+  };
   auto allGatherColumns = [&](const std::vector<Piece> &pieces, int64_t n) {
     if (asBf16) {
       uint16_t *mine = work16, *gathered = work16 + n;
@@ -554,13 +559,19 @@ void Trainer::collective(const std::vector<const Launch *> &run,
       }
       called();
       c.allGather(l.group, mine, n, gathered);
-      for (const Piece &p : pieces)
-        for (int64_t k = 0; k < g; ++k) {
+      for (const Piece &p : pieces) {
+        // The rank blocks that land whole in one 2D copy, the rest (cut
+        // short by the padding) alone.
+        int64_t whole = wholeBlocks(p.outEnd - (p.outAt + p.first), p);
+        device.copyRows(p.out->h.data() + p.outAt + p.first, p.shard * 2,
+                        gathered + p.at, n * 2, p.n * 2, whole, stream);
+        for (int64_t k = whole; k < g; ++k) {
           int64_t at = p.outAt + k * p.shard + p.first;
           if (int64_t m = clamp(p.outEnd - at, p.n); m > 0)
             device.copy(p.out->h.data() + at, gathered + k * n + p.at, m * 2,
                         stream);
         }
+      }
       return;
     }
     float *mine = work, *gathered = work + n;
@@ -582,22 +593,22 @@ void Trainer::collective(const std::vector<const Launch *> &run,
   // ... and the reduce-scatter of rank blocks at inAt + k shard (zero past
   // inEnd) into this rank's at outAt.
   auto reduceScatterColumns = [&](const std::vector<Piece> &pieces, int64_t n) {
-    auto fill = [&](auto *blocks, int64_t elementBytes) {
-      for (const Piece &p : pieces)
-        for (int64_t k = 0; k < g; ++k) {
+    if (asBf16) {
+      for (const Piece &p : pieces) {
+        // The rank blocks read whole in one 2D copy, the rest (past the
+        // input's end) alone, zero where short.
+        int64_t whole = wholeBlocks(p.inEnd - (p.inAt + p.first), p);
+        device.copyRows(work16 + p.at, n * 2, p.in->h.data() + p.inAt + p.first,
+                        p.shard * 2, p.n * 2, whole, stream);
+        for (int64_t k = whole; k < g; ++k) {
           int64_t at = p.inAt + k * p.shard + p.first;
           int64_t have = clamp(p.inEnd - at, p.n);
-          auto *block = blocks + k * n + p.at;
-          if (have < p.n)
-            device.fillZero(block + have, (p.n - have) * elementBytes, stream);
-          if (elementBytes == 2 && have > 0)
+          uint16_t *block = work16 + k * n + p.at;
+          device.fillZero(block + have, (p.n - have) * 2, stream);
+          if (have > 0)
             device.copy(block, p.in->h.data() + at, have * 2, stream);
-          else if (elementBytes == 4)
-            read(*p.in, *p.inSpec, at, have, reinterpret_cast<float *>(block));
         }
-    };
-    if (asBf16) {
-      fill(work16, 2);
+      }
       const Piece &only = pieces.front();
       if (!acc && pieces.size() == 1 && only.n == n) { // straight to its shard
         called();
@@ -623,7 +634,15 @@ void Trainer::collective(const std::vector<const Launch *> &run,
       return;
     }
     float *blocks = work, *value = work + g * n;
-    fill(blocks, 4);
+    for (const Piece &p : pieces)
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t at = p.inAt + k * p.shard + p.first;
+        int64_t have = clamp(p.inEnd - at, p.n);
+        if (have < p.n)
+          device.fillZero(blocks + k * n + p.at + have, (p.n - have) * 4,
+                          stream);
+        read(*p.in, *p.inSpec, at, have, blocks + k * n + p.at);
+      }
     called();
     c.reduceScatter(l.group, blocks, n, value);
     for (const Piece &p : pieces)
