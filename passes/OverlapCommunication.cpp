@@ -183,7 +183,7 @@ void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
       auto [it, first] = bucketNeeded.try_emplace(id.getInt(), end);
       if (first)
         for (exec::CollectiveOp m : bucketOf(c))
-          if (Operation *e = latestEnd(m);
+          if (Operation *e = m == c ? nullptr : latestEnd(m);
               e && (!it->second || e->isBeforeInBlock(it->second)))
             it->second = e;
       needed = it->second;

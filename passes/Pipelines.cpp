@@ -23,8 +23,7 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
   else
     llvm::consumeError(parsed.takeError());
   pm.addPass(createDistLowerToExec());
-  pm.addPass(
-      createExecBuildBackward({counted.gradientBytes == 4 ? "f32" : "param"}));
+  pm.addPass(createExecBuildBackward({counted.gradientDtype()}));
   if (overlap)
     pm.addPass(createExecOverlapCommunication({quiet, counted.bucketMb}));
   pm.addPass(createExecSchedulePipeline());

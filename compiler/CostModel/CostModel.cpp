@@ -909,14 +909,16 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                            double timesPerStep) {
       Bucketed worst;
       for (const Rank &r : ranks) {
+        // The step phase's gathers go in model order, as one run.
         std::vector<double> stepOrder;
-        if (kind == CollectiveKind::AllGather)
+        GradientPiece inStep;
+        llvm::ArrayRef<GradientPiece> pieces = r.gradients;
+        if (kind == CollectiveKind::AllGather) {
           stepOrder = inStepOrder(r.gradients);
-        Bucketed b = kind == CollectiveKind::AllGather
-                         ? bucketed(dpGroup, kind, GradientPiece{stepOrder},
-                                    elementBytes, limit, eff)
-                         : bucketed(dpGroup, kind, r.gradients, elementBytes,
-                                    limit, eff);
+          inStep.tensors = stepOrder;
+          pieces = inStep;
+        }
+        Bucketed b = bucketed(dpGroup, kind, pieces, elementBytes, limit, eff);
         if (b.seconds > worst.seconds)
           worst = b;
       }

@@ -37,7 +37,7 @@ struct CostParams {
   /// Fraction of the link bandwidth a collective reaches (bus bandwidth).
   double collectiveEfficiency = 0.70;
   /// Bytes per gradient element held and reduced over dp; 4 also makes a
-  /// bf16 plan's gradients f32 (exec-build-backward's gradient-dtype).
+  /// bf16 plan's gradients f32 (gradientDtype()).
   double gradientBytes = 2;
   /// Largest bucket of data-parallel collectives in MiB, as
   /// exec-overlap-communication forms them (PyTorch DDP's default). At
@@ -46,6 +46,10 @@ struct CostParams {
   /// with the width).
   double bucketMb = 25;
   double bucketBytes() const { return bucketMb * 1048576.0; }
+  /// exec-build-backward's gradient-dtype for the gradients counted.
+  const char *gradientDtype() const {
+    return gradientBytes == 4 ? "f32" : "param";
+  }
   /// Data-parallel gradient reduction overlaps the last backward pass.
   bool overlapGradientReduction = true;
   /// Pipeline sends and receives overlap compute in the steady state.

@@ -210,13 +210,12 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
       const Launch &l = phase.launches[k];
       if (l.op != Launch::Op::Collective)
         continue;
-      std::vector<const Launch *> run = collectiveRun(phase, k);
-      Chunking c = chunking(run);
+      std::vector<const Launch *> members = collectiveRun(phase, k);
+      Chunking c = chunking(members);
       int64_t &w = work[collectiveStream(l).commLane()];
       w = std::max(w, c.workspace);
-      chunkings.emplace(&l, c);
-      k += run.size() - 1;
-      runs.emplace(&l, std::move(run));
+      k += members.size() - 1;
+      runs.emplace(&l, CollectiveRun{std::move(members), c});
     }
   // Each workspace 256-byte aligned, as an allocation of its own would be.
   auto aligned = [](int64_t n) { return (n + 255) / 256 * 256; };
@@ -409,8 +408,8 @@ int64_t Trainer::flatShard(const Launch &l, int64_t g) const {
 }
 
 Trainer::Chunking
-Trainer::chunking(const std::vector<const Launch *> &run) const {
-  const Launch &l = *run.front();
+Trainer::chunking(const std::vector<const Launch *> &members) const {
+  const Launch &l = *members.front();
   const BufferSpec &in = program.buffers[l.input];
   const BufferSpec &out = program.buffers[l.output];
   int64_t g = comm.groupSize(l.group);
@@ -424,9 +423,9 @@ Trainer::chunking(const std::vector<const Launch *> &run) const {
       collectiveChunk > kMost / 2 ? kMost : 2 * collectiveChunk - 1;
   if (l.collective == Launch::Collective::AllReduce) {
     c.rows = 1;
-    for (const Launch *m : run)
+    for (const Launch *m : members)
       c.columns += program.buffers[m->input].elements;
-    if (run.size() == 1) // in place, f32 or bf16 (Plan.cpp checks): whole
+    if (members.size() == 1) // in place, f32 or bf16 (Plan.cpp checks): whole
       return c;
     // A bucket: its members side by side in the workspace.
     int64_t halves = asBf16 ? 1 : 2;
@@ -456,7 +455,7 @@ Trainer::chunking(const std::vector<const Launch *> &run) const {
   };
   if (!l.dim) { // a row of shards per member, side by side
     int64_t columns = 0;
-    for (const Launch *m : run)
+    for (const Launch *m : members)
       columns += flatShard(*m, g);
     return byColumns(1, columns);
   }
@@ -489,9 +488,9 @@ bool Trainer::movesAsBf16(const Launch &l) const {
           (l.collective == Launch::Collective::ReduceScatter && !l.dim));
 }
 
-void Trainer::collective(const std::vector<const Launch *> &run,
-                         int64_t microBatch, Communicator &c, Stream stream) {
-  const Launch &l = *run.front();
+void Trainer::collective(const CollectiveRun &run, int64_t microBatch,
+                         Communicator &c, Stream stream) {
+  const Launch &l = *run.members.front();
   const BufferSpec &inSpec = program.buffers[l.input];
   const BufferSpec &outSpec = program.buffers[l.output];
   Storage &in = storage(l.input, microBatch);
@@ -537,9 +536,10 @@ void Trainer::collective(const std::vector<const Launch *> &run,
   // up to outEnd). A chunk holds pieces of one row or of several: a
   // bucket's members, side by side, go as one collective.
   struct Piece {
-    Storage *in, *out;
-    const BufferSpec *inSpec, *outSpec;
-    int64_t inAt, inEnd, outAt, outEnd, shard, first, n, at;
+    Storage *in = nullptr, *out = nullptr;
+    const BufferSpec *inSpec = nullptr, *outSpec = nullptr;
+    int64_t inAt = 0, inEnd = 0, outAt = 0, outEnd = 0, shard = 0, first = 0,
+            n = 0, at = 0;
   };
   // Of a piece's rank blocks, k shard apart, how many lie whole within
   // `room` elements of the first.
@@ -667,10 +667,11 @@ void Trainer::collective(const std::vector<const Launch *> &run,
       device.copy(at(p), side + p.at * bytes, p.n * bytes, stream);
   };
 
-  const Chunking &chunks = chunkings.at(&l);
+  const Chunking &chunks = run.chunking;
   int64_t inner = chunks.columns;
   bool gather = l.collective == Launch::Collective::AllGather;
-  if (l.collective == Launch::Collective::AllReduce && run.size() == 1) {
+  if (l.collective == Launch::Collective::AllReduce &&
+      run.members.size() == 1) {
     // In place (Plan.cpp checks), element by element.
     called();
     if (asBf16)
@@ -685,21 +686,17 @@ void Trainer::collective(const std::vector<const Launch *> &run,
     // rank's slice of the whole, else the input, short of the shard where
     // the whole is padded.
     std::vector<Piece> rows;
-    for (const Launch *m : run) {
+    for (const Launch *m : run.members) {
       const BufferSpec &mIn = program.buffers[m->input];
       const BufferSpec &mOut = program.buffers[m->output];
-      Piece row{&storage(m->input, microBatch),
-                &storage(m->output, microBatch),
-                &mIn,
-                &mOut,
-                0,
-                mIn.elements,
-                0,
-                mOut.elements,
-                mIn.elements,
-                0,
-                0,
-                0};
+      Piece row;
+      row.in = &storage(m->input, microBatch);
+      row.out = &storage(m->output, microBatch);
+      row.inSpec = &mIn;
+      row.outSpec = &mOut;
+      row.inEnd = mIn.elements;
+      row.outEnd = mOut.elements;
+      row.shard = mIn.elements; // an all-reduce's
       if (l.collective == Launch::Collective::AllReduce) {
         rows.push_back(row);
         continue;
@@ -849,10 +846,10 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   for (size_t k = 0; k < phase.launches.size(); ++k) {
     const Launch &l = phase.launches[k];
     // A run of collectives (a bucket) goes as one.
-    const std::vector<const Launch *> *members =
+    const CollectiveRun *run =
         l.op == Launch::Op::Collective ? &runs.at(&l) : nullptr;
-    if (members)
-      k += members->size() - 1;
+    if (run)
+      k += run->members.size() - 1;
     if (!runsIn(l, microBatch))
       continue;
     const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
@@ -897,22 +894,21 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       }
       break;
     case Launch::Op::Collective: {
-      together = int64_t(members->size());
+      together = int64_t(run->members.size());
       if (!l.async) {
-        collective(*members, microBatch, comm, Stream::Compute);
+        collective(*run, microBatch, comm, Stream::Compute);
         break;
       }
       auto ranUs = std::make_shared<std::pair<double, double>>();
       std::shared_future<void> done = comm.start(
-          l.group, [this, &l, members, microBatch, ranUs](Communicator &c) {
+          l.group, [this, &l, run, microBatch, ranUs](Communicator &c) {
             ranUs->first = microseconds(std::chrono::steady_clock::now());
-            collective(*members, microBatch, c, collectiveStream(l));
+            collective(*run, microBatch, c, collectiveStream(l));
             ranUs->second = microseconds(std::chrono::steady_clock::now());
           });
       // Each member is waited for on its own; the run is traced once.
-      for (const Launch *m : *members)
-        inFlight[m->output] = {done, ranUs, m,
-                               m == &l ? int64_t(members->size()) : 0};
+      for (const Launch *m : run->members)
+        inFlight[m->output] = {done, ranUs, m, m == &l ? together : 0};
       break;
     }
     case Launch::Op::Wait: {

@@ -84,7 +84,7 @@ TEST_P(PlanCommunication, BytesPerStepMatchTheCostModel) {
     pm.addPass(createDistPartitionTensors());
     pm.addPass(createDistSplitStages());
     pm.addPass(createDistLowerToExec());
-    pm.addPass(createExecBuildBackward({gradientBytes == 4 ? "f32" : "param"}));
+    pm.addPass(createExecBuildBackward({params.gradientDtype()}));
     ASSERT_TRUE(mlir::succeeded(pm.run(*costed.module)));
     Volume plan = planVolume(*costed.module, costed.config.numMicroBatches);
 

@@ -177,8 +177,9 @@ private:
   /// workspace: as bf16 where movesAsBf16 (a lone all-reduce in place, a
   /// split gather straight from its input rows, rank blocks copied into
   /// place), else as f32 (bf16 widened in, rounded out once).
-  void collective(const std::vector<const Launch *> &run, int64_t microBatch,
-                  Communicator &c, Stream stream);
+  struct CollectiveRun;
+  void collective(const CollectiveRun &run, int64_t microBatch, Communicator &c,
+                  Stream stream);
   /// The collectives that run as one from collective launch `first` of
   /// `phase`: itself, and the launches after it of the same data-parallel
   /// bucket that are flat and alike (kind, group, flags, dtype path) and
@@ -201,7 +202,12 @@ private:
     int64_t workspace = 0;
     bool inColumns = false;
   };
-  Chunking chunking(const std::vector<const Launch *> &run) const;
+  Chunking chunking(const std::vector<const Launch *> &members) const;
+  /// A run of collectives (collectiveRun) and its chunking, worked out once.
+  struct CollectiveRun {
+    std::vector<const Launch *> members;
+    Chunking chunking;
+  };
   /// Whether collective `l` moves as bf16: its input and output are bf16,
   /// so the bytes on the wire are the ones the cost model and simulator
   /// count, and it replaces its output or is a flat reduce-scatter (ZeRO
@@ -237,10 +243,8 @@ private:
   Stream collectiveStream(const Launch &l) const {
     return l.async ? Stream::comm(plan.commLane(l.group)) : Stream::Compute;
   }
-  /// By the collective launch that starts it: each run of collectives
-  /// (collectiveRun) and its chunking, worked out once.
-  std::map<const Launch *, std::vector<const Launch *>> runs;
-  std::map<const Launch *, Chunking> chunkings;
+  /// Each run of collectives, by the launch that starts it.
+  std::map<const Launch *, CollectiveRun> runs;
   /// Calls made to the communicator's collectives (a chunk each), from
   /// the comm thread too.
   std::atomic<int64_t> collectiveCalls{0};
