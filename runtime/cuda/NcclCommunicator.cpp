@@ -102,53 +102,31 @@ public:
   int64_t worldRank() const override { return me; }
   int64_t worldSize() const override { return worldCount; }
 
+  // Each collective in f32 and in bf16: NCCL takes the element type.
   void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
-    const Group &g = group(name);
-    collective("all-reduce over " + name, name, [&](cudaStream_t s) {
-      return ncclAllReduce(data, data, size_t(n), ncclFloat,
-                           max ? ncclMax : ncclSum, g.comm, s);
-    });
-  }
-  void allGather(const std::string &name, const float *in, int64_t n,
-                 float *out) override {
-    const Group &g = group(name);
-    collective("all-gather over " + name, name, [&](cudaStream_t s) {
-      return ncclAllGather(in, out, size_t(n), ncclFloat, g.comm, s);
-    });
+    allReduceAs(name, data, n, ncclFloat, max);
   }
   void allReduce(const std::string &name, uint16_t *data, int64_t n,
                  bool max) override {
-    const Group &g = group(name);
-    collective("all-reduce over " + name, name, [&](cudaStream_t s) {
-      return ncclAllReduce(data, data, size_t(n), ncclBfloat16,
-                           max ? ncclMax : ncclSum, g.comm, s);
-    });
+    allReduceAs(name, data, n, ncclBfloat16, max);
   }
-  void reduceScatter(const std::string &name, const uint16_t *in, int64_t n,
-                     uint16_t *out) override {
-    const Group &g = group(name);
-    collective("reduce-scatter over " + name, name, [&](cudaStream_t s) {
-      return ncclReduceScatter(in, out, size_t(n), ncclBfloat16, ncclSum,
-                               g.comm, s);
-    });
+  void allGather(const std::string &name, const float *in, int64_t n,
+                 float *out) override {
+    allGatherAs(name, in, n, out, ncclFloat);
   }
   void allGather(const std::string &name, const uint16_t *in, int64_t n,
                  uint16_t *out) override {
-    const Group &g = group(name);
-    collective("all-gather over " + name, name, [&](cudaStream_t s) {
-      return ncclAllGather(in, out, size_t(n), ncclBfloat16, g.comm, s);
-    });
+    allGatherAs(name, in, n, out, ncclBfloat16);
   }
   void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
-    const Group &g = group(name);
-    collective("reduce-scatter over " + name, name, [&](cudaStream_t s) {
-      return ncclReduceScatter(in, out, size_t(n), ncclFloat, ncclSum, g.comm,
-                               s);
-    });
+    reduceScatterAs(name, in, n, out, ncclFloat);
   }
-
+  void reduceScatter(const std::string &name, const uint16_t *in, int64_t n,
+                     uint16_t *out) override {
+    reduceScatterAs(name, in, n, out, ncclBfloat16);
+  }
   void send(int64_t to, const void *data, int64_t bytes) override {
     if (isHost(data)) { // gathers for checkpoints and --save-params
       // Copied: the caller may reuse `data` before the receiver gets it.
@@ -246,6 +224,30 @@ public:
   }
 
 private:
+  // The collectives above, for the element type `type`.
+  void allReduceAs(const std::string &name, void *data, int64_t n,
+                   ncclDataType_t type, bool max) {
+    const Group &g = group(name);
+    collective("all-reduce over " + name, name, [&](cudaStream_t s) {
+      return ncclAllReduce(data, data, size_t(n), type, max ? ncclMax : ncclSum,
+                           g.comm, s);
+    });
+  }
+  void allGatherAs(const std::string &name, const void *in, int64_t n,
+                   void *out, ncclDataType_t type) {
+    const Group &g = group(name);
+    collective("all-gather over " + name, name, [&](cudaStream_t s) {
+      return ncclAllGather(in, out, size_t(n), type, g.comm, s);
+    });
+  }
+  void reduceScatterAs(const std::string &name, const void *in, int64_t n,
+                       void *out, ncclDataType_t type) {
+    const Group &g = group(name);
+    collective("reduce-scatter over " + name, name, [&](cudaStream_t s) {
+      return ncclReduceScatter(in, out, size_t(n), type, ncclSum, g.comm, s);
+    });
+  }
+
   /// One direction between two pipeline neighbours: rank 0 of `comm` sends.
   struct Channel {
     ncclComm_t comm = nullptr;

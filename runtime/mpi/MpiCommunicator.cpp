@@ -60,57 +60,31 @@ public:
   int64_t worldRank() const override { return world; }
   int64_t worldSize() const override { return worldCount; }
 
+  // Each collective in f32 and in bf16 (MPI_UINT16_T, with the bf16
+  // reductions of Bf16Reductions.h).
   void allReduce(const std::string &name, float *data, int64_t n,
                  bool max) override {
-    MPI_Comm comm = group(name).comm;
-    call("all_reduce over " + name, [=] {
-      check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_FLOAT,
-                          max ? MPI_MAX : MPI_SUM, comm),
-            "all_reduce", name);
-    });
-  }
-  void allGather(const std::string &name, const float *in, int64_t n,
-                 float *out) override {
-    MPI_Comm comm = group(name).comm;
-    call("all_gather over " + name, [=] {
-      check(MPI_Allgather(in, int(n), MPI_FLOAT, out, int(n), MPI_FLOAT, comm),
-            "all_gather", name);
-    });
+    allReduceAs(name, data, n, MPI_FLOAT, max ? MPI_MAX : MPI_SUM);
   }
   void allReduce(const std::string &name, uint16_t *data, int64_t n,
                  bool max) override {
-    MPI_Comm comm = group(name).comm;
-    call("all_reduce over " + name, [=] {
-      check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), MPI_UINT16_T,
-                          bf16Reduction(max), comm),
-            "all_reduce", name);
-    });
+    allReduceAs(name, data, n, MPI_UINT16_T, bf16Reduction(max));
   }
-  void reduceScatter(const std::string &name, const uint16_t *in, int64_t n,
-                     uint16_t *out) override {
-    MPI_Comm comm = group(name).comm;
-    call("reduce_scatter over " + name, [=] {
-      check(MPI_Reduce_scatter_block(in, out, int(n), MPI_UINT16_T,
-                                     bf16Reduction(false), comm),
-            "reduce_scatter", name);
-    });
+  void allGather(const std::string &name, const float *in, int64_t n,
+                 float *out) override {
+    allGatherAs(name, in, n, out, MPI_FLOAT);
   }
   void allGather(const std::string &name, const uint16_t *in, int64_t n,
                  uint16_t *out) override {
-    MPI_Comm comm = group(name).comm;
-    call("all_gather over " + name, [=] {
-      check(MPI_Allgather(in, int(n), MPI_UINT16_T, out, int(n), MPI_UINT16_T,
-                          comm),
-            "all_gather", name);
-    });
+    allGatherAs(name, in, n, out, MPI_UINT16_T);
   }
   void reduceScatter(const std::string &name, const float *in, int64_t n,
                      float *out) override {
-    MPI_Comm comm = group(name).comm;
-    call("reduce_scatter over " + name, [=] {
-      check(MPI_Reduce_scatter_block(in, out, int(n), MPI_FLOAT, MPI_SUM, comm),
-            "reduce_scatter", name);
-    });
+    reduceScatterAs(name, in, n, out, MPI_FLOAT, MPI_SUM);
+  }
+  void reduceScatter(const std::string &name, const uint16_t *in, int64_t n,
+                     uint16_t *out) override {
+    reduceScatterAs(name, in, n, out, MPI_UINT16_T, bf16Reduction(false));
   }
   void send(int64_t to, const void *data, int64_t bytes) override {
     // The copy lives until the message is delivered: the sender's buffer
@@ -177,6 +151,32 @@ public:
   }
 
 private:
+  // The collectives above, for the element type `type`.
+  void allReduceAs(const std::string &name, void *data, int64_t n,
+                   MPI_Datatype type, MPI_Op op) {
+    MPI_Comm comm = group(name).comm;
+    call("all_reduce over " + name, [=] {
+      check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), type, op, comm),
+            "all_reduce", name);
+    });
+  }
+  void allGatherAs(const std::string &name, const void *in, int64_t n,
+                   void *out, MPI_Datatype type) {
+    MPI_Comm comm = group(name).comm;
+    call("all_gather over " + name, [=] {
+      check(MPI_Allgather(in, int(n), type, out, int(n), type, comm),
+            "all_gather", name);
+    });
+  }
+  void reduceScatterAs(const std::string &name, const void *in, int64_t n,
+                       void *out, MPI_Datatype type, MPI_Op op) {
+    MPI_Comm comm = group(name).comm;
+    call("reduce_scatter over " + name, [=] {
+      check(MPI_Reduce_scatter_block(in, out, int(n), type, op, comm),
+            "reduce_scatter", name);
+    });
+  }
+
   struct Pending {
     std::shared_ptr<std::vector<char>> data;
     MPI_Request request;
