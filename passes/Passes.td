@@ -481,7 +481,11 @@ def ExecPlanMemory : Pass<"exec-plan-memory", "mlir::ModuleOp"> {
     A static memory plan (docs/simulator.md, "Memory plan"). Each program's
     buffers fall in three classes:
     - *persistent*: parameters, their shards and gradients, optimizer
-      states, scalars: live for the whole step;
+      states, scalars: live for the whole step, in the order declared,
+      except that the buffers of a bucket of in-place all-reduces
+      (ZeRO-0's gradients, exec-overlap-communication's `bucket`) go side
+      by side in the bucket's order, so that the runtime reduces the
+      bucket where it lies, with no copy through a workspace;
     - *kept per micro-batch*: tokens, labels, and activations (or their
       gradients) that carry a value from one run of a phase to another
       (forward to backward): one copy per micro-batch in flight under the

@@ -199,22 +199,60 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     buf->setAttr("copies", b.getI64IntegerAttr(copies));
   };
   // Run-local: every phase that uses the buffer writes it first.
+  auto runLocal = [&](size_t i) {
+    exec::BufferKind kind = buffers[i].getKind();
+    // Gradients written afresh in every run that uses them (reduced to
+    // their ZeRO-2/3 shards at once) are run-local too.
+    bool local = kind != exec::BufferKind::tokens &&
+                 kind != exec::BufferKind::labels &&
+                 (!persistent(kind) || kind == exec::BufferKind::param_grad);
+    for (auto &[p, use] : usesOf[i])
+      local &= use.writtenFirst;
+    return local && !usesOf[i].empty();
+  };
+  // The buffers of a bucket of in-place all-reduces (ZeRO-0's gradients),
+  // in the bucket's order: persistent ones go side by side, so that the
+  // runtime reduces the bucket where it lies, as one span, instead of
+  // copying it into a collective workspace and back.
+  std::map<size_t, size_t> spanOf; // buffer -> its bucket's entry in spans
+  std::vector<SmallVector<size_t>> spans;
+  for (auto [p, phase] : llvm::enumerate(phases)) {
+    std::map<int64_t, size_t> spanOfBucket;
+    for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>()) {
+      auto bucket = c->getAttrOfType<IntegerAttr>("bucket");
+      if (!bucket || c.getKind() != exec::CollectiveKind::all_reduce ||
+          c.getInput() != c.getOutput())
+        continue;
+      size_t buffer = index.lookup(c.getInput());
+      auto [entry, added] =
+          spanOfBucket.try_emplace(bucket.getInt(), spans.size());
+      if (added)
+        spans.emplace_back();
+      if (spanOf.try_emplace(buffer, entry->second).second)
+        spans[entry->second].push_back(buffer);
+    }
+  }
+  std::vector<bool> placedPersistent(buffers.size());
+  auto placePersistent = [&](size_t i) {
+    placedPersistent[i] = true;
+    place(buffers[i], plan.persistentBytes, 1);
+    plan.persistentBytes += aligned(bufferBytes(buffers[i]));
+  };
   std::vector<size_t> local;
   std::vector<size_t> kept;
   for (auto [i, buf] : llvm::enumerate(buffers)) {
-    // Gradients written afresh in every run that uses them (reduced to
-    // their ZeRO-2/3 shards at once) are run-local too.
-    bool runLocal = buf.getKind() != exec::BufferKind::tokens &&
-                    buf.getKind() != exec::BufferKind::labels &&
-                    (!persistent(buf.getKind()) ||
-                     buf.getKind() == exec::BufferKind::param_grad);
-    for (auto &[p, use] : usesOf[i])
-      runLocal &= use.writtenFirst;
-    if (runLocal && !usesOf[i].empty()) {
+    if (runLocal(i)) {
       local.push_back(i);
     } else if (persistent(buf.getKind())) {
-      place(buf, plan.persistentBytes, 1);
-      plan.persistentBytes += aligned(bufferBytes(buf));
+      auto span = spanOf.find(i);
+      if (span == spanOf.end()) {
+        placePersistent(i);
+        continue;
+      }
+      for (size_t member : spans[span->second])
+        if (!placedPersistent[member] && !runLocal(member) &&
+            persistent(buffers[member].getKind()))
+          placePersistent(member);
     } else {
       kept.push_back(i);
     }

@@ -210,12 +210,19 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
       const Launch &l = phase.launches[k];
       if (l.op != Launch::Op::Collective)
         continue;
-      std::vector<const Launch *> members = collectiveRun(phase, k);
-      Chunking c = chunking(members);
+      CollectiveRun run{collectiveRun(phase, k)};
+      run.chunking = chunking(run.members);
+      if (l.collective == Launch::Collective::AllReduce) {
+        run.inPlace = l.input;
+        if (auto span = inPlaceSpan(run.members, copyOffsets)) {
+          run.inPlace = span->first;
+          run.chunking = Chunking{.rows = 1, .columns = span->second};
+        }
+      }
       int64_t &w = work[collectiveStream(l).commLane()];
-      w = std::max(w, c.workspace);
-      k += members.size() - 1;
-      runs.emplace(&l, CollectiveRun{std::move(members), c});
+      w = std::max(w, run.chunking.workspace);
+      k += run.members.size() - 1;
+      runs.emplace(&l, std::move(run));
     }
   // Each workspace 256-byte aligned, as an allocation of its own would be.
   auto aligned = [](int64_t n) { return (n + 255) / 256 * 256; };
@@ -399,6 +406,39 @@ std::vector<const Launch *> Trainer::collectiveRun(const Phase &phase,
     run.push_back(&m);
   }
   return run;
+}
+
+std::optional<std::pair<int, int64_t>> Trainer::inPlaceSpan(
+    const std::vector<const Launch *> &members,
+    const std::vector<std::vector<int64_t>> &copyOffsets) const {
+  const BufferSpec &first = program.buffers[members.front()->input];
+  int64_t elementBytes = first.elementBytes();
+  std::vector<std::pair<int64_t, int>> starts; // offset, buffer
+  std::set<int> inSpan;
+  for (const Launch *m : members) {
+    const BufferSpec &b = program.buffers[m->input];
+    if (m->input != m->output || copyOffsets[m->input].size() != 1 || b.isInt ||
+        b.isBf16 != first.isBf16 ||
+        copyOffsets[m->input][0] % elementBytes != 0 ||
+        !inSpan.insert(m->input).second)
+      return std::nullopt;
+    starts.push_back({copyOffsets[m->input][0], m->input});
+  }
+  std::sort(starts.begin(), starts.end());
+  int64_t begin = starts.front().first, end = begin;
+  for (auto [at, k] : starts) {
+    // Each member starts where the one before ends, or at the next 64 bytes.
+    if (at < end || at > (end + 63) / 64 * 64)
+      return std::nullopt;
+    end = at + program.buffers[k].bytes();
+  }
+  for (size_t k = 0; k < program.buffers.size(); ++k)
+    if (!inSpan.count(int(k)))
+      for (int64_t at : copyOffsets[k])
+        if (at < end && begin < at + program.buffers[k].bytes() &&
+            program.buffers[k].bytes() > 0)
+          return std::nullopt;
+  return std::make_pair(starts.front().second, (end - begin) / elementBytes);
 }
 
 int64_t Trainer::flatShard(const Launch &l, int64_t g) const {
@@ -670,14 +710,15 @@ void Trainer::collective(const CollectiveRun &run, int64_t microBatch,
   const Chunking &chunks = run.chunking;
   int64_t inner = chunks.columns;
   bool gather = l.collective == Launch::Collective::AllGather;
-  if (l.collective == Launch::Collective::AllReduce &&
-      run.members.size() == 1) {
-    // In place (Plan.cpp checks), element by element.
+  if (l.collective == Launch::Collective::AllReduce && !chunks.inColumns) {
+    // In place (Plan.cpp checks), element by element: one buffer, or a
+    // bucket's span.
+    Storage &span = storage(run.inPlace, microBatch);
     called();
     if (asBf16)
-      c.allReduce(l.group, in.h.data(), inner, l.reduceMax);
+      c.allReduce(l.group, span.h.data(), inner, l.reduceMax);
     else
-      c.allReduce(l.group, in.f.data(), inner, l.reduceMax);
+      c.allReduce(l.group, span.f.data(), inner, l.reduceMax);
     return;
   }
   if (chunks.inColumns) {

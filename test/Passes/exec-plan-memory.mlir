@@ -122,3 +122,46 @@ module {
     }
   }
 }
+
+// -----
+
+// A bucket of in-place all-reduces (ZeRO-0's gradients) lies side by side
+// in the bucket's order, wherever its buffers are declared, so that the
+// runtime reduces it where it lies: g1 (100 B, 128 with alignment) then
+// g0 from the first member's place on; the optimizer state declared
+// between them comes after; g2, in no bucket, where it is declared.
+// CHECK-LABEL: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 448 : i64} {
+// CHECK-NEXT: exec.buffer @w : tensor<16xf32> param {copies = 1 : i64, offset = 0 : i64}
+// CHECK-NEXT: exec.buffer @g0 : tensor<16xf32> param_grad {copies = 1 : i64, offset = 192 : i64}
+// CHECK-NEXT: exec.buffer @m : tensor<16xf32> optimizer_state {copies = 1 : i64, offset = 256 : i64}
+// CHECK-NEXT: exec.buffer @g1 : tensor<25xf32> param_grad {copies = 1 : i64, offset = 64 : i64}
+// CHECK-NEXT: exec.buffer @g2 : tensor<16xf32> param_grad {copies = 1 : i64, offset = 320 : i64}
+// CHECK-NEXT: exec.buffer @x : tensor<16xf32> activation {copies = 1 : i64, offset = 384 : i64}
+module {
+  exec.program @rank0 pp_rank 0 {
+    exec.buffer @w : tensor<16xf32> param
+    exec.buffer @g0 : tensor<16xf32> param_grad
+    exec.buffer @m : tensor<16xf32> optimizer_state
+    exec.buffer @g1 : tensor<25xf32> param_grad
+    exec.buffer @g2 : tensor<16xf32> param_grad
+    exec.buffer @x : tensor<16xf32> activation
+    exec.phase backward chunk 0 {
+      exec.kernel "copy" ins [@w] outs [@x]
+      exec.kernel "copy" ins [@x] outs [@g1] accumulate [true]
+      exec.kernel "copy" ins [@x] outs [@g0] accumulate [true]
+      exec.kernel "copy" ins [@x] outs [@g2] accumulate [true]
+      exec.collective all_reduce "dp" @g1 -> @g1 async last_micro_batch {bucket = 0 : i64}
+      exec.collective all_reduce "dp" @g0 -> @g0 async last_micro_batch {bucket = 0 : i64}
+      exec.collective all_reduce "dp" @g2 -> @g2 async last_micro_batch
+    }
+    exec.phase step {
+      exec.wait @g1
+      exec.wait @g0
+      exec.wait @g2
+      exec.kernel "copy" ins [@g0] outs [@m]
+    }
+    exec.schedule {
+      exec.run backward mb 0 chunk 0
+    }
+  }
+}

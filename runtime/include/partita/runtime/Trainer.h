@@ -204,10 +204,24 @@ private:
   };
   Chunking chunking(const std::vector<const Launch *> &members) const;
   /// A run of collectives (collectiveRun) and its chunking, worked out once.
+  /// An in-place all-reduce runs whole on the `chunking.columns` elements
+  /// from buffer `inPlace`'s start: its own, or a bucket's that lie side by
+  /// side in the arena (inPlaceSpan).
   struct CollectiveRun {
     std::vector<const Launch *> members;
     Chunking chunking;
+    int inPlace = -1;
   };
+  /// Of a bucket of in-place all-reduces, the buffer at the start of the
+  /// span of the arena that its buffers fill, up to the 64-byte alignment
+  /// between them, and the span's length in elements; none when a member
+  /// has several copies, the dtypes differ or another buffer shares the
+  /// span's bytes. Reduced whole, the span needs no workspace: the memory
+  /// plan places ZeRO-0's gradient buckets so (exec-plan-memory). The gaps
+  /// belong to no buffer, and the arena starts zeroed.
+  std::optional<std::pair<int, int64_t>>
+  inPlaceSpan(const std::vector<const Launch *> &members,
+              const std::vector<std::vector<int64_t>> &copyOffsets) const;
   /// Whether collective `l` moves as bf16: its input and output are bf16,
   /// so the bytes on the wire are the ones the cost model and simulator
   /// count, and it replaces its output or is a flat reduce-scatter (ZeRO
