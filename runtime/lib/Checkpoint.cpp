@@ -345,12 +345,15 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
             auto it = index.find(entry);
             if (it == index.end())
               throw std::runtime_error(here + "/global.bin: has no " + entry);
-            const float *values = reinterpret_cast<const float *>(
-                global.data() + it->second.first);
+            // Entries follow their names: not 4-byte aligned in the file.
+            const char *values = global.data() + it->second.first;
             std::string buffer =
                 kind == Kind::Value ? h.buffer : trainer.stateBuffer(p, kind);
-            trainer.fillFromGlobal(p, buffer,
-                                   [&](uint64_t i) { return values[i]; });
+            trainer.fillFromGlobal(p, buffer, [&](uint64_t i) {
+              float value;
+              std::memcpy(&value, values + 4 * i, 4);
+              return value;
+            });
           }
         }
       if (rank == 0)

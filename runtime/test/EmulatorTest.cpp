@@ -190,10 +190,10 @@ TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
   emulator::setStreamOrder(order);
 }
 
-__global__ void spinKernel(int *out, int rounds) {
-  int x = threadIdx.x;
+__global__ void spinKernel(unsigned *out, int rounds) {
+  unsigned x = threadIdx.x;
   for (int r = 0; r < rounds; ++r)
-    x = x * 1103515245 + 12345;
+    x = x * 1103515245u + 12345u;
   out[threadIdx.x] = x;
 }
 
@@ -208,8 +208,8 @@ TEST(CudaEmulator, TimingEventsAreStampedWhenTheirStreamReachesThem) {
   ASSERT_EQ(cudaEventCreateWithFlags(&end, cudaEventDefault), cudaSuccess);
   ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming),
             cudaSuccess);
-  int *x = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&x), 32 * sizeof(int)),
+  unsigned *x = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&x), 32 * sizeof(unsigned)),
             cudaSuccess);
 
   // Until the stream runs, neither is stamped: the kernel between them has

@@ -16,6 +16,7 @@
 #include "partita/runtime/HostMemory.h"
 
 #include <cuda_runtime_api.h>
+#include <sanitizer/asan_interface.h>
 
 #include <algorithm>
 #include <chrono>
@@ -280,6 +281,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   // Device memory starts as whatever it held: NaN here, so that reading
   // what nothing wrote (a missing memset) shows.
   std::memset(*p, 0xff, rounded);
+  // Under AddressSanitizer, touching the rounding is an error: a kernel
+  // that reads or writes past its buffer stops there.
+  ASAN_POISON_MEMORY_REGION(static_cast<char *>(*p) + bytes, rounded - bytes);
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.allocations[static_cast<const char *>(*p)] = bytes;
@@ -292,13 +296,19 @@ cudaError_t cudaFree(void *p) {
   // As on a GPU, freeing waits for the device's work.
   cudaDeviceSynchronize();
   State &s = state();
+  size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (!s.allocations.erase(static_cast<const char *>(p))) {
+    auto allocation = s.allocations.find(static_cast<const char *>(p));
+    if (allocation == s.allocations.end()) {
       s.lastError = cudaErrorInvalidValue;
       return cudaErrorInvalidValue;
     }
+    bytes = allocation->second;
+    s.allocations.erase(allocation);
   }
+  ASAN_UNPOISON_MEMORY_REGION(p,
+                              (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
   std::free(p);
   return cudaSuccess;
 }

@@ -13,6 +13,7 @@
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>
+#include <sanitizer/asan_interface.h>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -260,6 +261,17 @@ void run(Index grid, Index blockShape, size_t sharedBytes,
   b.shared = b.sharedStorage.data() +
              (128 - reinterpret_cast<uintptr_t>(b.sharedStorage.data()) % 128);
   b.sharedBytes = sharedBytes;
+  // Under AddressSanitizer, the bytes around the block's dynamic shared
+  // memory are out of bounds, as on the GPU.
+  char *storage = b.sharedStorage.data();
+  ASAN_POISON_MEMORY_REGION(storage, size_t(b.shared - storage));
+  ASAN_POISON_MEMORY_REGION(
+      b.shared + sharedBytes,
+      size_t(storage + b.sharedStorage.size() - (b.shared + sharedBytes)));
+  struct Unpoison {
+    std::vector<char> &storage;
+    ~Unpoison() { ASAN_UNPOISON_MEMORY_REGION(storage.data(), storage.size()); }
+  } unpoison{b.sharedStorage};
   unsigned t = 0;
   for (unsigned z = 0; z < blockShape.z; ++z)
     for (unsigned y = 0; y < blockShape.y; ++y)
