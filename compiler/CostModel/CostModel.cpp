@@ -1084,17 +1084,25 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     comms.sendStagingBytes = double(comms.p2p / 2) * eb * tokens * h / sp;
     mem.runtime = runtimeReserveBytes(topo, params, comms);
     mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
-    mem.gradients = gradientBytes * r.params / (c.zero >= 2 ? dp : 1);
+    // ZeRO-1 reduces the full gradients into a shard of its own, which
+    // ZeRO 2 and 3 keep alone.
+    mem.gradients = gradientBytes * r.params *
+                    (c.zero >= 2   ? 1.0 / dp
+                     : c.zero == 1 ? 1.0 + 1.0 / dp
+                                   : 1.0);
     mem.optimizerStates =
         optimizerStateBytes(eb) * r.params / (c.zero >= 1 ? dp : 1);
     mem.activations = r.kept + r.working;
-    // The gathered activation of tp/sp collectives, the gradients on their
-    // way to a reduction (a bucket; under ZeRO 2 and 3, which keep only
-    // shards, the full gradients of two layers, one reducing while the next
-    // is computed), ZeRO-3's two prefetched layers.
-    double reducing =
-        std::max({25e6 * gradientBytes, params.bucketBytes(),
-                  c.zero >= 2 ? 2 * gradientBytes * r.layerParamsMax : 0.0});
+    // The gathered activation of tp/sp collectives; under ZeRO 2 and 3,
+    // which keep only gradient shards, the full gradients on their way to a
+    // reduction (a bucket, or two layers', one reducing while the next is
+    // computed); ZeRO-3's two prefetched layers. ZeRO 0 and 1 reduce the
+    // gradients counted above where they lie (a reduce-scatter bucket goes
+    // through the runtime's collective workspace, in its reserve).
+    double reducing = c.zero >= 2
+                          ? std::max(params.bucketBytes(),
+                                     2 * gradientBytes * r.layerParamsMax)
+                          : 0.0;
     mem.buffers = (t > 1 ? eb * tokens * h : 0) +
                   (dp > 1 ? std::min(gradientBytes * r.params, reducing) : 0) +
                   (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);

@@ -95,7 +95,9 @@ TEST(CostModel, ActivationsFollowKorthikanti) {
 
 TEST(CostModel, ZeroStagesDivideTheMixedPrecisionState) {
   // Llama-2-7B on 64 GPUs: 2 + 2 + 12 bytes per parameter (Rajbhandari et
-  // al. 2020), each part divided by 64 from the stage that shards it.
+  // al. 2020), each part divided by 64 from the stage that shards it;
+  // ZeRO-1 reduces the full gradients into a shard of its own, as the
+  // memory plan holds them (grad_shard).
   Fixture f(readModelSpecFile(kExamples + "/models/llama2-7b.json", {}));
   Topology cluster = *presetTopology("dgx-a100", 8);
   const double P = 6738415616.0;
@@ -105,7 +107,7 @@ TEST(CostModel, ZeroStagesDivideTheMixedPrecisionState) {
                    16 * P);
   CostEstimate z1 = estimate(f.profile, cluster, "dp=64,zero=1");
   EXPECT_DOUBLE_EQ(z1.memory.optimizerStates, 12 * P / 64);
-  EXPECT_DOUBLE_EQ(z1.memory.gradients, 2 * P);
+  EXPECT_DOUBLE_EQ(z1.memory.gradients, 2 * P + 2 * P / 64);
   CostEstimate z2 = estimate(f.profile, cluster, "dp=64,zero=2");
   EXPECT_DOUBLE_EQ(z2.memory.gradients, 2 * P / 64);
   CostEstimate z3 = estimate(f.profile, cluster, "dp=64,zero=3");
