@@ -1076,6 +1076,9 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       llvm::any_of(profile.layers, [&](const LayerProfile &layer) {
         return layer.kvHeads && layer.kvHeads < t;
       });
+  // With one data-parallel rank there is nothing to shard: the plan holds
+  // no ZeRO state (exec-build-backward).
+  const int64_t zero = dp > 1 ? c.zero : 0;
   for (auto [k, r] : llvm::enumerate(ranks)) {
     MemoryBreakdown mem;
     Communicators comms = communicatorsOf(c, k, tiedEmbedding, keyValueGroup);
@@ -1083,15 +1086,15 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     // activation (or its gradient) staged.
     comms.sendStagingBytes = double(comms.p2p / 2) * eb * tokens * h / sp;
     mem.runtime = runtimeReserveBytes(topo, params, comms);
-    mem.parameters = eb * r.params / (c.zero >= 3 ? dp : 1);
+    mem.parameters = eb * r.params / (zero >= 3 ? dp : 1);
     // ZeRO-1 reduces the full gradients into a shard of its own, which
     // ZeRO 2 and 3 keep alone.
     mem.gradients = gradientBytes * r.params *
-                    (c.zero >= 2   ? 1.0 / dp
-                     : c.zero == 1 ? 1.0 + 1.0 / dp
-                                   : 1.0);
+                    (zero >= 2   ? 1.0 / dp
+                     : zero == 1 ? 1.0 + 1.0 / dp
+                                 : 1.0);
     mem.optimizerStates =
-        optimizerStateBytes(eb) * r.params / (c.zero >= 1 ? dp : 1);
+        optimizerStateBytes(eb) * r.params / (zero >= 1 ? dp : 1);
     mem.activations = r.kept + r.working;
     // The gathered activation of tp/sp collectives; under ZeRO 2 and 3,
     // which keep only gradient shards, the full gradients on their way to a
@@ -1099,13 +1102,12 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     // computed); ZeRO-3's two prefetched layers. ZeRO 0 and 1 reduce the
     // gradients counted above where they lie (a reduce-scatter bucket goes
     // through the runtime's collective workspace, in its reserve).
-    double reducing = c.zero >= 2
-                          ? std::max(params.bucketBytes(),
-                                     2 * gradientBytes * r.layerParamsMax)
-                          : 0.0;
+    double reducing = zero >= 2 ? std::max(params.bucketBytes(),
+                                           2 * gradientBytes * r.layerParamsMax)
+                                : 0.0;
     mem.buffers = (t > 1 ? eb * tokens * h : 0) +
                   (dp > 1 ? std::min(gradientBytes * r.params, reducing) : 0) +
-                  (c.zero == 3 ? 2 * eb * r.layerParamsMax : 0);
+                  (zero == 3 ? 2 * eb * r.layerParamsMax : 0);
     if (mem.total() > e.memory.total())
       e.memory = mem;
   }

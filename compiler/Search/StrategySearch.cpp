@@ -400,8 +400,10 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                       double states =
                           params *
                           (double(profile.elementBytes) / (zero >= 3 ? dp : 1) +
-                           options.costParams.gradientBytes /
-                               (zero >= 2 ? dp : 1) +
+                           options.costParams.gradientBytes *
+                               (zero >= 2   ? 1.0 / dp
+                                : zero == 1 ? 1.0 + 1.0 / dp
+                                            : 1.0) +
                            optimizerStateBytes(profile.elementBytes) /
                                (zero >= 1 ? dp : 1));
                       if (states > cap) {

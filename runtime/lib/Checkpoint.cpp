@@ -345,6 +345,14 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
             auto it = index.find(entry);
             if (it == index.end())
               throw std::runtime_error(here + "/global.bin: has no " + entry);
+            int64_t elements = 1;
+            for (int64_t d : p.globalShape)
+              elements *= d;
+            if (it->second.second != elements)
+              throw std::runtime_error(
+                  here + "/global.bin: " + entry + " has " +
+                  std::to_string(it->second.second) + " elements, this " +
+                  "plan's " + p.name + " " + std::to_string(elements));
             // Entries follow their names: not 4-byte aligned in the file.
             const char *values = global.data() + it->second.first;
             std::string buffer =

@@ -216,7 +216,9 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
         run.inPlace = l.input;
         if (auto span = inPlaceSpan(run.members, copyOffsets)) {
           run.inPlace = span->first;
-          run.chunking = Chunking{.rows = 1, .columns = span->second};
+          run.chunking = Chunking();
+          run.chunking.rows = 1;
+          run.chunking.columns = span->second;
         }
       }
       int64_t &w = work[collectiveStream(l).commLane()];

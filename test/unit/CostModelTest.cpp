@@ -110,6 +110,11 @@ TEST(CostModel, ZeroStagesDivideTheMixedPrecisionState) {
   EXPECT_DOUBLE_EQ(z1.memory.gradients, 2 * P + 2 * P / 64);
   CostEstimate z2 = estimate(f.profile, cluster, "dp=64,zero=2");
   EXPECT_DOUBLE_EQ(z2.memory.gradients, 2 * P / 64);
+  // With one data-parallel rank there is nothing to shard (the plan holds
+  // no ZeRO state).
+  CostEstimate single = estimate(f.profile, cluster, "dp=1,zero=1");
+  EXPECT_DOUBLE_EQ(single.memory.gradients, 2 * P);
+  EXPECT_DOUBLE_EQ(single.memory.optimizerStates, 12 * P);
   CostEstimate z3 = estimate(f.profile, cluster, "dp=64,zero=3");
   EXPECT_DOUBLE_EQ(z3.memory.parameters + z3.memory.gradients +
                        z3.memory.optimizerStates,

@@ -215,10 +215,13 @@ private:
   /// Of a bucket of in-place all-reduces, the buffer at the start of the
   /// span of the arena that its buffers fill, up to the 64-byte alignment
   /// between them, and the span's length in elements; none when a member
-  /// has several copies, the dtypes differ or another buffer shares the
-  /// span's bytes. Reduced whole, the span needs no workspace: the memory
-  /// plan places ZeRO-0's gradient buckets so (exec-plan-memory). The gaps
-  /// belong to no buffer, and the arena starts zeroed.
+  /// has several copies, is an integer buffer or starts off its element
+  /// size, the dtypes differ, a gap is wider than the alignment or another
+  /// buffer shares the span's bytes. Reduced whole, the span needs no
+  /// workspace: the memory plan places ZeRO-0's gradient buckets so
+  /// (exec-plan-memory). The gaps belong to no buffer and are reduced
+  /// element by element like the rest, so whatever they hold stays there
+  /// (zeros: the arena starts zeroed).
   std::optional<std::pair<int, int64_t>>
   inPlaceSpan(const std::vector<const Launch *> &members,
               const std::vector<std::vector<int64_t>> &copyOffsets) const;
