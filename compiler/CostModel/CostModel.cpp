@@ -1086,15 +1086,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     // activation (or its gradient) staged.
     comms.sendStagingBytes = double(comms.p2p / 2) * eb * tokens * h / sp;
     mem.runtime = runtimeReserveBytes(topo, params, comms);
-    mem.parameters = eb * r.params / (zero >= 3 ? dp : 1);
-    // ZeRO-1 reduces the full gradients into a shard of its own, which
-    // ZeRO 2 and 3 keep alone.
-    mem.gradients = gradientBytes * r.params *
-                    (zero >= 2   ? 1.0 / dp
-                     : zero == 1 ? 1.0 + 1.0 / dp
-                                 : 1.0);
-    mem.optimizerStates =
-        optimizerStateBytes(eb) * r.params / (zero >= 1 ? dp : 1);
+    ModelStateBytes states = modelStateBytes(eb, gradientBytes, zero, dp);
+    mem.parameters = states.parameters * r.params;
+    mem.gradients = states.gradients * r.params;
+    mem.optimizerStates = states.optimizerStates * r.params;
     mem.activations = r.kept + r.working;
     // The gathered activation of tp/sp collectives; under ZeRO 2 and 3,
     // which keep only gradient shards, the full gradients on their way to a

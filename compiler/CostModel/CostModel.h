@@ -159,6 +159,31 @@ inline double optimizerStateBytes(double elementBytes) {
   return elementBytes >= 4 ? 8.0 : 12.0;
 }
 
+/// Bytes per parameter of the model states a device holds under ZeRO stage
+/// `zero` over `dp` ranks, as the plan lays them out: ZeRO 1 divides the
+/// optimizer state and adds the shard that the full gradients reduce into,
+/// ZeRO 2 keeps only that shard, ZeRO 3 also divides the parameters. With
+/// one data-parallel rank nothing is sharded (exec-build-backward).
+struct ModelStateBytes {
+  double parameters = 0, gradients = 0, optimizerStates = 0;
+  double total() const { return parameters + gradients + optimizerStates; }
+};
+inline ModelStateBytes modelStateBytes(double elementBytes,
+                                       double gradientBytes, int64_t zero,
+                                       int64_t dp) {
+  if (dp <= 1)
+    zero = 0;
+  double shard = 1.0 / double(dp);
+  ModelStateBytes b;
+  b.parameters = elementBytes * (zero >= 3 ? shard : 1.0);
+  b.gradients = gradientBytes * (zero >= 2   ? shard
+                                 : zero == 1 ? 1.0 + shard
+                                             : 1.0);
+  b.optimizerStates =
+      optimizerStateBytes(elementBytes) * (zero >= 1 ? shard : 1.0);
+  return b;
+}
+
 struct MemoryBreakdown {
   double parameters = 0, gradients = 0, optimizerStates = 0, activations = 0,
          buffers = 0;

@@ -399,13 +399,10 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                       double params = double(profile.numParameters) / (tp * pp);
                       double states =
                           params *
-                          (double(profile.elementBytes) / (zero >= 3 ? dp : 1) +
-                           options.costParams.gradientBytes *
-                               (zero >= 2   ? 1.0 / dp
-                                : zero == 1 ? 1.0 + 1.0 / dp
-                                            : 1.0) +
-                           optimizerStateBytes(profile.elementBytes) /
-                               (zero >= 1 ? dp : 1));
+                          modelStateBytes(double(profile.elementBytes),
+                                          options.costParams.gradientBytes,
+                                          zero, dp)
+                              .total();
                       if (states > cap) {
                         atPp.try_emplace(pp, Depth::OutOfMemory);
                         ++result.rejectedOutOfMemory;

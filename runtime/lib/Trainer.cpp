@@ -211,15 +211,17 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
       if (l.op != Launch::Op::Collective)
         continue;
       CollectiveRun run{collectiveRun(phase, k)};
-      run.chunking = chunking(run.members);
-      if (l.collective == Launch::Collective::AllReduce) {
-        run.inPlace = l.input;
-        if (auto span = inPlaceSpan(run.members, copyOffsets)) {
-          run.inPlace = span->first;
-          run.chunking = Chunking();
-          run.chunking.rows = 1;
-          run.chunking.columns = span->second;
-        }
+      run.inPlace = l.input;
+      std::optional<std::pair<int, int64_t>> span;
+      if (l.collective == Launch::Collective::AllReduce &&
+          run.members.size() > 1)
+        span = inPlaceSpan(run.members, copyOffsets);
+      if (span) {
+        run.inPlace = span->first;
+        run.chunking.rows = 1;
+        run.chunking.columns = span->second;
+      } else {
+        run.chunking = chunking(run.members);
       }
       int64_t &w = work[collectiveStream(l).commLane()];
       w = std::max(w, run.chunking.workspace);
@@ -693,7 +695,7 @@ void Trainer::collective(const CollectiveRun &run, int64_t microBatch,
   // A bucket's in-place all-reduces: copied side by side into the
   // workspace, reduced as one and copied back.
   auto allReduceColumns = [&](const std::vector<Piece> &pieces, int64_t n) {
-    int64_t bytes = asBf16 ? 2 : 4;
+    int64_t bytes = inSpec.elementBytes();
     auto *side = reinterpret_cast<char *>(work);
     auto at = [&](const Piece &p) {
       return static_cast<char *>(p.in->data()) + p.first * bytes;
