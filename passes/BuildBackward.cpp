@@ -370,15 +370,16 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     return op->emitOpError("kernel '") << name << "' has no backward rule";
   // Backward kernels read the output gradient, then what the forward read
   // (norms and linears their input and weight; attention also its
-  // output), and write one gradient per differentiable input.
+  // outputs), and write one gradient per differentiable input.
   SmallVector<StringAttr> bwdIns = {dy};
   if (name == "linear")
     bwdIns.append({backwardInput(ins[0]), ins[1]});
   else if (name == "rms_norm" || name == "layer_norm")
     bwdIns.append({ins[0], ins[1]});
-  else if (name == "attention")
-    bwdIns.append({ins[0], ins[1], ins[2], outs[0]});
-  else if (name == "gelu" || name == "silu")
+  else if (name == "attention") { // with o and, if kept, the log-sum-exp
+    bwdIns.append(ins.begin(), ins.end());
+    bwdIns.append(outs.begin(), outs.end());
+  } else if (name == "gelu" || name == "silu")
     bwdIns.push_back(ins[0]);
   else if (name == "swiglu")
     bwdIns.append({ins[0], ins[1]});

@@ -365,9 +365,22 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
         param("causal", b.getBoolAttr(attention.getCausal()))};
     if (auto window = attention.getWindowAttr())
       params.push_back(param("window", window));
-    kernel("attention",
-           {attention.getQuery(), attention.getKey(), attention.getValue()},
-           attention.getResult(), params);
+    // Besides o, the log-sum-exp of each query row's scores ([b, heads, s],
+    // f32), which the backward reads instead of going over the keys again.
+    Value o = attention.getResult();
+    auto qType = cast<RankedTensorType>(attention.getQuery().getType());
+    auto lseType = RankedTensorType::get(
+        {qType.getDimSize(0), attention.getNumHeads(), qType.getDimSize(1)},
+        b.getF32Type());
+    SmallVector<Attribute> ins = {ref(attention.getQuery()),
+                                  ref(attention.getKey()),
+                                  ref(attention.getValue())};
+    FlatSymbolRefAttr oRef = activation(o, "attention");
+    FlatSymbolRefAttr lseRef = newBuffer(oRef.getValue().str() + ".lse",
+                                         lseType, exec::BufferKind::activation);
+    tagLayer(exec::KernelOp::create(
+        b, o.getLoc(), "attention", b.getArrayAttr(ins),
+        b.getArrayAttr({oRef, lseRef}), nullptr, b.getDictionaryAttr(params)));
     return success();
   }
   if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {

@@ -585,10 +585,12 @@ struct LayerCoster {
     if (others > 0)
       lc.tensorParams.push_back(others);
     // Kept tensors; unfused attention also keeps its softmax output
-    // (Korthikanti et al.'s 5as/h term, without dropout) unless recomputed.
+    // (Korthikanti et al.'s 5as/h term, without dropout), flash attention
+    // each query row's log-sum-exp (f32), unless recomputed.
     double tensors =
         eb * tokens * (layer.savedBoundary / sp + layer.savedSharded / t);
-    lc.fullBytes = tensors + (params.flashAttention ? 0 : eb * scores);
+    lc.fullBytes = tensors + (params.flashAttention ? 4 * b * localHeads * s
+                                                    : eb * scores);
     lc.keptBytes = c.recompute == Recompute::Full        ? eb * tokens * h / sp
                    : c.recompute == Recompute::Selective ? tensors
                                                          : lc.fullBytes;

@@ -175,8 +175,8 @@ llvm::Expected<double> Simulator::kernelTime(RankState &r,
     return device.gemmTime(m, k, n, eb) + device.gemmTime(n, k, m, eb);
   }
   if (name == "attention" || name == "attention_bwd") {
-    // attention: q, k, v; attention_bwd: do, q, k, v, o. The backward core
-    // costs twice the forward, as in the cost model.
+    // attention: q, k, v; attention_bwd: do, q, k, v, o [, lse]. The backward
+    // core costs twice the forward, as in the cost model.
     size_t qi = name == "attention" ? 0 : 1;
     auto q = in(qi), k = in(qi + 1);
     auto heads = kernel.getParams()

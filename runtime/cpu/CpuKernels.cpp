@@ -209,9 +209,11 @@ void gemmStrided(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 }
 
 /// Softmax probabilities of one (batch, head), s x s: the scaled scores by
-/// one GEMM, then masked row softmax.
+/// one GEMM, then masked row softmax; unless null, each row's log-sum-exp
+/// of its scaled scores into lse[0, s).
 void probabilities(const AttentionShape &a, const float *q, const float *k,
-                   int64_t bb, int64_t hh, std::vector<float> &p) {
+                   int64_t bb, int64_t hh, std::vector<float> &p,
+                   float *lse = nullptr) {
   int64_t kh = hh / (a.h / a.kv);
   const float *qh = q + bb * a.s * a.h * a.d + hh * a.d;
   const float *khp = k + bb * a.s * a.kv * a.d + kh * a.d;
@@ -230,6 +232,8 @@ void probabilities(const AttentionShape &a, const float *q, const float *k,
     }
     for (int64_t j = 0; j < a.s; ++j)
       row[j] /= sum;
+    if (lse)
+      lse[i] = mx + std::log(sum);
   }
 }
 
@@ -237,10 +241,14 @@ void attention(Call &c) {
   AttentionShape a = attentionShape(c);
   const float *q = c.ins[0].f, *k = c.ins[1].f, *v = c.ins[2].f;
   Vec &o = c.result(0);
+  // The log-sum-exp per query row, [b, h, s], when the plan keeps it for
+  // the backward (which here recomputes the probabilities whole).
+  float *lse = c.outs.size() > 1 ? c.result(1).data() : nullptr;
   std::vector<float> p(a.s * a.s);
   for (int64_t bb = 0; bb < a.b; ++bb)
     for (int64_t hh = 0; hh < a.h; ++hh) {
-      probabilities(a, q, k, bb, hh, p);
+      probabilities(a, q, k, bb, hh, p,
+                    lse ? lse + (bb * a.h + hh) * a.s : nullptr);
       int64_t kh = hh / (a.h / a.kv);
       gemmStrided(false, false, a.s, a.d, a.s, 1.0f, p.data(), a.s,
                   v + bb * a.s * a.kv * a.d + kh * a.d, a.kv * a.d, 0.0f,

@@ -704,11 +704,15 @@ void CudaDevice::launchKernel(const std::string &name,
       throw std::runtime_error(
           name + " with head dimension " + std::to_string(a.d) +
           ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
+    // The log-sum-exp of each query row: the forward's second output, the
+    // backward's sixth input (f32), in plans that keep it.
     if (forward)
-      attention(a, in(0), in(1), in(2), out(0), s);
+      attention(a, in(0), in(1), in(2), out(0),
+                outs.size() > 1 ? outs[1].f : nullptr, s);
     else
-      attentionBackward(a, in(0), in(1), in(2), in(3), out(0), out(1), out(2),
-                        floats(attentionBackwardWorkspace(a)), s);
+      attentionBackward(a, in(0), in(1), in(2), in(3), in(4),
+                        ins.size() > 5 ? ins[5].f : nullptr, out(0), out(1),
+                        out(2), floats(attentionBackwardWorkspace(a)), s);
   } else if (name == "gelu" || name == "gelu_bwd") {
     Unary f = p.at("approximate").get<std::string>() == "tanh" ? Unary::GeluTanh
                                                                : Unary::Gelu;

@@ -68,6 +68,11 @@ struct AttentionDims {
   __device__ int64_t kOffset(int64_t bb, int64_t j, int64_t kh) const {
     return ((bb * s + j) * kvHeads + kh) * d;
   }
+  /// Where query row i of head hh is in the softmax statistics
+  /// (log-sum-exp, D = dO . O), [b, heads, s] arrays.
+  __device__ int64_t statsRow(int64_t bb, int64_t hh, int64_t i) const {
+    return (bb * heads + hh) * s + i;
+  }
   /// The keys query rows [first, last] can see: [begin, end).
   __device__ void keyRange(int64_t first, int64_t last, int64_t &begin,
                            int64_t &end) const {
@@ -104,13 +109,15 @@ inline AttentionDims attentionDims(const AttentionShape &s) {
           s.d, s.causal, s.window, float(1.0 / std::sqrt(double(s.d)))};
 }
 
-/// The tensor-core attention, for launches attentionOnTensorCores takes;
-/// `stats` holds attentionBackwardWorkspace floats.
+/// The tensor-core attention, for launches attentionOnTensorCores takes.
+/// Without o's data only `lse` is written (the backward's statistics for a
+/// forward that kept none).
 void tensorCoreAttention(const AttentionShape &a, In q, In k, In v, Out o,
-                         cudaStream_t stream);
+                         float *lse, cudaStream_t stream);
+/// Its backward, from each query row's log-sum-exp and D = dO . O.
 void tensorCoreAttentionBackward(const AttentionShape &a, In dout, In q, In k,
-                                 In v, Out dq, Out dk, Out dv, float *stats,
-                                 cudaStream_t stream);
+                                 In v, const float *lse, const float *rowDot,
+                                 Out dq, Out dk, Out dv, cudaStream_t stream);
 
 } // namespace partita::runtime::cuda
 

@@ -430,14 +430,13 @@ __device__ void forEachKey(const AttentionDims &a, In k, In v, int64_t kvBase,
 }
 
 /// One query row (its held columns q) against keys [jBegin, jEnd): the
-/// running max m, the denominator l and the held columns of the
-/// unnormalised output o.
-template <int D>
-__device__ void attendRow(const AttentionDims &a, const RowSlice<D> &r,
-                          const float *q, bool valid, In k, In v,
-                          int64_t kvBase, int64_t jBegin, int64_t jEnd,
-                          float (*kTile)[D], float (*vTile)[D], float &m,
-                          float &l, float *o) {
+/// running max m, the denominator l and, WithOutput, the held columns of
+/// the unnormalised output o.
+template <int D, bool WithOutput>
+__device__ void
+attendRow(const AttentionDims &a, const RowSlice<D> &r, const float *q,
+          bool valid, In k, In v, int64_t kvBase, int64_t jBegin, int64_t jEnd,
+          float (*kTile)[D], float (*vTile)[D], float &m, float &l, float *o) {
   m = -INFINITY;
   l = 0;
   for (int c = 0; c < kColumnsPerLane; ++c)
@@ -450,15 +449,18 @@ __device__ void attendRow(const AttentionDims &a, const RowSlice<D> &r,
                   float mNew = fmaxf(m, score);
                   float correction = expf(m - mNew), p = expf(score - mNew);
                   l = l * correction + p;
-                  for (int c = 0; c < kColumnsPerLane; ++c)
-                    o[c] = o[c] * correction + p * vRow[r.column(c)];
+                  if constexpr (WithOutput)
+                    for (int c = 0; c < kColumnsPerLane; ++c)
+                      o[c] = o[c] * correction + p * vRow[r.column(c)];
                   m = mNew;
                 });
 }
 
-template <int D>
+/// o = softmax(q k^T scale) v (WithOutput), and each row's log-sum-exp
+/// into `lse` unless it is null.
+template <int D, bool WithOutput>
 __global__ void __launch_bounds__(kAttentionThreads)
-    attentionKernel(AttentionDims a, In q, In k, In v, Out o) {
+    attentionKernel(AttentionDims a, In q, In k, In v, Out o, float *lse) {
   constexpr int T = keyTile<D>();
   __shared__ float kTile[T][D], vTile[T][D];
   RowSlice<D> r;
@@ -469,20 +471,42 @@ __global__ void __launch_bounds__(kAttentionThreads)
   r.gather(qr, q, at, valid, a.d, a.scale);
   int64_t jBegin, jEnd;
   a.keyRange(r.first, min(a.s - 1, r.first + r.rows - 1), jBegin, jEnd);
-  attendRow<D>(a, r, qr, valid, k, v, a.kOffset(bb, 0, kh), jBegin, jEnd,
-               kTile, vTile, m, l, out);
+  attendRow<D, WithOutput>(a, r, qr, valid, k, v, a.kOffset(bb, 0, kh), jBegin,
+                           jEnd, kTile, vTile, m, l, out);
   if (!valid)
     return;
-  for (int c = 0; c < kColumnsPerLane; ++c)
-    if (r.column(c) < a.d)
-      store(o, at + r.column(c), out[c] / l);
+  if (lse && r.lane == 0)
+    lse[a.statsRow(bb, hh, r.row)] = m + logf(l);
+  if constexpr (WithOutput)
+    for (int c = 0; c < kColumnsPerLane; ++c)
+      if (r.column(c) < a.d)
+        store(o, at + r.column(c), out[c] / l);
 }
 
-/// Per query row: the log-sum-exp and D = dO . O into `stats`, then dq.
+/// D = dO . O of every query row, a warp a row, into rowDot.
+__global__ void rowDotKernel(AttentionDims a, In dout, In o, float *rowDot) {
+  int64_t rows = a.b * a.s * a.heads;
+  int lane = int(threadIdx.x) % 32;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       row < rows; row += int64_t(gridDim.x) * blockDim.x / 32) {
+    float sum = 0;
+    for (int64_t c = lane; c < a.d; c += 32)
+      sum += load(dout, row * a.d + c) * load(o, row * a.d + c);
+    sum = warpReduce<32>(sum, Sum());
+    // row = (bb s + i) heads + hh, as the tensors lay their heads out.
+    int64_t hh = row % a.heads, i = row / a.heads % a.s,
+            bb = row / (a.heads * a.s);
+    if (lane == 0)
+      rowDot[a.statsRow(bb, hh, i)] = sum;
+  }
+}
+
+/// dq of each query row, from its log-sum-exp and D = dO . O.
 template <int D>
 __global__ void __launch_bounds__(kAttentionThreads)
     attentionBackwardQueryKernel(AttentionDims a, In dout, In q, In k, In v,
-                                 Out dq, float *stats) {
+                                 Out dq, const float *lse,
+                                 const float *rowDot) {
   constexpr int T = keyTile<D>();
   __shared__ float kTile[T][D], vTile[T][D];
   RowSlice<D> r;
@@ -490,33 +514,20 @@ __global__ void __launch_bounds__(kAttentionThreads)
   int64_t i = r.row;
   bool valid = i < a.s;
   int64_t at = valid ? a.qOffset(bb, i, hh) : 0;
-  float qr[kColumnsPerLane], dor[kColumnsPerLane], acc[kColumnsPerLane], m, l;
+  float qr[kColumnsPerLane], dor[kColumnsPerLane], acc[kColumnsPerLane] = {};
   r.gather(qr, q, at, valid, a.d, a.scale);
   r.gather(dor, dout, at, valid, a.d);
   int64_t jBegin, jEnd;
   a.keyRange(r.first, min(a.s - 1, r.first + r.rows - 1), jBegin, jEnd);
-  int64_t kvBase = a.kOffset(bb, 0, kh);
-  attendRow<D>(a, r, qr, valid, k, v, kvBase, jBegin, jEnd, kTile, vTile, m, l,
-               acc);
-  float partial = 0;
-  for (int c = 0; c < kColumnsPerLane && valid; ++c)
-    partial += dor[c] * acc[c] / l;
-  float rowD = warpReduce<r.lanes>(partial, Sum());
-  float lse = valid ? m + logf(l) : 0.0f;
-  if (valid && r.lane == 0) {
-    int64_t row = (bb * a.heads + hh) * a.s + i;
-    stats[2 * row] = lse;
-    stats[2 * row + 1] = rowD;
-  }
+  int64_t row = valid ? a.statsRow(bb, hh, i) : 0;
+  float rowLse = valid ? lse[row] : 0.0f, rowD = valid ? rowDot[row] : 0.0f;
   // dq = scale * sum_j p_ij (dO_i . v_j - D_i) k_j.
-  for (int c = 0; c < kColumnsPerLane; ++c)
-    acc[c] = 0;
-  forEachKey<D>(a, k, v, kvBase, jBegin, jEnd, kTile, vTile,
+  forEachKey<D>(a, k, v, a.kOffset(bb, 0, kh), jBegin, jEnd, kTile, vTile,
                 [&](int64_t j, const float *kRow, const float *vRow) {
                   float score = r.dot(qr, kRow), dp = r.dot(dor, vRow);
                   if (!valid || a.masked(i, j))
                     return;
-                  float ds = expf(score - lse) * (dp - rowD);
+                  float ds = expf(score - rowLse) * (dp - rowD);
                   for (int c = 0; c < kColumnsPerLane; ++c)
                     acc[c] += ds * kRow[r.column(c)];
                 });
@@ -532,7 +543,8 @@ __global__ void __launch_bounds__(kAttentionThreads)
 template <int D>
 __global__ void __launch_bounds__(kAttentionThreads)
     attentionBackwardKeyKernel(AttentionDims a, In dout, In q, In k, In v,
-                               Out dk, Out dv, const float *stats) {
+                               Out dk, Out dv, const float *lse,
+                               const float *rowDot) {
   constexpr int T = keyTile<D>();
   __shared__ float qTile[T][D], doTile[T][D];
   __shared__ float lseTile[T], dTile[T];
@@ -549,16 +561,15 @@ __global__ void __launch_bounds__(kAttentionThreads)
   a.queryRange(r.first, last, iBegin, iEnd);
   int64_t stride = a.heads * a.d;
   for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
-    int64_t qBase = a.qOffset(bb, 0, hh);
-    const float *rowStats = stats + 2 * (bb * a.heads + hh) * a.s;
+    int64_t qBase = a.qOffset(bb, 0, hh), statsBase = a.statsRow(bb, hh, 0);
     for (int64_t i0 = iBegin; i0 < iEnd; i0 += T) {
       __syncthreads();
       loadTile<D, T>(qTile, q, qBase, i0, iEnd, stride, a.d);
       loadTile<D, T>(doTile, dout, qBase, i0, iEnd, stride, a.d);
       for (int t = threadIdx.x; t < T; t += blockDim.x) {
         bool in = i0 + t < iEnd;
-        lseTile[t] = in ? rowStats[2 * (i0 + t)] : 0.0f;
-        dTile[t] = in ? rowStats[2 * (i0 + t) + 1] : 0.0f;
+        lseTile[t] = in ? lse[statsBase + i0 + t] : 0.0f;
+        dTile[t] = in ? rowDot[statsBase + i0 + t] : 0.0f;
       }
       __syncthreads();
       for (int ii = 0; ii < T && i0 + ii < iEnd; ++ii) {
@@ -585,23 +596,28 @@ __global__ void __launch_bounds__(kAttentionThreads)
 
 template <int D>
 void launchAttention(const AttentionDims &a, In q, In k, In v, Out o,
-                     cudaStream_t stream) {
+                     float *lse, cudaStream_t stream) {
   dim3 grid(attentionRowBlocks<D>(a.s), unsigned(a.heads), unsigned(a.b));
-  launchKernel(attentionKernel<D>, grid, kAttentionThreads, 0, stream, a, q, k,
-               v, o);
+  if (o.data)
+    launchKernel(attentionKernel<D, true>, grid, kAttentionThreads, 0, stream,
+                 a, q, k, v, o, lse);
+  else
+    launchKernel(attentionKernel<D, false>, grid, kAttentionThreads, 0, stream,
+                 a, q, k, v, o, lse);
 }
 
 template <int D>
 void launchAttentionBackward(const AttentionDims &a, In dout, In q, In k, In v,
-                             Out dq, Out dk, Out dv, float *stats,
-                             cudaStream_t stream) {
+                             const float *lse, const float *rowDot, Out dq,
+                             Out dk, Out dv, cudaStream_t stream) {
   unsigned tiles = attentionRowBlocks<D>(a.s);
   launchKernel(attentionBackwardQueryKernel<D>,
                dim3(tiles, unsigned(a.heads), unsigned(a.b)), kAttentionThreads,
-               0, stream, a, dout, q, k, v, dq, stats);
+               0, stream, a, dout, q, k, v, dq, lse, rowDot);
   launchKernel(attentionBackwardKeyKernel<D>,
                dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
-               kAttentionThreads, 0, stream, a, dout, q, k, v, dk, dv, stats);
+               kAttentionThreads, 0, stream, a, dout, q, k, v, dk, dv, lse,
+               rowDot);
 }
 
 // -- Cross-entropy -----------------------------------------------------------
@@ -933,28 +949,40 @@ void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
 
 int64_t maxHeadDim() { return kMaxHeadDim; }
 
-void attention(const AttentionShape &s, In q, In k, In v, Out o,
+void attention(const AttentionShape &s, In q, In k, In v, Out o, float *lse,
                cudaStream_t stream) {
   if (attentionOnTensorCores(s, q, k, v))
-    return tensorCoreAttention(s, q, k, v, o, stream);
+    return tensorCoreAttention(s, q, k, v, o, lse, stream);
   byHeadDimBucket(s.d, [&](auto D) {
-    launchAttention<decltype(D)::value>(attentionDims(s), q, k, v, o, stream);
+    launchAttention<decltype(D)::value>(attentionDims(s), q, k, v, o, lse,
+                                        stream);
   });
 }
 
 int64_t attentionBackwardWorkspace(const AttentionShape &s) {
+  // D per query row, and the log-sum-exp when the forward kept none.
   return 2 * s.b * s.heads * s.s;
 }
 
-void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v,
-                       Out dq, Out dk, Out dv, float *workspace,
-                       cudaStream_t stream) {
+void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v, In o,
+                       const float *lse, Out dq, Out dk, Out dv,
+                       float *workspace, cudaStream_t stream) {
+  AttentionDims a = attentionDims(s);
+  int64_t rows = s.b * s.heads * s.s;
+  float *rowDot = workspace;
+  launchKernel(rowDotKernel, blocksFor(rows * 32), kThreads, 0, stream, a, dout,
+               o, rowDot);
+  if (!lse) {
+    float *computed = workspace + rows;
+    attention(s, q, k, v, Out(), computed, stream);
+    lse = computed;
+  }
   if (attentionOnTensorCores(s, q, k, v) && dout.bf16)
-    return tensorCoreAttentionBackward(s, dout, q, k, v, dq, dk, dv, workspace,
-                                       stream);
+    return tensorCoreAttentionBackward(s, dout, q, k, v, lse, rowDot, dq, dk,
+                                       dv, stream);
   byHeadDimBucket(s.d, [&](auto D) {
-    launchAttentionBackward<decltype(D)::value>(attentionDims(s), dout, q, k, v,
-                                                dq, dk, dv, workspace, stream);
+    launchAttentionBackward<decltype(D)::value>(a, dout, q, k, v, lse, rowDot,
+                                                dq, dk, dv, stream);
   });
 }
 

@@ -119,14 +119,18 @@ int64_t maxHeadDim();
 /// kernels.
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// Flash-style attention: O(s) memory per row, the s x s scores never
-/// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d].
-void attention(const AttentionShape &a, In q, In k, In v, Out o,
+/// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d]. Unless
+/// null, `lse` ([b, heads, s] f32) gets each query row's log-sum-exp of
+/// its scaled scores, which spares the backward a pass over the keys.
+void attention(const AttentionShape &a, In q, In k, In v, Out o, float *lse,
                cudaStream_t stream);
 /// Floats of workspace attentionBackward needs.
 int64_t attentionBackwardWorkspace(const AttentionShape &a);
-void attentionBackward(const AttentionShape &a, In dout, In q, In k, In v,
-                       Out dq, Out dk, Out dv, float *workspace,
-                       cudaStream_t stream);
+/// dq, dk, dv of attention from dO, its inputs, its output o and the
+/// forward's `lse`; with lse null, a pass over the keys computes it first.
+void attentionBackward(const AttentionShape &a, In dout, In q, In k, In v, In o,
+                       const float *lse, Out dq, Out dk, Out dv,
+                       float *workspace, cudaStream_t stream);
 
 struct CrossEntropyShape {
   int64_t rows, v, start, vocabSize;

@@ -164,13 +164,13 @@ struct QueryBlock {
   }
 };
 
-/// Forward over a block of 64 query rows. Without `Stats`, o = softmax(Q
-/// K^T scale) V; with it, each row's log-sum-exp and D = dO . O go to
-/// `stats` (the backward's first pass) and o is not written.
-template <int D, bool Stats>
+/// Forward over a block of 64 query rows: o = softmax(Q K^T scale) V
+/// WithOutput, and each row's log-sum-exp into `lse` unless it is null
+/// (without the output, the P V products are skipped).
+template <int D, bool WithOutput>
 __global__ void __launch_bounds__(kTcThreads)
     forwardKernel(AttentionDims a, const bf16 *q, const bf16 *k, const bf16 *v,
-                  Out o, const bf16 *dout, float *stats) {
+                  Out o, float *lse) {
   using L = TcLayout<D>;
   PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -217,33 +217,27 @@ __global__ void __launch_bounds__(kTcThreads)
     sum += __shfl_xor_sync(kFullWarp, sum, 1);
     l = l * correction + sum;
     m = mNew;
-    for (int c = parity; c < D; c += 2)
-      out[r * L::ldo + c] *= correction;
-    __syncwarp();
-    FragC acc[D / 16];
-    for (int n = 0; n < D / 16; ++n)
-      wmma::load_matrix_sync(acc[n], out + n * 16, L::ldo, wmma::mem_row_major);
-    multiply<kTcTile>(acc, probs, L::ldp, vs, L::ldh);
-    storeFragments(out, L::ldo, acc);
+    if constexpr (WithOutput) {
+      for (int c = parity; c < D; c += 2)
+        out[r * L::ldo + c] *= correction;
+      __syncwarp();
+      FragC acc[D / 16];
+      for (int n = 0; n < D / 16; ++n)
+        wmma::load_matrix_sync(acc[n], out + n * 16, L::ldo,
+                               wmma::mem_row_major);
+      multiply<kTcTile>(acc, probs, L::ldp, vs, L::ldh);
+      storeFragments(out, L::ldo, acc);
+    }
     __syncwarp();
   }
-  bool valid = i < a.s;
-  int64_t at = valid ? a.qOffset(block.bb, i, block.hh) : 0;
-  if (!Stats) {
-    if (valid)
-      for (int c = parity; c < a.d; c += 2)
-        store(o, at + c, out[r * L::ldo + c] / l);
+  if (i >= a.s)
     return;
-  }
-  float dot = 0;
-  if (valid)
+  if (lse && parity == 0)
+    lse[a.statsRow(block.bb, block.hh, i)] = m + logf(l);
+  if constexpr (WithOutput) {
+    int64_t at = a.qOffset(block.bb, i, block.hh);
     for (int c = parity; c < a.d; c += 2)
-      dot += __bfloat162float(dout[at + c]) * (out[r * L::ldo + c] / l);
-  dot += __shfl_xor_sync(kFullWarp, dot, 1);
-  if (valid && parity == 0) {
-    int64_t row = (block.bb * a.heads + block.hh) * a.s + i;
-    stats[2 * row] = m + logf(l);
-    stats[2 * row + 1] = dot;
+      store(o, at + c, out[r * L::ldo + c] / l);
   }
 }
 
@@ -252,8 +246,8 @@ __global__ void __launch_bounds__(kTcThreads)
 template <int D>
 __global__ void __launch_bounds__(kTcThreads)
     queryGradientKernel(AttentionDims a, const bf16 *dout, const bf16 *q,
-                        const bf16 *k, const bf16 *v, Out dq,
-                        const float *stats) {
+                        const bf16 *k, const bf16 *v, Out dq, const float *lse,
+                        const float *rowDot) {
   using L = TcLayout<D>;
   PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -271,9 +265,8 @@ __global__ void __launch_bounds__(kTcThreads)
   int r = lane / 2, parity = lane % 2;
   int64_t i = block.first + warp * 16 + r;
   bool valid = i < a.s;
-  int64_t row = (block.bb * a.heads + block.hh) * a.s + i;
-  float lse = valid ? stats[2 * row] : 0.0f;
-  float rowD = valid ? stats[2 * row + 1] : 0.0f;
+  int64_t row = valid ? a.statsRow(block.bb, block.hh, i) : 0;
+  float rowLse = valid ? lse[row] : 0.0f, rowD = valid ? rowDot[row] : 0.0f;
   FragC acc[D / 16];
   zero(acc);
   int64_t jEnd = block.jEnd;
@@ -286,7 +279,7 @@ __global__ void __launch_bounds__(kTcThreads)
       int col = 2 * c + parity;
       int64_t j = j0 + col;
       bool seen = valid && j < jEnd && !a.masked(i, j);
-      float p = seen ? expf(scores[r * L::lds + col] * a.scale - lse) : 0.0f;
+      float p = seen ? expf(scores[r * L::lds + col] * a.scale - rowLse) : 0.0f;
       ds[r * L::ldp + col] =
           __float2bfloat16_rn(p * (dp[r * L::lds + col] - rowD));
     }
@@ -307,7 +300,7 @@ template <int D>
 __global__ void __launch_bounds__(kTcThreads)
     keyGradientKernel(AttentionDims a, const bf16 *dout, const bf16 *q,
                       const bf16 *k, const bf16 *v, Out dk, Out dv,
-                      const float *stats) {
+                      const float *lse, const float *rowDot) {
   using L = TcLayout<D>;
   PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -337,15 +330,15 @@ __global__ void __launch_bounds__(kTcThreads)
   a.queryRange(first, last, iBegin, iEnd);
   for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
     int64_t qBase = a.qOffset(bb, 0, hh), qStride = a.heads * a.d;
-    const float *rowStats = stats + 2 * (bb * a.heads + hh) * a.s;
+    int64_t statsBase = a.statsRow(bb, hh, 0);
     for (int64_t i0 = iBegin; i0 < iEnd; i0 += kTcTile) {
       __syncthreads();
       loadRows<D>(qs, q, qBase, qStride, i0, iEnd, a.d);
       loadRows<D>(dos, dout, qBase, qStride, i0, iEnd, a.d);
       for (int t = threadIdx.x; t < kTcTile; t += blockDim.x) {
         bool in = i0 + t < iEnd;
-        lseTile[t] = in ? rowStats[2 * (i0 + t)] : 0.0f;
-        dTile[t] = in ? rowStats[2 * (i0 + t) + 1] : 0.0f;
+        lseTile[t] = in ? lse[statsBase + i0 + t] : 0.0f;
+        dTile[t] = in ? rowDot[statsBase + i0 + t] : 0.0f;
       }
       __syncthreads();
       // S^T and dP^T: this warp's 16 keys against the tile's 64 queries.
@@ -399,28 +392,30 @@ void launch(Kernel kernel, dim3 grid, int bytes, cudaStream_t stream,
 const bf16 *bf16s(In x) { return static_cast<const bf16 *>(x.data); }
 
 template <int D>
-void forward(const AttentionDims &a, In q, In k, In v, Out o,
+void forward(const AttentionDims &a, In q, In k, In v, Out o, float *lse,
              cudaStream_t stream) {
   dim3 grid(unsigned((a.s + kTcRows - 1) / kTcRows), unsigned(a.heads),
             unsigned(a.b));
-  launch(forwardKernel<D, false>, grid, TcLayout<D>::forwardBytes, stream, a,
-         bf16s(q), bf16s(k), bf16s(v), o, static_cast<const bf16 *>(nullptr),
-         static_cast<float *>(nullptr));
+  if (o.data)
+    launch(forwardKernel<D, true>, grid, TcLayout<D>::forwardBytes, stream, a,
+           bf16s(q), bf16s(k), bf16s(v), o, lse);
+  else
+    launch(forwardKernel<D, false>, grid, TcLayout<D>::forwardBytes, stream, a,
+           bf16s(q), bf16s(k), bf16s(v), o, lse);
 }
 
 template <int D>
-void backward(const AttentionDims &a, In dout, In q, In k, In v, Out dq, Out dk,
-              Out dv, float *stats, cudaStream_t stream) {
+void backward(const AttentionDims &a, In dout, In q, In k, In v,
+              const float *lse, const float *rowDot, Out dq, Out dk, Out dv,
+              cudaStream_t stream) {
   using L = TcLayout<D>;
   unsigned tiles = unsigned((a.s + kTcRows - 1) / kTcRows);
-  dim3 queries(tiles, unsigned(a.heads), unsigned(a.b));
-  launch(forwardKernel<D, true>, queries, L::forwardBytes, stream, a, bf16s(q),
-         bf16s(k), bf16s(v), Out(), bf16s(dout), stats);
-  launch(queryGradientKernel<D>, queries, L::queryBytes, stream, a, bf16s(dout),
-         bf16s(q), bf16s(k), bf16s(v), dq, static_cast<const float *>(stats));
+  launch(queryGradientKernel<D>, dim3(tiles, unsigned(a.heads), unsigned(a.b)),
+         L::queryBytes, stream, a, bf16s(dout), bf16s(q), bf16s(k), bf16s(v),
+         dq, lse, rowDot);
   launch(keyGradientKernel<D>, dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
          L::keyBytes, stream, a, bf16s(dout), bf16s(q), bf16s(k), bf16s(v), dk,
-         dv, static_cast<const float *>(stats));
+         dv, lse, rowDot);
 }
 
 } // namespace
@@ -436,18 +431,21 @@ bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
 }
 
 void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,
-                         cudaStream_t stream) {
+                         float *lse, cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
-  byHeadDimBucket<kMaxTcHeadDim>(
-      a.d, [&](auto D) { forward<decltype(D)::value>(a, q, k, v, o, stream); });
+  byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
+    forward<decltype(D)::value>(a, q, k, v, o, lse, stream);
+  });
 }
 
 void tensorCoreAttentionBackward(const AttentionShape &shape, In dout, In q,
-                                 In k, In v, Out dq, Out dk, Out dv,
-                                 float *stats, cudaStream_t stream) {
+                                 In k, In v, const float *lse,
+                                 const float *rowDot, Out dq, Out dk, Out dv,
+                                 cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
   byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
-    backward<decltype(D)::value>(a, dout, q, k, v, dq, dk, dv, stats, stream);
+    backward<decltype(D)::value>(a, dout, q, k, v, lse, rowDot, dq, dk, dv,
+                                 stream);
   });
 }
 

@@ -257,6 +257,14 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
         c.elements(c.out(1), kb.elements);
         c.elements(c.out(2), vb.elements);
       }
+      // The log-sum-exp per query row and head, kept f32.
+      bool forward = k == "attention";
+      if (forward ? c.hasOut(1) : c.hasIn(5)) {
+        const BufferSpec &lse = forward ? c.out(1) : c.in(5);
+        if (c.require(!lse.isBf16, lse.name + " must be f32: " + k +
+                                       " keeps each row's log-sum-exp in it"))
+          c.elements(lse, qb.shape[0] * qb.shape[1] * heads);
+      }
     }
   } else if (k == "gelu" || k == "silu" || k == "copy") {
     sameAsIn0({}, {0});

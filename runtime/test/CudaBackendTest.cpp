@@ -264,6 +264,15 @@ Tensor normal(std::vector<int64_t> shape, float scale = 1) {
   return t;
 }
 
+/// `t` with its values rounded to bf16, so that f32 and bf16 runs read the
+/// same values.
+Tensor bf16Values(Tensor t) {
+  std::vector<uint16_t> h(t.f.size());
+  narrowBf16(t.f.data(), h.data(), int64_t(h.size()));
+  widenBf16(h.data(), t.f.data(), int64_t(h.size()));
+  return t;
+}
+
 Tensor positive(std::vector<int64_t> shape) {
   Tensor t = normal(std::move(shape));
   for (float &x : t.f)
@@ -334,6 +343,30 @@ protected:
       for (const Run &r : runs)
         compare(r, bf16);
     }
+  }
+
+  /// The outputs of `c` on the CPU, in f32, from zeros.
+  std::vector<Tensor> cpuOutputs(const Case &c) {
+    std::vector<Buffer> ins, outs;
+    std::vector<TensorRef> inRefs, outRefs;
+    for (const Tensor &t : c.ins)
+      ins.push_back(Buffer::of(t, false));
+    for (size_t k = 0; k < c.outs.size(); ++k) {
+      Tensor zeros;
+      zeros.shape = c.outs[k];
+      zeros.f.assign(zeros.size(), 0.0f);
+      outs.push_back(Buffer::of(zeros, false));
+    }
+    for (size_t k = 0; k < ins.size(); ++k)
+      inRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
+    for (size_t k = 0; k < outs.size(); ++k)
+      outRefs.push_back(outs[k].ref(c.outs[k], outs[k].bytes.data()));
+    cpu->launch(c.kernel, inRefs, outRefs,
+                std::vector<bool>(c.outs.size(), false), c.params, c.ctx);
+    std::vector<Tensor> results;
+    for (size_t k = 0; k < outs.size(); ++k)
+      results.push_back({c.outs[k], outs[k].values()});
+    return results;
   }
 
   /// One case's buffers, its CPU results, and its buffers on the GPU.
@@ -556,20 +589,31 @@ TEST_F(CudaKernels, Attention) {
               {"num_kv_heads", a.kv},
               {"causal", a.causal},
               {"window", a.window}};
-    Tensor q = normal({2, a.s, a.heads * a.d}),
-           k = normal({2, a.s, a.kv * a.d}), v = normal({2, a.s, a.kv * a.d});
-    Case forward{"attention", {q, k, v}, {{2, a.s, a.heads * a.d}}, {}, p,
+    // Of bf16 values: the log-sum-exp the backward reads must come from the
+    // scores it recomputes, in both runs.
+    Tensor q = bf16Values(normal({2, a.s, a.heads * a.d})),
+           k = bf16Values(normal({2, a.s, a.kv * a.d})),
+           v = bf16Values(normal({2, a.s, a.kv * a.d}));
+    // The output, and the log-sum-exp per row that plans keep (f32).
+    Case forward{"attention", {q, k, v}, {q.shape, {2, a.heads, a.s}}, {}, p,
                  {},          5e-5};
     forward.bf16Tolerance = 2e-2;
+    forward.f32Outs = {1};
     check(forward);
+    // The backward reads o, rounded as the plan keeps it, for D = dO . O.
+    std::vector<Tensor> kept = cpuOutputs(forward);
     Case backward{"attention_bwd",
-                  {normal({2, a.s, a.heads * a.d}), q, k, v},
+                  {normal({2, a.s, a.heads * a.d}), q, k, v, kept[0], kept[1]},
                   {q.shape, k.shape, v.shape},
                   {false, true, false},
                   p,
                   {},
                   2e-4};
     backward.bf16Tolerance = 2e-2;
+    backward.f32Ins = {5};
+    check(backward);
+    // A plan that keeps no log-sum-exp: the backward finds it first.
+    backward.ins.pop_back();
     check(backward);
   }
 }

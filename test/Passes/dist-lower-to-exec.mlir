@@ -14,7 +14,8 @@
 // CHECK-NEXT: exec.buffer @embed.tokens.weight : tensor<256x64xf32> param {init = "normal", init_std = 2.000000e-02 : f64, param = "embed.tokens.weight", sharding_dim = 0 : i64, sharding_parts = 2 : i64}
 // CHECK-NEXT: exec.buffer @embedding.0 : tensor<2x128x64xf32> activation
 // CHECK-NEXT: exec.buffer @layers.0.attn_norm.weight : tensor<64xf32> param {init = "ones", param = "layers.0.attn_norm.weight"}
-// CHECK: exec.buffer @layers.0.attn.out.weight : tensor<64x32xf32> param {{{.*}}sharding_dim = 1 : i64, sharding_parts = 2 : i64}
+// CHECK: exec.buffer @layers.0.attention.7.lse : tensor<2x2x128xf32> activation
+// CHECK-NEXT: exec.buffer @layers.0.attn.out.weight : tensor<64x32xf32> param {{{.*}}sharding_dim = 1 : i64, sharding_parts = 2 : i64}
 
 // The forward phase of chunk 0: the vocab-parallel embedding completed by
 // an in-place all-reduce, column- then row-parallel projections.
@@ -23,7 +24,9 @@
 // CHECK-NEXT: exec.collective all_reduce "tp" @embedding.0 -> @embedding.0
 // CHECK-NEXT: exec.kernel "rms_norm" ins [@embedding.0, @layers.0.attn_norm.weight] outs [@layers.0.rms_norm.1] params {eps = 1.000000e-05 : f64} {layer = 0 : i64}
 // CHECK-NEXT: exec.kernel "linear" ins [@layers.0.rms_norm.1, @layers.0.attn.q.weight] outs [@layers.0.linear.2] {layer = 0 : i64}
-// CHECK: exec.kernel "attention" ins [@layers.0.rotary.5, @layers.0.rotary.6, @layers.0.linear.4] outs [@layers.0.attention.7] params {causal = true, num_heads = 2 : i64, num_kv_heads = 1 : i64} {layer = 0 : i64}
+// Attention keeps each query row's log-sum-exp, per local head, for its
+// backward.
+// CHECK: exec.kernel "attention" ins [@layers.0.rotary.5, @layers.0.rotary.6, @layers.0.linear.4] outs [@layers.0.attention.7, @layers.0.attention.7.lse] params {causal = true, num_heads = 2 : i64, num_kv_heads = 1 : i64} {layer = 0 : i64}
 // CHECK-NEXT: exec.kernel "linear" ins [@layers.0.attention.7, @layers.0.attn.out.weight] outs [@layers.0.linear.8] {layer = 0 : i64}
 // CHECK-NEXT: exec.collective all_reduce "tp" @layers.0.linear.8 -> @layers.0.linear.8 {layer = 0 : i64}
 // The stage's output leaves as this tp rank's half of the sequence.

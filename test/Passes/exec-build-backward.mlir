@@ -108,8 +108,8 @@
 // Selective recomputation: the attention core runs again just before its
 // backward.
 // SEL-LABEL: exec.phase backward chunk 0
-// SEL: exec.kernel "attention" ins [@layers.1.rotary.{{[0-9]+}}, {{.*}}] outs [@layers.1.attention.[[A:[0-9]+]]]
-// SEL-NEXT: exec.kernel "attention_bwd" ins [@d.layers.1.attention.[[A]],
+// SEL: exec.kernel "attention" ins [@layers.1.rotary.{{[0-9]+}}, {{.*}}] outs [@layers.1.attention.[[A:[0-9]+]], @layers.1.attention.[[A]].lse]
+// SEL-NEXT: exec.kernel "attention_bwd" ins [@d.layers.1.attention.[[A]], @layers.1.rotary.{{[0-9]+}}, @layers.1.rotary.{{[0-9]+}}, @layers.1.linear.{{[0-9]+}}, @layers.1.attention.[[A]], @layers.1.attention.[[A]].lse]
 
 // Full recomputation: each layer's forward runs again before its backward.
 // FULL-LABEL: exec.phase backward chunk 0

@@ -160,25 +160,28 @@ def attention_probs(q, k, params):
     if params.get("window"):
         masked |= j <= i - params["window"]
     scores = np.where(masked, -np.inf, scores)
-    scores -= scores.max(-1, keepdims=True)
-    p = np.exp(scores)
-    return p / p.sum(-1, keepdims=True), qh, kh
+    mx = scores.max(-1, keepdims=True)
+    p = np.exp(scores - mx)
+    total = p.sum(-1, keepdims=True)
+    # The log-sum-exp of each row, [b, h, s], which plans keep.
+    lse = (mx + np.log(total))[..., 0]
+    return p / total, qh, kh, lse
 
 
 def attention(q, k, v, params):
     b, s, _ = q.shape
     h, kv = params["num_heads"], params["num_kv_heads"]
     d = q.shape[-1] // h
-    p, _, _ = attention_probs(q, k, params)
+    p, _, _, lse = attention_probs(q, k, params)
     vh = np.repeat(v.reshape(b, s, kv, d).transpose(0, 2, 1, 3), h // kv, 1)
-    return (p @ vh).transpose(0, 2, 1, 3).reshape(b, s, h * d)
+    return (p @ vh).transpose(0, 2, 1, 3).reshape(b, s, h * d), lse
 
 
 def attention_bwd(do, q, k, v, params):
     b, s, _ = q.shape
     h, kv = params["num_heads"], params["num_kv_heads"]
     d, g = q.shape[-1] // h, h // kv
-    p, qh, kh = attention_probs(q, k, params)
+    p, qh, kh, _ = attention_probs(q, k, params)
     vh = np.repeat(v.reshape(b, s, kv, d).transpose(0, 2, 1, 3), g, 1)
     doh = do.reshape(b, s, h, d).transpose(0, 2, 1, 3)
     dvh = p.transpose(0, 1, 3, 2) @ doh
@@ -315,9 +318,9 @@ class Kernels:
         return [rotate(dy, params, -1)]
 
     def attention(self, q, k, v, **params):
-        return [attention(q, k, v, params)]
+        return list(attention(q, k, v, params))
 
-    def attention_bwd(self, do, q, k, v, o, **params):
+    def attention_bwd(self, do, q, k, v, o, lse=None, **params):
         return list(attention_bwd(do, q, k, v, params))
 
     def gelu(self, x, approximate):

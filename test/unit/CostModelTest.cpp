@@ -77,20 +77,23 @@ TEST(CostModel, FlopsFollowMegatronEquation3) {
 TEST(CostModel, ActivationsFollowKorthikanti) {
   Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
   Topology node = *presetTopology("dgx-a100", 1);
-  double s = 32, b = 2, h = 64, V = 256, l = 4, t = 4;
+  double s = 32, b = 2, h = 64, a = 4, V = 256, l = 4, t = 4;
   double logits = (2 + 4) * s * b * V / t;
+  // Flash attention's log-sum-exp per query row and local head, f32.
+  double lse = 4 * s * b * a / t;
   // Korthikanti et al. 2022, Table 2, without dropout: s b h (8 + 24/t)
   // bytes per layer with tensor parallelism, s b h 32/t with sequence
   // parallelism, 2 s b h (/t) with full recomputation plus one layer's set.
   CostEstimate tp = estimate(f.profile, node, "tp=4,dp=2,mbs=2");
   EXPECT_DOUBLE_EQ(tp.memory.activations,
-                   l * s * b * h * (8 + 24 / t) + logits);
+                   l * (s * b * h * (8 + 24 / t) + lse) + logits);
   CostEstimate sp = estimate(f.profile, node, "tp=4,dp=2,mbs=2,sp=1");
-  EXPECT_DOUBLE_EQ(sp.memory.activations, l * s * b * h * 32 / t + logits);
+  EXPECT_DOUBLE_EQ(sp.memory.activations,
+                   l * (s * b * h * 32 / t + lse) + logits);
   CostEstimate full =
       estimate(f.profile, node, "tp=4,dp=2,mbs=2,sp=1,recompute=full");
   EXPECT_DOUBLE_EQ(full.memory.activations,
-                   l * 2 * s * b * h / t + s * b * h * 32 / t + logits);
+                   l * 2 * s * b * h / t + s * b * h * 32 / t + lse + logits);
 }
 
 TEST(CostModel, ZeroStagesDivideTheMixedPrecisionState) {
