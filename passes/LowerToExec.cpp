@@ -369,9 +369,10 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     // f32), which the backward reads instead of going over the keys again.
     Value o = attention.getResult();
     auto qType = cast<RankedTensorType>(attention.getQuery().getType());
-    auto lseType = RankedTensorType::get(
-        {qType.getDimSize(0), attention.getNumHeads(), qType.getDimSize(1)},
-        b.getF32Type());
+    auto lseType = RankedTensorType::get({qType.getDimSize(0),
+                                          int64_t(attention.getNumHeads()),
+                                          qType.getDimSize(1)},
+                                         b.getF32Type());
     SmallVector<Attribute> ins = {ref(attention.getQuery()),
                                   ref(attention.getKey()),
                                   ref(attention.getValue())};

@@ -463,12 +463,16 @@ void CudaDevice::grow(void *&buffer, int64_t &size, int64_t bytes,
                       const std::string &what) {
   if (bytes <= size)
     return;
-  // Grown rarely (the first steps); launches before it may still read it.
-  check(cudaStreamSynchronize(computeStream), "growing " + what);
-  cudaFree(buffer);
+  // Grown rarely (the first steps), in the order of the compute stream, the
+  // only one that uses these buffers: the host does not wait. cudaFree
+  // would wait for the whole device, pipeline sends included, and a send
+  // completes only once its receiver's host gets that far, which may be
+  // waiting for this rank in turn.
+  if (buffer)
+    check(cudaFreeAsync(buffer, computeStream), "freeing " + what);
   buffer = nullptr;
   size = 0;
-  check(cudaMalloc(&buffer, bytes), what);
+  check(cudaMallocAsync(&buffer, bytes, computeStream), what);
   size = bytes;
 }
 

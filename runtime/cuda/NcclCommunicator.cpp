@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../mpi/MpiPieces.h"
 #include "CudaDevice.h"
 
 #include "partita/runtime/GroupedCommunicator.h"
@@ -134,8 +135,11 @@ public:
       HostSend &h = hostSends.back();
       h.data.assign(static_cast<const char *>(data),
                     static_cast<const char *>(data) + bytes);
-      MPI_Isend(h.data.data(), int(bytes), MPI_BYTE, int(to), 0, MPI_COMM_WORLD,
-                &h.request);
+      forEachMpiPiece(bytes, [&](int64_t at, int count) {
+        h.requests.emplace_back();
+        MPI_Isend(h.data.data() + at, count, MPI_BYTE, int(to), 0,
+                  MPI_COMM_WORLD, &h.requests.back());
+      });
       return;
     }
     Channel &c = channel(me, to);
@@ -157,8 +161,10 @@ public:
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
     if (isHost(data)) {
-      MPI_Recv(data, int(bytes), MPI_BYTE, int(from), 0, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
+      forEachMpiPiece(bytes, [&](int64_t at, int count) {
+        MPI_Recv(static_cast<char *>(data) + at, count, MPI_BYTE, int(from), 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      });
       return;
     }
     Channel &c = channel(from, me);
@@ -179,7 +185,8 @@ public:
   }
   void finishSends() override {
     for (HostSend &h : hostSends)
-      MPI_Wait(&h.request, MPI_STATUS_IGNORE);
+      MPI_Waitall(int(h.requests.size()), h.requests.data(),
+                  MPI_STATUSES_IGNORE);
     hostSends.clear();
     for (auto &[pair, c] : channels)
       if (pair.first == me)
@@ -261,7 +268,7 @@ private:
   };
   struct HostSend {
     std::vector<char> data;
-    MPI_Request request;
+    std::vector<MPI_Request> requests; // one per piece
   };
   struct Pending {
     cudaEvent_t event;
@@ -329,17 +336,28 @@ private:
     changed.notify_all();
   }
   void watch() {
-    check(cudaSetDevice(device.index()), "cudaSetDevice");
+    // This thread's errors stop the job as the others do (abort), never by
+    // an exception, which would end the process without a word.
+    if (cudaError_t status = cudaSetDevice(device.index()))
+      abort(std::string("cudaSetDevice in the NCCL watchdog: ") +
+            cudaGetErrorString(status));
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       changed.wait_for(lock, std::chrono::milliseconds(50));
+      cudaError_t reached = cudaSuccess;
       while (!pending.empty() &&
-             cudaEventQuery(pending.front().event) == cudaSuccess) {
+             (reached = cudaEventQuery(pending.front().event)) == cudaSuccess) {
         cudaEventDestroy(pending.front().event);
         pending.pop_front();
       }
       if (pending.empty())
         continue;
+      // A fault in a kernel or copy is sticky: every later query reports
+      // it, and nothing pending will complete.
+      if (reached != cudaErrorNotReady)
+        abort("CUDA error in step " + std::to_string(pending.front().step) +
+              ", at or before " + pending.front().what + ": " +
+              cudaGetErrorString(reached) + "; stopping the job");
       ncclResult_t error = ncclSuccess;
       ncclCommGetAsyncError(world, &error);
       for (auto &[name, g] : groupsByName)
@@ -418,7 +436,11 @@ private:
     stagings.emplace_back();
     Staging &s = stagings.back();
     s.bytes = bytes;
-    check(cudaMalloc(&s.data, bytes), "a send staging buffer");
+    // In the compute stream's order, where the copy into it is made: a
+    // stream-ordered allocation never waits for the device, whose pending
+    // sends may wait for this host (CudaDevice::grow).
+    check(cudaMallocAsync(&s.data, bytes, device.stream(Stream::Compute)),
+          "a send staging buffer");
     check(cudaEventCreateWithFlags(&s.sent, cudaEventDisableTiming),
           "an event");
     return s;

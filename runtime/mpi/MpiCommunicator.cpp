@@ -2,6 +2,7 @@
 
 #include "MpiCommunicator.h"
 #include "Bf16Reductions.h"
+#include "MpiPieces.h"
 
 #include "partita/runtime/GroupedCommunicator.h"
 #include "partita/runtime/Plan.h"
@@ -93,18 +94,22 @@ public:
         static_cast<const char *>(data),
         static_cast<const char *>(data) + bytes);
     call("send to rank " + std::to_string(to), [=] {
-      pending.push_back({copy, MPI_REQUEST_NULL});
-      check(MPI_Isend(copy->data(), int(bytes), MPI_BYTE, int(to), 0,
-                      MPI_COMM_WORLD, &pending.back().request),
-            "send", "pp");
+      forEachMpiPiece(bytes, [&](int64_t at, int count) {
+        pending.push_back({copy, MPI_REQUEST_NULL});
+        check(MPI_Isend(copy->data() + at, count, MPI_BYTE, int(to), 0,
+                        MPI_COMM_WORLD, &pending.back().request),
+              "send", "pp");
+      });
       reap();
     });
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
     call("receive from rank " + std::to_string(from), [=] {
-      check(MPI_Recv(data, int(bytes), MPI_BYTE, int(from), 0, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE),
-            "recv", "pp");
+      forEachMpiPiece(bytes, [&](int64_t at, int count) {
+        check(MPI_Recv(static_cast<char *>(data) + at, count, MPI_BYTE,
+                       int(from), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              "recv", "pp");
+      });
     });
   }
   void barrier() override {
@@ -177,6 +182,7 @@ private:
     });
   }
 
+  /// A piece of a send in flight, and the copy it reads from.
   struct Pending {
     std::shared_ptr<std::vector<char>> data;
     MPI_Request request;

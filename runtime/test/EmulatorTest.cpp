@@ -190,6 +190,35 @@ TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
   emulator::setStreamOrder(order);
 }
 
+// The stream-ordered allocator: work enqueued before cudaFreeAsync still
+// uses the memory; the memory goes back when the stream reaches the free,
+// and the host never waits for it.
+TEST(CudaEmulator, FreeAsyncGivesMemoryBackInItsStreamsOrder) {
+  emulator::StreamOrder order = emulator::streamOrder();
+  emulator::setStreamOrder(emulator::StreamOrder::Late);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  int *x = nullptr, *y = nullptr;
+  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void **>(&x), 32 * sizeof(int),
+                            stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&y), 32 * sizeof(int)),
+            cudaSuccess);
+  launchKernel(storeKernel, 1, 32, 0, stream, x, 5);
+  launchKernel(copyKernel, 1, 32, 0, stream, x, y);
+  ASSERT_EQ(cudaFreeAsync(x, stream), cudaSuccess);
+  EXPECT_TRUE(emulator::onDevice(x, sizeof(int))); // not reached yet
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_FALSE(emulator::onDevice(x, sizeof(int)));
+  EXPECT_EQ(y[31], 5);
+  EXPECT_EQ(cudaFreeAsync(y + 1, stream), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  cudaFree(y);
+  cudaStreamDestroy(stream);
+  emulator::setStreamOrder(order);
+}
+
 __global__ void spinKernel(unsigned *out, int rounds) {
   unsigned x = threadIdx.x;
   for (int r = 0; r < rounds; ++r)

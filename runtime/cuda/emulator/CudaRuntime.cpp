@@ -70,6 +70,11 @@ struct State {
   std::map<const char *, size_t> allocations;
   std::map<const void *, size_t> sharedLimits;
   cudaError_t lastError = cudaSuccess;
+  /// A kernel's fault (kernelFaults), reported by every later query.
+  cudaError_t sticky = cudaSuccess;
+  /// The device of cudaSetDevice, and the kernels it has run.
+  int device = 0;
+  long long kernelsRun = 0;
   std::string refusal;
   /// Touched only by the host thread that enqueues work.
   std::set<CUstream_st *> streams;
@@ -134,6 +139,40 @@ void runUntil(CUstream_st &stream, std::shared_ptr<Work> until) {
 }
 
 } // namespace
+
+bool kernelFaults() {
+  struct Fault {
+    int device;
+    long long nth;
+  };
+  static const std::optional<Fault> fault = []() -> std::optional<Fault> {
+    const char *spec = std::getenv("PARTITA_EMULATOR_KERNEL_FAULT");
+    if (!spec || !*spec)
+      return std::nullopt;
+    char *end;
+    long device = std::strtol(spec, &end, 10);
+    long long nth = *end == ':' ? std::strtoll(end + 1, &end, 10) : 0;
+    if (*end || device < 0 || device >= kDevices || nth < 1)
+      fail("PARTITA_EMULATOR_KERNEL_FAULT must be DEVICE:N (a device below " +
+           std::to_string(kDevices) + " and a kernel from 1), got \"" + spec +
+           "\"");
+    return Fault{int(device), nth};
+  }();
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.sticky != cudaSuccess)
+    return true;
+  if (fault && s.device == fault->device && ++s.kernelsRun == fault->nth)
+    s.sticky = cudaErrorIllegalAddress;
+  return s.sticky != cudaSuccess;
+}
+
+/// The fault a kernel left, if any.
+static cudaError_t stickyError() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.sticky;
+}
 
 StreamOrder streamOrder() {
   State &s = state();
@@ -218,6 +257,8 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "invalid argument";
   case cudaErrorMemoryAllocation:
     return "out of memory";
+  case cudaErrorIllegalAddress:
+    return "an illegal memory access was encountered";
   case cudaErrorInvalidDevice:
     return "invalid device ordinal";
   case cudaErrorInvalidConfiguration: {
@@ -235,6 +276,8 @@ const char *cudaGetErrorString(cudaError_t error) {
 cudaError_t cudaGetLastError() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.sticky != cudaSuccess)
+    return s.sticky;
   cudaError_t error = s.lastError;
   s.lastError = cudaSuccess;
   return error;
@@ -243,12 +286,16 @@ cudaError_t cudaGetLastError() {
 cudaError_t cudaPeekAtLastError() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  return s.lastError;
+  return s.sticky != cudaSuccess ? s.sticky : s.lastError;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return device >= 0 && device < kDevices ? cudaSuccess
-                                          : fails(cudaErrorInvalidDevice);
+  if (device < 0 || device >= kDevices)
+    return fails(cudaErrorInvalidDevice);
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.device = device;
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
@@ -290,26 +337,56 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   return cudaSuccess;
 }
 
-cudaError_t cudaFree(void *p) {
-  if (!p)
-    return cudaSuccess;
-  // As on a GPU, freeing waits for the device's work.
-  cudaDeviceSynchronize();
+namespace {
+
+/// Whether p starts an allocation.
+bool isAllocation(const void *p) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.allocations.count(static_cast<const char *>(p)) > 0;
+}
+
+/// Gives an allocation's memory back, now.
+void release(void *p) {
   State &s = state();
   size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     auto allocation = s.allocations.find(static_cast<const char *>(p));
-    if (allocation == s.allocations.end()) {
-      s.lastError = cudaErrorInvalidValue;
-      return cudaErrorInvalidValue;
-    }
     bytes = allocation->second;
     s.allocations.erase(allocation);
   }
   ASAN_UNPOISON_MEMORY_REGION(p,
                               (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
   std::free(p);
+}
+
+} // namespace
+
+cudaError_t cudaFree(void *p) {
+  if (!p)
+    return cudaSuccess;
+  if (!isAllocation(p))
+    return fails(cudaErrorInvalidValue);
+  // As on a GPU, freeing waits for the device's work.
+  cudaDeviceSynchronize();
+  release(p);
+  return cudaSuccess;
+}
+
+// The stream-ordered allocator: memory is taken at once (usable by work
+// enqueued from now on, as CUDA's is) and given back when `stream` reaches
+// the free, without waiting for the device.
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+  return cudaMalloc(p, bytes);
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
+  if (!p)
+    return cudaSuccess;
+  if (!isAllocation(p))
+    return fails(cudaErrorInvalidValue);
+  enqueue(stream, [p] { release(p); });
   return cudaSuccess;
 }
 
@@ -415,14 +492,14 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   reachStream(stream);
-  return cudaSuccess;
+  return stickyError();
 }
 
 cudaError_t cudaDeviceSynchronize() {
   reachStream(nullptr);
   for (CUstream_st *stream : state().streams)
     reachStream(stream);
-  return cudaSuccess;
+  return stickyError();
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
@@ -460,13 +537,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   // Any thread may ask (the NCCL communicator's watchdog does): read only.
+  if (cudaError_t fault = stickyError())
+    return fault;
   return !event->nccl || event->nccl->arrived ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event->after && !event->after->ran)
     runUntil(*event->stream, event->after);
-  return cudaSuccess;
+  return stickyError();
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,

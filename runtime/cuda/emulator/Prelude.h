@@ -97,8 +97,9 @@ void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
   }
   std::tuple<std::decay_t<Params>...> params(args...);
   emu::enqueue(stream, [=] {
-    emu::run(gridShape, blockShape, sharedBytes,
-             [&] { std::apply(kernel, params); });
+    if (!emu::kernelFaults())
+      emu::run(gridShape, blockShape, sharedBytes,
+               [&] { std::apply(kernel, params); });
   });
 }
 
