@@ -178,7 +178,14 @@ json allReduceBench(int argc, char **argv) {
     plan.devices.push_back({0, r, 0, 0, r});
   }
   plan.groups["dp"] = {all};
-  auto device = createCudaDevice(rank, GemmPrecision::BF16);
+  // A rank per GPU of its node: the device is the rank among the node's.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node);
+  int localRank;
+  MPI_Comm_rank(node, &localRank);
+  MPI_Comm_free(&node);
+  auto device = createCudaDevice(localRank, GemmPrecision::BF16);
   auto comm = createNcclCommunicator(plan, *device);
   auto *cudaDevice = static_cast<cuda::CudaDevice *>(device.get());
   json rows = json::array();

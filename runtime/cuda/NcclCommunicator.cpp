@@ -226,6 +226,7 @@ public:
       ncclCommAbort(g.comm);
     for (auto &[pair, c] : channels)
       ncclCommAbort(c.comm);
+    ncclCommAbort(world);
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::exit(1);
   }
