@@ -87,6 +87,10 @@ public:
     cudaDeviceSynchronize();
     for (Pending &p : pending)
       cudaEventDestroy(p.event);
+    for (cudaEvent_t e : spareEvents)
+      cudaEventDestroy(e);
+    for (auto &[stream, e] : orderEvents)
+      cudaEventDestroy(e);
     for (Staging &s : stagings) {
       cudaFree(s.data);
       cudaEventDestroy(s.sent);
@@ -201,16 +205,15 @@ public:
     insideStart = true;
     work(*this);
     insideStart = false;
-    cudaEvent_t done;
-    check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "an event");
+    cudaEvent_t done = takeEvent();
     check(cudaEventRecord(done, comm), "an event");
     cudaStream_t compute = device.stream(Stream::Compute);
     // Waiting makes the compute stream wait; the host goes on.
     return std::async(std::launch::deferred,
-                      [compute, done] {
+                      [this, compute, done] {
                         check(cudaStreamWaitEvent(compute, done, 0),
                               "waiting for a collective");
-                        cudaEventDestroy(done);
+                        giveBack(done);
                       })
         .share();
   }
@@ -297,13 +300,33 @@ private:
     return attributes.type != cudaMemoryTypeDevice &&
            attributes.type != cudaMemoryTypeManaged;
   }
-  /// `later` waits for the work enqueued on `earlier` so far.
+  /// `later` waits for the work enqueued on `earlier` so far. A wait
+  /// takes the event's last record when it is enqueued, so one event per
+  /// stream serves every such wait.
   void after(cudaStream_t earlier, cudaStream_t later) {
-    cudaEvent_t e;
-    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an event");
+    cudaEvent_t &e = orderEvents[earlier];
+    if (!e)
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an event");
     check(cudaEventRecord(e, earlier), "an event");
     check(cudaStreamWaitEvent(later, e, 0), "an event");
-    cudaEventDestroy(e); // released once the wait is satisfied
+  }
+  /// An event for the watchdog or a future, from those given back.
+  cudaEvent_t takeEvent() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!spareEvents.empty()) {
+        cudaEvent_t e = spareEvents.back();
+        spareEvents.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an event");
+    return e;
+  }
+  void giveBack(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    spareEvents.push_back(e);
   }
   cudaStream_t commStream(const std::string &group) {
     return device.stream(Stream::comm(plan.commLane(group)));
@@ -327,8 +350,7 @@ private:
   }
   /// Hands the watchdog an event after the work enqueued on `s`.
   void follow(cudaStream_t s, const std::string &what) {
-    cudaEvent_t e;
-    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "an event");
+    cudaEvent_t e = takeEvent();
     check(cudaEventRecord(e, s), "an event");
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -348,7 +370,7 @@ private:
       cudaError_t reached = cudaSuccess;
       while (!pending.empty() &&
              (reached = cudaEventQuery(pending.front().event)) == cudaSuccess) {
-        cudaEventDestroy(pending.front().event);
+        spareEvents.push_back(pending.front().event);
         pending.pop_front();
       }
       if (pending.empty())
@@ -469,6 +491,10 @@ private:
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<Pending> pending;
+  /// Events done with, for reuse (under `mutex`: the watchdog gives back).
+  std::vector<cudaEvent_t> spareEvents;
+  /// after()'s event per stream it orders others after (host thread only).
+  std::map<cudaStream_t, cudaEvent_t> orderEvents;
   bool stopping = false;
 };
 
