@@ -4,7 +4,8 @@
 #      against the CPU backend, and the tiny Llama's 20 steps on one GPU
 #      against the CPU's losses;
 #   2. with several GPUs, the multi-rank plans of the equivalence matrix;
-#   3. benchmarks: our GEMM path against plain cuBLAS, forward + backward
+#   3. benchmarks: our GEMM path against plain cuBLAS, our attention against
+#      PyTorch's fused attention on the block's shape, forward + backward
 #      time and MFU of a Llama-3-8B-shaped block (seq 8192) and of a GPT-2
 #      small step, and NCCL all-reduce bus bandwidth with several GPUs;
 #   4. writes every number to OUT/gpu-check.json and a summary to
@@ -211,6 +212,11 @@ fi
 
 say "3. benchmarks"
 run gemm 180 "$bin/partita-cuda-bench" gemm && cp "$out/gemm.log" "$out/gemm.json"
+# PyTorch's fused attention on the block's shape, beside our kernels' times
+# in the block's profile.
+run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
+  --seq 8192 --heads 32 --kv-heads 8 --head-dim 128 &&
+  cp "$out/torch-attention.log" "$out/torch-attention.json"
 for model in llama3-8b-block gpt2-small llama3-8b-block-f32 gpt2-small-f32; do
   run "$model" 120 "$bin/plan-run" "$plans/$model.json" --steps 6 \
     --device cuda --gemm-precision bf16 --log-json "$out/$model.jsonl" \

@@ -125,12 +125,28 @@ for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
     # Where the compute stream's time went (plan-run --profile, timed by
     # CUDA events): the kernels that bound the step.
     profile = os.path.join(out, f"{model}.log")
-    shares = {}
+    shares, seconds, profiled_steps = {}, {}, 0
     if os.path.exists(profile):
         for line in open(profile):
             found = re.match(r"^  (\S+) +([0-9.]+) s +([0-9.]+)%$", line)
             if found:
                 shares[found.group(1)] = float(found.group(3)) / 100
+                seconds[found.group(1)] = float(found.group(2))
+            found = re.match(r"^time by launch over (\d+) steps", line)
+            if found:
+                profiled_steps = int(found.group(1))
+    # One attention launch's time (and its backward's): the profile's time
+    # over the launches of its steps.
+    calls = plan.get("training", {}).get("num_micro_batches", 1) * sum(
+        1 for phase in plan.get("programs", [{}])[0].get("phases", [])
+        if phase.get("kind") == "forward"
+        for launch in phase.get("launches", [])
+        if launch.get("kernel") == "attention")
+    if calls and profiled_steps and "attention" in seconds:
+        result[model]["attention_ms"] = {
+            "forward": seconds["attention"] / profiled_steps / calls * 1e3,
+            "backward": seconds.get("attention_bwd", 0) / profiled_steps /
+            calls * 1e3}
     if shares:
         result[model]["compute_stream_share"] = shares
         top = sorted(shares.items(), key=lambda kv: -kv[1])[:4]
@@ -153,6 +169,31 @@ for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
             f"step 1, {(in_use - arena) / gib:.2f} GiB beside the arena "
             f"(the plan allows {memory['runtime_bytes_per_rank'] / gib:.2f}; "
             f"{memory['device_bytes_per_rank'] / gib:.2f} GiB in all)")
+
+# The runtime's attention against PyTorch's fused attention on the block's
+# shape (bench/gpu/torch_attention.py).
+reference_path = os.path.join(out, "torch-attention.json")
+if os.path.exists(reference_path):
+    try:
+        reference = json.load(open(reference_path))
+    except ValueError:
+        reference = {}
+    if "skipped" in reference:
+        lines.append(f"attention reference skipped: {reference['skipped']}")
+    elif "forward_ms" in reference:
+        result["torch_attention"] = reference
+        line = (f"attention on the block's shape: PyTorch {reference['torch']} "
+                f"forward {reference['forward_ms']:.2f} ms "
+                f"({reference['forward_tflops']:.0f} TFLOP/s causal), "
+                f"backward {reference['backward_ms']:.2f} ms "
+                f"({reference['backward_tflops']:.0f})")
+        ours = result.get("llama3-8b-block", {}).get("attention_ms")
+        if ours:
+            line += (f"; ours forward {ours['forward']:.2f} ms "
+                     f"({ours['forward'] / reference['forward_ms']:.2f}x its "
+                     f"time), backward {ours['backward']:.2f} ms "
+                     f"({ours['backward'] / reference['backward_ms']:.2f}x)")
+        lines.append(line)
 
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):
