@@ -190,15 +190,27 @@ TEST(CudaEmulator, LateAStreamsWorkRunsWhenSomethingNeedsIt) {
   emulator::setStreamOrder(order);
 }
 
+/// A stream, in the late order, for one test: the order in force before
+/// comes back after it.
+struct LateStream {
+  emulator::StreamOrder before = emulator::streamOrder();
+  cudaStream_t stream = nullptr;
+  LateStream() {
+    emulator::setStreamOrder(emulator::StreamOrder::Late);
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  }
+  ~LateStream() {
+    cudaStreamDestroy(stream);
+    emulator::setStreamOrder(before);
+  }
+};
+
 // The stream-ordered allocator: work enqueued before cudaFreeAsync still
 // uses the memory; the memory goes back when the stream reaches the free,
 // and the host never waits for it.
 TEST(CudaEmulator, FreeAsyncGivesMemoryBackInItsStreamsOrder) {
-  emulator::StreamOrder order = emulator::streamOrder();
-  emulator::setStreamOrder(emulator::StreamOrder::Late);
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-            cudaSuccess);
+  LateStream late;
+  cudaStream_t stream = late.stream;
   int *x = nullptr, *y = nullptr;
   ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void **>(&x), 32 * sizeof(int),
                             stream),
@@ -215,8 +227,6 @@ TEST(CudaEmulator, FreeAsyncGivesMemoryBackInItsStreamsOrder) {
   EXPECT_EQ(cudaFreeAsync(y + 1, stream), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
   cudaFree(y);
-  cudaStreamDestroy(stream);
-  emulator::setStreamOrder(order);
 }
 
 __global__ void spinKernel(unsigned *out, int rounds) {
@@ -227,11 +237,8 @@ __global__ void spinKernel(unsigned *out, int rounds) {
 }
 
 TEST(CudaEmulator, TimingEventsAreStampedWhenTheirStreamReachesThem) {
-  emulator::StreamOrder order = emulator::streamOrder();
-  emulator::setStreamOrder(emulator::StreamOrder::Late);
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-            cudaSuccess);
+  LateStream late;
+  cudaStream_t stream = late.stream;
   cudaEvent_t start, end, untimed;
   ASSERT_EQ(cudaEventCreateWithFlags(&start, cudaEventDefault), cudaSuccess);
   ASSERT_EQ(cudaEventCreateWithFlags(&end, cudaEventDefault), cudaSuccess);
@@ -266,8 +273,6 @@ TEST(CudaEmulator, TimingEventsAreStampedWhenTheirStreamReachesThem) {
   cudaFree(x);
   for (cudaEvent_t e : {start, end, untimed})
     cudaEventDestroy(e);
-  cudaStreamDestroy(stream);
-  emulator::setStreamOrder(order);
 }
 
 /// An NCCL operation in flight that arrives when `arrives` is set and
