@@ -136,10 +136,11 @@ for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
             if found:
                 profiled_steps = int(found.group(1))
     # One attention launch's time (and its backward's): the profile's time
-    # over the launches of its steps.
+    # over the launches of its steps (a recomputed forward launches
+    # attention in the backward phase too).
+    programs = plan.get("programs") or [{}]
     calls = plan.get("training", {}).get("num_micro_batches", 1) * sum(
-        1 for phase in plan.get("programs", [{}])[0].get("phases", [])
-        if phase.get("kind") == "forward"
+        1 for phase in programs[0].get("phases", [])
         for launch in phase.get("launches", [])
         if launch.get("kernel") == "attention")
     if calls and profiled_steps and "attention" in seconds:

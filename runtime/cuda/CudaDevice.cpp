@@ -531,14 +531,15 @@ const double *CudaDevice::inverseFrequencies(const nlohmann::json &params) {
     return found->second;
   std::vector<double> inv = rotaryInverseFrequencies(params);
   double *table = nullptr;
-  check(cudaMalloc(reinterpret_cast<void **>(&table),
-                   inv.size() * sizeof(double) + 8),
+  // Made during the first forward, in the order of the compute stream,
+  // which the rotary kernels run on, as grow() allocates. A copy
+  // from pageable memory has taken the data when it returns.
+  check(cudaMallocAsync(reinterpret_cast<void **>(&table),
+                        inv.size() * sizeof(double) + 8, computeStream),
         "rotary table");
-  // On the compute stream, which the rotary kernels run on.
   check(cudaMemcpyAsync(table, inv.data(), inv.size() * sizeof(double),
                         cudaMemcpyHostToDevice, computeStream),
         "rotary table");
-  check(cudaStreamSynchronize(computeStream), "rotary table");
   rotaryTables[key] = table;
   return table;
 }

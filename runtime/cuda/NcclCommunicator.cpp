@@ -15,7 +15,8 @@
 // program uses are connected.
 //
 // A watchdog thread follows every enqueued operation by its event: past the
-// collective timeout, or on an NCCL asynchronous error, it aborts the
+// collective timeout, on an NCCL asynchronous error, or on a CUDA error (a
+// kernel's fault, which no later event outlives), it aborts the
 // communicators and stops the job, naming the rank, the operation and the
 // step.
 //
@@ -221,6 +222,12 @@ public:
   void setStep(int64_t s) override { step = s; }
 
   [[noreturn]] void abort(const std::string &why) override {
+    // One caller stops the job. The watchdog calls this holding `mutex`;
+    // any other thread takes it first, so the communicators are never
+    // aborted twice, nor while the watchdog asks them for errors.
+    std::unique_lock<std::mutex> lock(mutex, std::defer_lock);
+    if (std::this_thread::get_id() != watchdog.get_id())
+      lock.lock();
     std::string line =
         "plan-run: rank " + std::to_string(me) + ": " + why + "\n";
     ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
@@ -359,12 +366,13 @@ private:
     changed.notify_all();
   }
   void watch() {
-    // This thread's errors stop the job as the others do (abort), never by
-    // an exception, which would end the process without a word.
+    std::unique_lock<std::mutex> lock(mutex);
+    // This thread's errors stop the job as the others do (abort, with
+    // `mutex` held), never by an exception, which would end the process
+    // without a word.
     if (cudaError_t status = cudaSetDevice(device.index()))
       abort(std::string("cudaSetDevice in the NCCL watchdog: ") +
             cudaGetErrorString(status));
-    std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       changed.wait_for(lock, std::chrono::milliseconds(50));
       cudaError_t reached = cudaSuccess;

@@ -1,8 +1,9 @@
 //===- MpiPieces.h - Messages of any size as MPI messages -------*- C++ -*-===//
 //
-// MPI counts are ints: a point-to-point message longer than 2 GiB (a
-// checkpoint gathering a large shard in f32) goes as several. Used by the
-// MPI communicator and by the NCCL communicator's host messages.
+// MPI counts are ints: a point-to-point message goes as pieces of at most
+// 1 GiB, so that one of over 2 GiB (a checkpoint gathering a large shard in
+// f32) fits them. Used by the MPI communicator and by the NCCL
+// communicator's host messages.
 //
 //===----------------------------------------------------------------------===//
 

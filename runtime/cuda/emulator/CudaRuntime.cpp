@@ -346,19 +346,22 @@ bool isAllocation(const void *p) {
   return s.allocations.count(static_cast<const char *>(p)) > 0;
 }
 
-/// Gives an allocation's memory back, now.
-void release(void *p) {
+/// Gives an allocation's memory back, now; false if p is none (any more).
+bool release(void *p) {
   State &s = state();
   size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     auto allocation = s.allocations.find(static_cast<const char *>(p));
+    if (allocation == s.allocations.end())
+      return false;
     bytes = allocation->second;
     s.allocations.erase(allocation);
   }
   ASAN_UNPOISON_MEMORY_REGION(p,
                               (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
   std::free(p);
+  return true;
 }
 
 } // namespace
@@ -368,10 +371,10 @@ cudaError_t cudaFree(void *p) {
     return cudaSuccess;
   if (!isAllocation(p))
     return fails(cudaErrorInvalidValue);
-  // As on a GPU, freeing waits for the device's work.
+  // As on a GPU, freeing waits for the device's work (which may free it
+  // first: a cudaFreeAsync of it).
   cudaDeviceSynchronize();
-  release(p);
-  return cudaSuccess;
+  return release(p) ? cudaSuccess : fails(cudaErrorInvalidValue);
 }
 
 // The stream-ordered allocator: memory is taken at once (usable by work
@@ -386,7 +389,10 @@ cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
     return cudaSuccess;
   if (!isAllocation(p))
     return fails(cudaErrorInvalidValue);
-  enqueue(stream, [p] { release(p); });
+  enqueue(stream, [p] {
+    if (!release(p))
+      fail("cudaFreeAsync of memory freed before the stream reached it");
+  });
   return cudaSuccess;
 }
 

@@ -83,11 +83,12 @@ template <typename T> T shuffleXor(unsigned mask, T value, int laneMask) {
 /// memory `kernel` may have (48 KiB unless cudaFuncSetAttribute raised it).
 void refuseLaunch(const std::string &why);
 /// Whether the kernel about to run is lost to a fault: with
-/// PARTITA_EMULATOR_KERNEL_FAULT=DEVICE:N, the Nth kernel that device
-/// DEVICE runs (counted from 1) and every one after it, as a GPU context
-/// runs nothing once a kernel faults. The fault is sticky, as an illegal
-/// address is: cudaGetLastError, cudaEventQuery and the synchronising calls
-/// report cudaErrorIllegalAddress from then on.
+/// PARTITA_EMULATOR_KERNEL_FAULT=DEVICE:N, the Nth kernel of the backend's
+/// that device DEVICE runs (counted from 1) and every one after it. The
+/// fault is sticky, as an illegal address is: cudaGetLastError,
+/// cudaEventQuery and the synchronising calls report
+/// cudaErrorIllegalAddress from then on. (Emulated cuBLASLt, copies and
+/// NCCL operations still run; on a GPU nothing would.)
 bool kernelFaults();
 /// Whether [p, p + bytes) lies in one cudaMalloc allocation.
 bool onDevice(const void *p, size_t bytes);
