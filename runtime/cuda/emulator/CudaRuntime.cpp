@@ -369,10 +369,8 @@ bool release(void *p) {
 cudaError_t cudaFree(void *p) {
   if (!p)
     return cudaSuccess;
-  if (!isAllocation(p))
-    return fails(cudaErrorInvalidValue);
-  // As on a GPU, freeing waits for the device's work (which may free it
-  // first: a cudaFreeAsync of it).
+  // As on a GPU, freeing waits for the device's work (a cudaFreeAsync of p
+  // among it is a double free: invalid).
   cudaDeviceSynchronize();
   return release(p) ? cudaSuccess : fails(cudaErrorInvalidValue);
 }
