@@ -6,8 +6,9 @@
 #   2. with several GPUs, the multi-rank plans of the equivalence matrix;
 #   3. benchmarks: our GEMM path against plain cuBLAS, our attention against
 #      PyTorch's fused attention on the block's shape, forward + backward
-#      time and MFU of a Llama-3-8B-shaped block (seq 8192) and of a GPT-2
-#      small step, and NCCL all-reduce bus bandwidth with several GPUs;
+#      time and MFU of a Llama-3-8B-shaped block (seq 8192; with each family
+#      of tensor-core attention kernels, PARTITA_CUDA_ATTENTION) and of a
+#      GPT-2 small step, and NCCL all-reduce bus bandwidth with several GPUs;
 #   4. writes every number to OUT/gpu-check.json and a summary to
 #      OUT/summary.txt.
 # Within --budget seconds (default 450): a stage that would run past it
@@ -188,11 +189,14 @@ for d in cpu cuda; do
     --steps 20 --device "$d" --gemm-precision fp32 \
     --log-json "$out/f32-grads-$d.jsonl" || status=1
 done
-say "1. a small Llama with heads of 128 in bf16 (tensor-core attention), 20 steps: CPU and GPU"
+say "1. a small Llama with heads of 128 in bf16 (tensor-core attention), 20 steps: CPU, GPU with each attention family"
 for d in cpu cuda; do
   run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
     --steps 20 --device "$d" --log-json "$out/head128-$d.jsonl" || status=1
 done
+run head128-cuda-mma 120 env PARTITA_CUDA_ATTENTION=mma "$bin/plan-run" \
+  "$plans/small-llama-head128.json" --steps 20 --device cuda \
+  --log-json "$out/head128-cuda-mma.jsonl" || status=1
 
 if [[ "$gpus" -ge 2 ]]; then
   say "2. multi-rank plans on 2 GPUs against the CPU"
@@ -217,10 +221,14 @@ run gemm 180 "$bin/partita-cuda-bench" gemm && cp "$out/gemm.log" "$out/gemm.jso
 run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
   --seq 8192 --heads 32 --kv-heads 8 --head-dim 128 &&
   cp "$out/torch-attention.log" "$out/torch-attention.json"
-for model in llama3-8b-block gpt2-small llama3-8b-block-f32 gpt2-small-f32; do
-  run "$model" 120 "$bin/plan-run" "$plans/$model.json" --steps 6 \
-    --device cuda --gemm-precision bf16 --log-json "$out/$model.jsonl" \
-    --profile || status=1
+# A -mma run is its plan with the register-resident attention kernels.
+for model in llama3-8b-block llama3-8b-block-mma gpt2-small \
+  llama3-8b-block-f32 gpt2-small-f32; do
+  kernels=wmma
+  [[ "$model" == *-mma ]] && kernels=mma
+  run "$model" 120 env PARTITA_CUDA_ATTENTION=$kernels "$bin/plan-run" \
+    "$plans/${model%-mma}.json" --steps 6 --device cuda --gemm-precision bf16 \
+    --log-json "$out/$model.jsonl" --profile || status=1
 done
 
 say "4. results"

@@ -57,16 +57,17 @@ for p in ("fp32", "bf16"):
         lines.append(f"tiny Llama, {p} GEMMs: the GPU run did not finish "
                      f"(tiny-{p}.log)")
 
-def bf16_run(name, key, label):
-    """The GPU's bf16 run `name` against the CPU's."""
-    a, b = log(f"{name}-cpu.jsonl"), log(f"{name}-cuda.jsonl")
+def bf16_run(name, key, label, gpu_run="cuda"):
+    """The GPU's bf16 run `name`-`gpu_run` against the CPU's."""
+    a, b = log(f"{name}-cpu.jsonl"), log(f"{name}-{gpu_run}.jsonl")
     if a and len(a) == len(b):
         worst = worst_difference(a, b)
         result[key] = {"max_relative_loss_difference": worst}
         lines.append(f"{label}: losses within {worst:.2e} of the CPU's bf16 "
                      f"run over {len(a)} steps")
     elif a:
-        lines.append(f"{label}: the GPU run did not finish ({name}-cuda.log)")
+        lines.append(f"{label}: the GPU run did not finish "
+                     f"({name}-{gpu_run}.log)")
 
 bf16_run("tiny-bf16-buffers", "tiny_llama_bf16_buffers",
          "tiny Llama, bf16 buffers")
@@ -74,6 +75,9 @@ bf16_run("f32-grads", "tiny_llama_f32_gradients",
          "tiny Llama, bf16 parameters and f32 gradients")
 bf16_run("head128", "small_llama_head128_bf16",
          "small Llama, heads of 128 in bf16 (tensor-core attention)")
+bf16_run("head128", "small_llama_head128_bf16_mma",
+         "small Llama, heads of 128 in bf16 (register-resident attention)",
+         "cuda-mma")
 
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
@@ -98,12 +102,14 @@ if os.path.exists(gemm):
 
 # The models in bf16 (the runtime's bf16 path: bf16 GEMMs on bf16 buffers,
 # tensor-core attention) and in f32 buffers (f32 kernels, bf16 GEMMs).
-for model in ("llama3-8b-block", "gpt2-small", "llama3-8b-block-f32",
-              "gpt2-small-f32"):
+# A -mma run is its plan with the register-resident attention kernels.
+for model in ("llama3-8b-block", "llama3-8b-block-mma", "gpt2-small",
+              "llama3-8b-block-f32", "gpt2-small-f32"):
     steps = log(f"{model}.jsonl")
     if len(steps) < 2:
         continue
-    plan = json.load(open(os.path.join(plans, f"{model}.json")))
+    plan_name = model[:-len("-mma")] if model.endswith("-mma") else model
+    plan = json.load(open(os.path.join(plans, f"{plan_name}.json")))
     predicted = plan["predicted"]
     dtype = plan.get("training", {}).get("dtype", "f32")
     # The first step pays for allocation and cuBLASLt's heuristics.
@@ -188,12 +194,15 @@ if os.path.exists(reference_path):
                 f"({reference['forward_tflops']:.0f} TFLOP/s causal), "
                 f"backward {reference['backward_ms']:.2f} ms "
                 f"({reference['backward_tflops']:.0f})")
-        ours = result.get("llama3-8b-block", {}).get("attention_ms")
-        if ours:
-            line += (f"; ours forward {ours['forward']:.2f} ms "
-                     f"({ours['forward'] / reference['forward_ms']:.2f}x its "
-                     f"time), backward {ours['backward']:.2f} ms "
-                     f"({ours['backward'] / reference['backward_ms']:.2f}x)")
+        for model, kernels in (("llama3-8b-block", "wmma"),
+                               ("llama3-8b-block-mma", "mma")):
+            ours = result.get(model, {}).get("attention_ms")
+            if ours:
+                line += (f"; ours ({kernels}) forward {ours['forward']:.2f} "
+                         f"ms ({ours['forward'] / reference['forward_ms']:.2f}"
+                         f"x its time), backward {ours['backward']:.2f} ms "
+                         f"({ours['backward'] / reference['backward_ms']:.2f}"
+                         f"x)")
         lines.append(line)
 
 ar = os.path.join(out, "allreduce.json")

@@ -306,6 +306,7 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
     throw std::runtime_error("CUDA device " + std::to_string(index) +
                              " requested but this machine has " +
                              std::to_string(count));
+  attentionKernels(); // a bad PARTITA_CUDA_ATTENTION stops the run here
   check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
   check(cudaDeviceGetAttribute(&sharedBytesOptIn,
                                cudaDevAttrMaxSharedMemoryPerBlockOptin, index),

@@ -1,8 +1,8 @@
 //===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA -*-===//
 //
-// Reading and writing In / Out operands, the attention kernels' shape and
-// masks, and the one place a kernel is launched, for Kernels.cu and
-// TensorCoreAttention.cu.
+// Reading and writing In / Out operands, asynchronous copies, the attention
+// kernels' shape and masks, and the one place a kernel is launched, for
+// Kernels.cu and TensorCoreAttention.cu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +32,39 @@ void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
 #define PARTITA_DYNAMIC_SHARED(name)                                           \
   extern __shared__ __align__(128) char name[]
 #endif
+
+/// Starts copying 16 bytes from device memory to shared memory, both
+/// 16-byte aligned (cp.async, sm_80 and later): they land for this thread
+/// at its waitCopies that covers their group (commitCopies), and for the
+/// others after a barrier past that.
+__device__ __forceinline__ void copy16Async(void *shared, const void *global) {
+#ifdef PARTITA_CUDA_EMULATOR
+  emulator::copyAsync(shared, global, 16);
+#else
+  unsigned address = unsigned(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address),
+               "l"(global)
+               : "memory");
+#endif
+}
+/// Closes this thread's group of copies started since the last one (an
+/// empty group is complete at once).
+__device__ __forceinline__ void commitCopies() {
+#ifdef PARTITA_CUDA_EMULATOR
+  emulator::commitCopies();
+#else
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+/// Waits until at most Pending of this thread's latest groups are in
+/// flight.
+template <int Pending> __device__ __forceinline__ void waitCopies() {
+#ifdef PARTITA_CUDA_EMULATOR
+  emulator::waitCopies(Pending);
+#else
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#endif
+}
 
 __device__ __forceinline__ float load(In x, int64_t i) {
   return x.bf16

@@ -118,6 +118,12 @@ int64_t maxHeadDim();
 /// 99 KiB, do not for heads over 32). Other launches run the f32 CUDA-core
 /// kernels.
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
+/// The tensor-core attention's kernels, chosen by PARTITA_CUDA_ATTENTION:
+/// `wmma` (the default) stages scores and accumulators in shared memory
+/// through WMMA tiles; `mma` keeps them in registers (mma.sync and
+/// ldmatrix, as FlashAttention-2 does). Another value is an error.
+enum class AttentionKernels { Wmma, Registers };
+AttentionKernels attentionKernels();
 /// Flash-style attention: O(s) memory per row, the s x s scores never
 /// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d]. Unless
 /// null, `lse` ([b, heads, s] f32) gets each query row's log-sum-exp of

@@ -100,6 +100,12 @@ template <int D> struct TcLayout {
   /// P^T and dS^T, dk or dv rows.
   static constexpr int keyBytes =
       4 * tile + 2 * column + 2 * scores + 2 * probs + rows;
+  /// The register-resident kernels keep scores, probabilities and output
+  /// rows in registers: forward q, k, v tiles; dq q, dO, k, v tiles; dk, dv
+  /// k, v, q, dO tiles and the queries' statistics.
+  static constexpr int registerForwardBytes = 3 * tile;
+  static constexpr int registerQueryBytes = 4 * tile;
+  static constexpr int registerKeyBytes = 4 * tile + 2 * column;
 };
 
 /// Up to K tensors of one multi-tensor launch, passed by value among the

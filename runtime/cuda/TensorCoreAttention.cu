@@ -21,9 +21,11 @@
 
 #include "KernelSupport.cuh"
 #include "LaunchConfig.h"
+#include "WarpMatrix.cuh"
 
 #include <mma.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -55,8 +57,11 @@ struct Carve {
 /// Rows [first, first + 64) of a bf16 tensor whose row r starts at element
 /// base + r * stride and has d columns, into a [64][ldh] tile; rows at or
 /// past `limit` and columns at or past d are zero (masked rows and padding:
-/// zero keeps NaN out of the products and adds nothing to them).
-template <int D>
+/// zero keeps NaN out of the products and adds nothing to them). Async:
+/// the tensor's values are copied asynchronously where the tensor is
+/// 16-byte aligned (copy16Async: they land at the waitCopies covering the
+/// caller's next commitCopies); the rest is stored at once.
+template <int D, bool Async = false>
 __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
                          int64_t stride, int64_t first, int64_t limit,
                          int64_t d) {
@@ -67,11 +72,17 @@ __device__ void loadRows(bf16 *tile, const bf16 *x, int64_t base,
     for (int e = threadIdx.x; e < kTcRows * perRow; e += blockDim.x) {
       int r = e / perRow, c = e % perRow * 8;
       int64_t row = first + r;
-      uint4 v =
-          row < limit && c < d
-              ? *reinterpret_cast<const uint4 *>(x + base + row * stride + c)
-              : make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4 *>(tile + r * TcLayout<D>::ldh + c) = v;
+      bf16 *to = tile + r * TcLayout<D>::ldh + c;
+      if (row < limit && c < d) {
+        const bf16 *from = x + base + row * stride + c;
+        if (Async)
+          copy16Async(to, from);
+        else
+          *reinterpret_cast<uint4 *>(to) =
+              *reinterpret_cast<const uint4 *>(from);
+      } else {
+        *reinterpret_cast<uint4 *>(to) = make_uint4(0, 0, 0, 0);
+      }
     }
     return;
   }
@@ -152,6 +163,18 @@ struct QueryBlock {
     kvBase = a.kOffset(bb, 0, hh / (a.heads / a.kvHeads));
     kvStride = a.kvHeads * a.d;
     a.keyRange(first, min(a.s - 1, first + kTcRows - 1), jBegin, jEnd);
+  }
+  /// Starts loading keys (or values) [j0, j0 + 64) into `tile`
+  /// (loadRows, asynchronously).
+  template <int D>
+  __device__ void startTile(bf16 *tile, const bf16 *x, int64_t j0) const {
+    loadRows<D, true>(tile, x, kvBase, kvStride, j0, jEnd, d);
+  }
+  /// Whether some key of the tile at j0 is past the block's keys or masked
+  /// for some row of the block (the same for every thread of it).
+  __device__ bool partialTile(const AttentionDims &a, int64_t j0) const {
+    return j0 + kTcTile > jEnd || (a.causal && j0 + kTcTile - 1 > first) ||
+           (a.window > 0 && j0 <= first + kTcRows - 1 - a.window);
   }
   /// Keys and values [j0, j0 + 64) into the block's tiles.
   template <int D>
@@ -375,6 +398,325 @@ __global__ void __launch_bounds__(kTcThreads)
       store(dv, at + c, out[r * L::ldo + c]);
 }
 
+// The register-resident kernels (WarpMatrix.cuh): the same blocks, tiles
+// and arithmetic as the WMMA kernels above, but scores, probabilities and
+// accumulators stay in registers. Lane l holds rows g = l / 4 and g + 8 of
+// its warp's 16, at columns 8 n + 2 t and + 1 of each [16][8] column tile
+// (t = l % 4): a row's statistics are complete across its 4 lanes.
+
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+/// The maximum (or sum) of a row over the 4 lanes that hold it.
+__device__ __forceinline__ float rowMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, 1));
+  return fmaxf(x, __shfl_xor_sync(kFullWarp, x, 2));
+}
+__device__ __forceinline__ float rowSum(float x) {
+  x += __shfl_xor_sync(kFullWarp, x, 1);
+  return x + __shfl_xor_sync(kFullWarp, x, 2);
+}
+
+/// Column c of column tile n, element e, of lane `lane`'s share of a tile.
+__device__ __forceinline__ int tileColumn(int lane, int n, int e) {
+  return 8 * n + 2 * (lane % 4) + e % 2;
+}
+
+/// Writes the lane's two rows of a [16][D] accumulator, row[r] times
+/// factor[r], to y from element at[r] on, columns below d; rows at or past
+/// `limit` are not written.
+template <int D>
+__device__ void storeRows(Out y, const float (&acc)[D / 8][4],
+                          const int64_t (&row)[2], const int64_t (&at)[2],
+                          const float (&factor)[2], int64_t limit, int64_t d) {
+  int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] >= limit)
+      continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        int c = tileColumn(lane, n, e);
+        if (c < d)
+          store(y, at[r] + c, acc[n][e] * factor[r]);
+      }
+  }
+}
+
+/// Forward over a block of 64 query rows, as forwardKernel, in base 2 (the
+/// scores times log2 e), whose log-sum-exp is converted back. Keys and
+/// values stream through one tile each, as in FlashAttention-2: the values
+/// of a tile load while its scores are formed, the next tile's keys while
+/// P V is.
+template <int D, bool WithOutput>
+__global__ void __launch_bounds__(kTcThreads)
+    registerForwardKernel(AttentionDims a, const bf16 *q, const bf16 *k,
+                          const bf16 *v, Out o, float *lse) {
+  using L = TcLayout<D>;
+  PARTITA_DYNAMIC_SHARED(shared);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve carve{shared};
+  bf16 *qs = carve.take<bf16>(L::tile), *ks = carve.take<bf16>(L::tile),
+       *vs = carve.take<bf16>(L::tile);
+
+  QueryBlock block(a);
+  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s, a.d);
+  block.startTile<D>(ks, k, block.jBegin);
+  commitCopies();
+  __syncthreads();
+  // The warp's query rows stay in registers (D / 2 a lane) for every tile.
+  uint32_t rows[D / 16][4];
+  loadOperands<D>(rows, qs + warp * 16 * L::ldh, L::ldh);
+  int64_t i[2] = {block.first + warp * 16 + lane / 4,
+                  block.first + warp * 16 + lane / 4 + 8};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+  float acc[D / 8][4];
+  zeroTiles(acc);
+  float scale = a.scale * kLog2e;
+  for (int64_t j0 = block.jBegin; j0 < block.jEnd; j0 += kTcTile) {
+    if constexpr (WithOutput)
+      block.startTile<D>(vs, v, j0);
+    commitCopies();
+    waitCopies<1>(); // this tile's keys
+    __syncthreads();
+    float s[8][4];
+    scores<D>(s, rows, ks, L::ldh);
+    bool partial = block.partialTile(a, j0);
+    float tileMax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t j = j0 + tileColumn(lane, n, e);
+        bool seen = !partial || (j < block.jEnd && !a.masked(i[e / 2], j));
+        s[n][e] = seen ? s[n][e] * scale : -INFINITY;
+        tileMax[e / 2] = fmaxf(tileMax[e / 2], s[n][e]);
+      }
+    float reference[2], correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mNew = fmaxf(m[r], rowMax(tileMax[r]));
+      // Rows that have seen no key yet keep zeros (and no NaN).
+      reference[r] = mNew == -INFINITY ? 0.0f : mNew;
+      correction[r] = exp2f(m[r] - reference[r]);
+      m[r] = mNew;
+      l[r] *= correction[r];
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - reference[e / 2]);
+        l[e / 2] += s[n][e];
+      }
+    __syncthreads(); // every warp is done with the keys
+    if (j0 + kTcTile < block.jEnd)
+      block.startTile<D>(ks, k, j0 + kTcTile);
+    commitCopies();
+    if constexpr (WithOutput) {
+      waitCopies<1>(); // this tile's values
+      __syncthreads();
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[n][e] *= correction[e / 2];
+      uint32_t p[4][4];
+      toOperands(p, s);
+      accumulate<D>(acc, p, vs, L::ldh);
+      __syncthreads(); // every warp is done with the values
+    }
+  }
+  float inverse[2];
+  int64_t at[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] = rowSum(l[r]);
+    inverse[r] = 1.0f / l[r];
+    at[r] = a.qOffset(block.bb, min(i[r], a.s - 1), block.hh);
+    if (lse && lane % 4 == 0 && i[r] < a.s)
+      lse[a.statsRow(block.bb, block.hh, i[r])] = (m[r] + log2f(l[r])) * kLn2;
+  }
+  if constexpr (WithOutput)
+    storeRows<D>(o, acc, i, at, inverse, a.s, a.d);
+}
+
+/// dq for a block of 64 query rows, as queryGradientKernel. The values of
+/// the next tile load while dS K is formed, its keys while dO V^T is.
+template <int D>
+__global__ void __launch_bounds__(kTcThreads)
+    registerQueryGradientKernel(AttentionDims a, const bf16 *dout,
+                                const bf16 *q, const bf16 *k, const bf16 *v,
+                                Out dq, const float *lse, const float *rowDot) {
+  using L = TcLayout<D>;
+  PARTITA_DYNAMIC_SHARED(shared);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve carve{shared};
+  bf16 *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile),
+       *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile);
+
+  QueryBlock block(a);
+  loadRows<D>(qs, q, block.qBase, block.qStride, block.first, a.s, a.d);
+  loadRows<D>(dos, dout, block.qBase, block.qStride, block.first, a.s, a.d);
+  block.startTile<D>(vs, v, block.jBegin);
+  commitCopies();
+  block.startTile<D>(ks, k, block.jBegin);
+  commitCopies();
+  int64_t i[2] = {block.first + warp * 16 + lane / 4,
+                  block.first + warp * 16 + lane / 4 + 8};
+  float rowLse[2], rowD[2];
+  int64_t at[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int64_t row = a.statsRow(block.bb, block.hh, min(i[r], a.s - 1));
+    rowLse[r] = lse[row];
+    rowD[r] = rowDot[row];
+    at[r] = a.qOffset(block.bb, min(i[r], a.s - 1), block.hh);
+  }
+  float acc[D / 8][4];
+  zeroTiles(acc);
+  for (int64_t j0 = block.jBegin; j0 < block.jEnd; j0 += kTcTile) {
+    bool more = j0 + kTcTile < block.jEnd;
+    waitCopies<1>(); // this tile's values
+    __syncthreads();
+    float dp[8][4];
+    scores<D>(dp, dos + warp * 16 * L::ldh, vs, L::ldh);
+    __syncthreads(); // every warp is done with the values
+    if (more)
+      block.startTile<D>(vs, v, j0 + kTcTile);
+    commitCopies();
+    waitCopies<1>(); // this tile's keys
+    __syncthreads();
+    float s[8][4];
+    scores<D>(s, qs + warp * 16 * L::ldh, ks, L::ldh);
+    bool partial = block.partialTile(a, j0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t j = j0 + tileColumn(lane, n, e);
+        bool seen = !partial || (j < block.jEnd && !a.masked(i[e / 2], j));
+        float p = seen ? expf(s[n][e] * a.scale - rowLse[e / 2]) : 0.0f;
+        s[n][e] = p * (dp[n][e] - rowD[e / 2]); // dS
+      }
+    uint32_t ds[4][4];
+    toOperands(ds, s);
+    accumulate<D>(acc, ds, ks, L::ldh);
+    __syncthreads(); // every warp is done with the keys
+    if (more)
+      block.startTile<D>(ks, k, j0 + kTcTile);
+    commitCopies();
+  }
+  float scale[2] = {a.scale, a.scale};
+  storeRows<D>(dq, acc, i, at, scale, a.s, a.d);
+}
+
+/// dk and dv for a block of 64 key rows of one kv head, as
+/// keyGradientKernel: S^T and dP^T have the warp's keys as rows, so P^T and
+/// dS^T are the A operands of dv += P^T dO and dk += dS^T Q. The tiles of
+/// queries (of every head sharing the kv head, one after another) stream
+/// as keys do forward: the next Q tile loads while P^T dO is formed, the
+/// next dO tile while S^T is.
+template <int D>
+__global__ void __launch_bounds__(kTcThreads)
+    registerKeyGradientKernel(AttentionDims a, const bf16 *dout, const bf16 *q,
+                              const bf16 *k, const bf16 *v, Out dk, Out dv,
+                              const float *lse, const float *rowDot) {
+  using L = TcLayout<D>;
+  PARTITA_DYNAMIC_SHARED(shared);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carve carve{shared};
+  bf16 *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile),
+       *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile);
+  float *lseTile = carve.take<float>(L::column);
+  float *dTile = carve.take<float>(L::column);
+
+  int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
+  int64_t first = int64_t(blockIdx.x) * kTcRows;
+  int64_t last = min(a.s - 1, first + kTcRows - 1);
+  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * a.d;
+  loadRows<D>(ks, k, kvBase, kvStride, first, a.s, a.d);
+  loadRows<D>(vs, v, kvBase, kvStride, first, a.s, a.d);
+  int64_t iBegin, iEnd;
+  a.queryRange(first, last, iBegin, iEnd);
+  // Tile t: query rows from iBegin + 64 (t % perHead) of head
+  // kh group + t / perHead.
+  int64_t perHead = (iEnd - iBegin + kTcTile - 1) / kTcTile;
+  int64_t tiles = group * perHead;
+  auto head = [&](int64_t t) { return kh * group + t / perHead; };
+  auto rowsFrom = [&](int64_t t) { return iBegin + t % perHead * kTcTile; };
+  // A tile's rows of x and, at once, their statistics from `stats` into
+  // `column`.
+  auto startTile = [&](bf16 *tile, const bf16 *x, float *column,
+                       const float *stats, int64_t t) {
+    int64_t hh = head(t), i0 = rowsFrom(t);
+    loadRows<D, true>(tile, x, a.qOffset(bb, 0, hh), a.heads * a.d, i0, iEnd,
+                      a.d);
+    for (int c = threadIdx.x; c < kTcTile; c += blockDim.x)
+      column[c] = i0 + c < iEnd ? stats[a.statsRow(bb, hh, i0 + c)] : 0.0f;
+  };
+  if (tiles > 0)
+    startTile(qs, q, lseTile, lse, 0);
+  commitCopies();
+  if (tiles > 0)
+    startTile(dos, dout, dTile, rowDot, 0);
+  commitCopies();
+  int64_t j[2] = {first + warp * 16 + lane / 4,
+                  first + warp * 16 + lane / 4 + 8};
+  float dkAcc[D / 8][4], dvAcc[D / 8][4];
+  zeroTiles(dkAcc);
+  zeroTiles(dvAcc);
+  for (int64_t t = 0; t < tiles; ++t) {
+    int64_t i0 = rowsFrom(t);
+    bool more = t + 1 < tiles;
+    // Some query of the tile is past the block's or masked for some key.
+    bool partial = i0 + kTcTile > iEnd ||
+                   (a.causal && first + kTcRows - 1 > i0) ||
+                   (a.window > 0 && first <= i0 + kTcTile - 1 - a.window);
+    waitCopies<1>(); // this tile's queries (and the block's keys, values)
+    __syncthreads();
+    float p[8][4];
+    scores<D>(p, ks + warp * 16 * L::ldh, qs, L::ldh);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int c = tileColumn(lane, n, e);
+        bool seen = !partial || (i0 + c < iEnd && !a.masked(i0 + c, j[e / 2]));
+        p[n][e] = seen ? expf(p[n][e] * a.scale - lseTile[c]) : 0.0f;
+      }
+    waitCopies<0>(); // this tile's dO
+    __syncthreads();
+    float ds[8][4];
+    scores<D>(ds, vs + warp * 16 * L::ldh, dos, L::ldh);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ds[n][e] = p[n][e] * (ds[n][e] - dTile[tileColumn(lane, n, e)]);
+    uint32_t operand[4][4];
+    toOperands(operand, ds);
+    accumulate<D>(dkAcc, operand, qs, L::ldh);
+    __syncthreads(); // every warp is done with the queries
+    if (more)
+      startTile(qs, q, lseTile, lse, t + 1);
+    commitCopies();
+    toOperands(operand, p);
+    accumulate<D>(dvAcc, operand, dos, L::ldh);
+    __syncthreads(); // every warp is done with dO
+    if (more)
+      startTile(dos, dout, dTile, rowDot, t + 1);
+    commitCopies();
+  }
+  int64_t at[2];
+  for (int r = 0; r < 2; ++r)
+    at[r] = a.kOffset(bb, min(j[r], a.s - 1), kh);
+  float scale[2] = {a.scale, a.scale}, one[2] = {1.0f, 1.0f};
+  storeRows<D>(dk, dkAcc, j, at, scale, a.s, a.d);
+  storeRows<D>(dv, dvAcc, j, at, one, a.s, a.d);
+}
+
 /// Launches `kernel` with `bytes` of dynamic shared memory, above the
 /// 48 KiB a launch gets without asking.
 template <typename Kernel, typename... Args>
@@ -394,14 +736,22 @@ const bf16 *bf16s(In x) { return static_cast<const bf16 *>(x.data); }
 template <int D>
 void forward(const AttentionDims &a, In q, In k, In v, Out o, float *lse,
              cudaStream_t stream) {
+  using L = TcLayout<D>;
   dim3 grid(unsigned((a.s + kTcRows - 1) / kTcRows), unsigned(a.heads),
             unsigned(a.b));
-  if (o.data)
-    launch(forwardKernel<D, true>, grid, TcLayout<D>::forwardBytes, stream, a,
-           bf16s(q), bf16s(k), bf16s(v), o, lse);
+  auto run = [&](auto kernel, int bytes) {
+    launch(kernel, grid, bytes, stream, a, bf16s(q), bf16s(k), bf16s(v), o,
+           lse);
+  };
+  bool registers = attentionKernels() == AttentionKernels::Registers;
+  if (registers && o.data)
+    run(registerForwardKernel<D, true>, L::registerForwardBytes);
+  else if (registers)
+    run(registerForwardKernel<D, false>, L::registerForwardBytes);
+  else if (o.data)
+    run(forwardKernel<D, true>, L::forwardBytes);
   else
-    launch(forwardKernel<D, false>, grid, TcLayout<D>::forwardBytes, stream, a,
-           bf16s(q), bf16s(k), bf16s(v), o, lse);
+    run(forwardKernel<D, false>, L::forwardBytes);
 }
 
 template <int D>
@@ -410,15 +760,36 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v,
               cudaStream_t stream) {
   using L = TcLayout<D>;
   unsigned tiles = unsigned((a.s + kTcRows - 1) / kTcRows);
-  launch(queryGradientKernel<D>, dim3(tiles, unsigned(a.heads), unsigned(a.b)),
-         L::queryBytes, stream, a, bf16s(dout), bf16s(q), bf16s(k), bf16s(v),
-         dq, lse, rowDot);
-  launch(keyGradientKernel<D>, dim3(tiles, unsigned(a.kvHeads), unsigned(a.b)),
-         L::keyBytes, stream, a, bf16s(dout), bf16s(q), bf16s(k), bf16s(v), dk,
-         dv, lse, rowDot);
+  dim3 queryGrid(tiles, unsigned(a.heads), unsigned(a.b)),
+      keyGrid(tiles, unsigned(a.kvHeads), unsigned(a.b));
+  auto queries = [&](auto kernel, int bytes) {
+    launch(kernel, queryGrid, bytes, stream, a, bf16s(dout), bf16s(q), bf16s(k),
+           bf16s(v), dq, lse, rowDot);
+  };
+  auto keys = [&](auto kernel, int bytes) {
+    launch(kernel, keyGrid, bytes, stream, a, bf16s(dout), bf16s(q), bf16s(k),
+           bf16s(v), dk, dv, lse, rowDot);
+  };
+  if (attentionKernels() == AttentionKernels::Registers) {
+    queries(registerQueryGradientKernel<D>, L::registerQueryBytes);
+    keys(registerKeyGradientKernel<D>, L::registerKeyBytes);
+  } else {
+    queries(queryGradientKernel<D>, L::queryBytes);
+    keys(keyGradientKernel<D>, L::keyBytes);
+  }
 }
 
 } // namespace
+
+AttentionKernels attentionKernels() {
+  const char *choice = std::getenv("PARTITA_CUDA_ATTENTION");
+  if (!choice || std::string(choice) == "wmma")
+    return AttentionKernels::Wmma;
+  if (std::string(choice) == "mma")
+    return AttentionKernels::Registers;
+  throw std::runtime_error(std::string("PARTITA_CUDA_ATTENTION=") + choice +
+                           ": expected wmma or mma");
+}
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
   if (!q.bf16 || !k.bf16 || !v.bf16 || a.d > kMaxTcHeadDim)

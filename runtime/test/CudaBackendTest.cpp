@@ -72,6 +72,23 @@ TEST(CudaHost, LaunchConfiguration) {
                     TcLayout<128>::forwardBytes, TcLayout<128>::queryBytes,
                     TcLayout<128>::keyBytes})
     EXPECT_LE(bytes, kMaxSharedBytes);
+  // The register-resident kernels take no more than the WMMA ones, whose
+  // sizes attentionOnTensorCores checks; ldmatrix reads 16-byte rows, and
+  // the 8 rows of one of its matrices fall in distinct 16-byte bank groups.
+  auto checkRegisterLayout = [](auto layout) {
+    using L = decltype(layout);
+    EXPECT_LE(L::registerForwardBytes, L::forwardBytes);
+    EXPECT_LE(L::registerQueryBytes, L::queryBytes);
+    EXPECT_LE(L::registerKeyBytes, L::keyBytes);
+    EXPECT_EQ(L::ldh * 2 % 16, 0);
+    std::set<int> groups;
+    for (int row = 0; row < 8; ++row)
+      groups.insert(row * L::ldh * 2 / 16 % 8);
+    EXPECT_EQ(groups.size(), 8u) << L::ldh;
+  };
+  checkRegisterLayout(TcLayout<32>());
+  checkRegisterLayout(TcLayout<64>());
+  checkRegisterLayout(TcLayout<128>());
   EXPECT_EQ(maxNormWidth(), kMaxNormWidth);
   EXPECT_EQ(maxHeadDim(), kMaxHeadDim);
 }
@@ -127,6 +144,25 @@ TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimensionUpTo128) {
     shape.d = d;
     EXPECT_EQ(attentionOnTensorCores(shape, bf16, bf16, bf16), d <= 32) << d;
   }
+}
+
+TEST(CudaHost, AttentionKernelsComeFromTheEnvironment) {
+  using namespace partita::runtime::cuda;
+  unsetenv("PARTITA_CUDA_ATTENTION");
+  EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
+  setenv("PARTITA_CUDA_ATTENTION", "mma", 1);
+  EXPECT_EQ(attentionKernels(), AttentionKernels::Registers);
+  setenv("PARTITA_CUDA_ATTENTION", "wmma", 1);
+  EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
+  setenv("PARTITA_CUDA_ATTENTION", "flash", 1);
+  try {
+    attentionKernels();
+    ADD_FAILURE() << "PARTITA_CUDA_ATTENTION=flash was taken";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(),
+                 "PARTITA_CUDA_ATTENTION=flash: expected wmma or mma");
+  }
+  unsetenv("PARTITA_CUDA_ATTENTION");
 }
 
 TEST(CudaHost, EveryExampleModelFitsTheKernels) {
@@ -579,43 +615,49 @@ TEST_F(CudaKernels, Attention) {
   // With bf16 buffers, heads up to 128 run on tensor cores, which round P
   // and dS to bf16 for their products: the tolerance allows that on top of
   // the outputs' rounding. Heads of 16, 20 and 80 fill part of their tiles
-  // (20 is loaded a value at a time); 256 runs on CUDA cores.
-  for (Shape a :
-       {Shape{100, 4, 2, 16, true, 0}, Shape{130, 2, 2, 64, true, 0},
-        Shape{70, 4, 1, 128, false, 0}, Shape{150, 4, 2, 32, true, 16},
-        Shape{200, 4, 2, 128, true, 50}, Shape{90, 4, 2, 20, true, 0},
-        Shape{80, 2, 1, 80, true, 30}, Shape{70, 2, 2, 256, true, 0}}) {
-    json p = {{"num_heads", a.heads},
-              {"num_kv_heads", a.kv},
-              {"causal", a.causal},
-              {"window", a.window}};
-    // Of bf16 values: the log-sum-exp the backward reads must come from the
-    // scores it recomputes, in both runs.
-    Tensor q = bf16Values(normal({2, a.s, a.heads * a.d})),
-           k = bf16Values(normal({2, a.s, a.kv * a.d})),
-           v = bf16Values(normal({2, a.s, a.kv * a.d}));
-    // The output, and the log-sum-exp per row that plans keep (f32).
-    Case forward{"attention", {q, k, v}, {q.shape, {2, a.heads, a.s}}, {}, p,
-                 {},          5e-5};
-    forward.bf16Tolerance = 2e-2;
-    forward.f32Outs = {1};
-    check(forward);
-    // The backward reads o, rounded as the plan keeps it, for D = dO . O.
-    std::vector<Tensor> kept = cpuOutputs(forward);
-    Case backward{"attention_bwd",
-                  {normal({2, a.s, a.heads * a.d}), q, k, v, kept[0], kept[1]},
-                  {q.shape, k.shape, v.shape},
-                  {false, true, false},
-                  p,
-                  {},
-                  2e-4};
-    backward.bf16Tolerance = 2e-2;
-    backward.f32Ins = {5};
-    check(backward);
-    // A plan that keeps no log-sum-exp: the backward finds it first.
-    backward.ins.pop_back();
-    check(backward);
-  }
+  // (20 is loaded a value at a time); 256 runs on CUDA cores. Both families
+  // of tensor-core kernels run (PARTITA_CUDA_ATTENTION).
+  for (const char *kernels : {"wmma", "mma"})
+    for (Shape a :
+         {Shape{100, 4, 2, 16, true, 0}, Shape{130, 2, 2, 64, true, 0},
+          Shape{70, 4, 1, 128, false, 0}, Shape{150, 4, 2, 32, true, 16},
+          Shape{200, 4, 2, 128, true, 50}, Shape{90, 4, 2, 20, true, 0},
+          Shape{80, 2, 1, 80, true, 30}, Shape{70, 2, 2, 256, true, 0}}) {
+      SCOPED_TRACE(kernels);
+      setenv("PARTITA_CUDA_ATTENTION", kernels, 1);
+      json p = {{"num_heads", a.heads},
+                {"num_kv_heads", a.kv},
+                {"causal", a.causal},
+                {"window", a.window}};
+      // Of bf16 values: the log-sum-exp the backward reads must come from the
+      // scores it recomputes, in both runs.
+      Tensor q = bf16Values(normal({2, a.s, a.heads * a.d})),
+             k = bf16Values(normal({2, a.s, a.kv * a.d})),
+             v = bf16Values(normal({2, a.s, a.kv * a.d}));
+      // The output, and the log-sum-exp per row that plans keep (f32).
+      Case forward{"attention", {q, k, v}, {q.shape, {2, a.heads, a.s}}, {}, p,
+                   {},          5e-5};
+      forward.bf16Tolerance = 2e-2;
+      forward.f32Outs = {1};
+      check(forward);
+      // The backward reads o, rounded as the plan keeps it, for D = dO . O.
+      std::vector<Tensor> kept = cpuOutputs(forward);
+      Case backward{
+          "attention_bwd",
+          {normal({2, a.s, a.heads * a.d}), q, k, v, kept[0], kept[1]},
+          {q.shape, k.shape, v.shape},
+          {false, true, false},
+          p,
+          {},
+          2e-4};
+      backward.bf16Tolerance = 2e-2;
+      backward.f32Ins = {5};
+      check(backward);
+      // A plan that keeps no log-sum-exp: the backward finds it first.
+      backward.ins.pop_back();
+      check(backward);
+    }
+  unsetenv("PARTITA_CUDA_ATTENTION");
 }
 
 TEST_F(CudaKernels, Elementwise) {

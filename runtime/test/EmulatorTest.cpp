@@ -3,7 +3,8 @@
 // Small kernels that do what the emulator is there to catch: a missing
 // barrier gives a wrong result (in both thread orders), threads stuck at
 // barriers the others never reach and a shuffle over lanes that returned
-// stop the process, a launch a GPU refuses is refused, a stream's work runs
+// stop the process, an asynchronous copy lands only at the wait for its
+// group, a launch a GPU refuses is refused, a stream's work runs
 // only when something needs it (in the late order), and an NCCL operation
 // in flight lands as soon as it arrives (late) or when its stream is
 // needed (eager).
@@ -118,6 +119,58 @@ TEST(CudaEmulatorDeathTest, AShuffleOverLanesThatReturnedStops) {
         cudaDeviceSynchronize();
       },
       "with 31 of its 32 lanes running: undefined on the GPU");
+}
+
+/// Thread t copies 16 bytes, in two groups (threads 0-1, then 2-3), and
+/// reads what it sees in shared memory before any wait, after waiting for
+/// all but the latest group, and after waiting for every group.
+__global__ void asyncCopyKernel(const int *in, int *seen) {
+  PARTITA_DYNAMIC_SHARED(shared);
+  int *tile = reinterpret_cast<int *>(shared);
+  int t = int(threadIdx.x);
+  emulator::copyAsync(tile + 4 * t, in + 4 * t, 16);
+  if (t < 2)
+    emulator::commitCopies(); // t's copy is the older group
+  emulator::commitCopies();
+  seen[t] = tile[4 * t];
+  emulator::waitCopies(1);
+  seen[4 + t] = tile[4 * t];
+  emulator::waitCopies(0);
+  seen[8 + t] = tile[4 * t];
+}
+
+TEST(CudaEmulator, AnAsynchronousCopyLandsAtTheWaitForItsGroup) {
+  int *in = nullptr, *seen = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&in), 64), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&seen), 48), cudaSuccess);
+  for (int i = 0; i < 16; ++i)
+    in[i] = 100 + i; // (the emulator's device memory is the host's)
+  launchKernel(asyncCopyKernel, 1, 4, 64, nullptr, in, seen);
+  cudaDeviceSynchronize();
+  std::vector<int> got(seen, seen + 12);
+  int unwritten = -1; // the emulator fills shared memory with 0xff bytes
+  // Threads 0 and 1 committed their copy, then an empty group: waiting for
+  // all but one lands it. Threads 2 and 3 committed theirs last.
+  EXPECT_EQ(got,
+            (std::vector<int>{unwritten, unwritten, unwritten, unwritten, 100,
+                              104, unwritten, unwritten, 100, 104, 108, 112}));
+  cudaFree(in);
+  cudaFree(seen);
+}
+
+__global__ void asyncCopyFromHostKernel(const int *in) {
+  PARTITA_DYNAMIC_SHARED(shared);
+  emulator::copyAsync(shared, in, 16);
+}
+
+TEST(CudaEmulatorDeathTest, AnAsynchronousCopyFromHostMemoryStops) {
+  alignas(16) static int host[4];
+  EXPECT_DEATH(
+      {
+        launchKernel(asyncCopyFromHostKernel, 1, 1, 64, nullptr, host);
+        cudaDeviceSynchronize();
+      },
+      "cp.async from memory that is not one device allocation's");
 }
 
 __global__ void emptyKernel() {}

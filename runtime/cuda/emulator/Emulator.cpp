@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <vector>
 
 namespace partita::runtime::cuda::emulator {
@@ -76,6 +77,12 @@ struct PooledStack {
 
 enum class State { Ready, AtBlockBarrier, AtWarpBarrier, Done };
 
+struct AsyncCopy {
+  void *to;
+  const void *from;
+  size_t bytes;
+};
+
 struct Thread {
   ctx::fiber self;      // the suspended fiber, while another one runs
   ctx::fiber scheduler; // inside the fiber: where it yields to
@@ -84,6 +91,10 @@ struct Thread {
   /// Which of the warp's two exchange rows the thread's next shuffle uses.
   unsigned phase = 0;
   State state = State::Ready;
+  /// Asynchronous copies not yet committed, and the committed groups not
+  /// yet waited for, oldest first.
+  std::vector<AsyncCopy> uncommitted;
+  std::deque<std::vector<AsyncCopy>> copyGroups;
 };
 
 /// The threads ready to run, a bit each.
@@ -197,6 +208,8 @@ void runBlock(Block &b, const std::function<void()> &body, bool highestFirst) {
     Thread &me = b.threads[t];
     b.setState(me, State::Ready);
     me.phase = 0;
+    me.uncommitted.clear();
+    me.copyGroups.clear();
     me.self = ctx::fiber(std::allocator_arg, PooledStack(),
                          [&b, &me, &body](ctx::fiber &&scheduler) {
                            me.scheduler = std::move(scheduler);
@@ -337,6 +350,35 @@ void *const *shareInWarp(unsigned mask, void *mine) {
   row[me.lane] = mine;
   syncWarp(mask);
   return row.data();
+}
+
+void copyAsync(void *to, const void *from, size_t bytes) {
+  Block &b = block();
+  char *at = static_cast<char *>(to);
+  if (at < b.shared || at + bytes > b.shared + b.sharedBytes)
+    fail("cp.async to an address outside the block's dynamic shared memory");
+  if (!onDevice(from, bytes))
+    fail("cp.async from memory that is not one device allocation's");
+  if (reinterpret_cast<uintptr_t>(to) % bytes != 0 ||
+      reinterpret_cast<uintptr_t>(from) % bytes != 0)
+    fail("cp.async of " + std::to_string(bytes) +
+         " bytes at addresses not aligned to that size");
+  b.current->uncommitted.push_back({to, from, bytes});
+}
+
+void commitCopies() {
+  Thread &me = *block().current;
+  me.copyGroups.push_back(std::move(me.uncommitted));
+  me.uncommitted.clear();
+}
+
+void waitCopies(int pending) {
+  Thread &me = *block().current;
+  while (me.copyGroups.size() > size_t(pending)) {
+    for (const AsyncCopy &c : me.copyGroups.front())
+      std::memcpy(c.to, c.from, c.bytes);
+    me.copyGroups.pop_front();
+  }
 }
 
 } // namespace partita::runtime::cuda::emulator

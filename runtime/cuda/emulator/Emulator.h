@@ -78,6 +78,16 @@ template <typename T> T shuffleXor(unsigned mask, T value, int laneMask) {
   return result;
 }
 
+/// cp.async.cg.shared.global: `bytes` from device memory at `from` to the
+/// block's shared memory at `to`, both aligned to `bytes`. The copy lands
+/// when its thread waits for its group (waitCopies), the latest a GPU may
+/// land it, so a read before that wait sees the old bytes.
+void copyAsync(void *to, const void *from, size_t bytes);
+/// cp.async.commit_group: the thread's copies so far form a group.
+void commitCopies();
+/// cp.async.wait_group: all but the `pending` most recent groups land.
+void waitCopies(int pending);
+
 /// Records a launch the emulator refused (cudaErrorInvalidConfiguration,
 /// returned by the next cudaGetLastError) and the bytes of dynamic shared
 /// memory `kernel` may have (48 KiB unless cudaFuncSetAttribute raised it).
