@@ -4,11 +4,12 @@
 #      against the CPU backend, and the tiny Llama's 20 steps on one GPU
 #      against the CPU's losses;
 #   2. with several GPUs, the multi-rank plans of the equivalence matrix;
-#   3. benchmarks: our GEMM path against plain cuBLAS, our attention against
-#      PyTorch's fused attention on the block's shape, forward + backward
-#      time and MFU of a Llama-3-8B-shaped block (seq 8192; with each family
-#      of tensor-core attention kernels, PARTITA_CUDA_ATTENTION) and of a
-#      GPT-2 small step, and NCCL all-reduce bus bandwidth with several GPUs;
+#   3. benchmarks: our GEMM path against plain cuBLAS; each family of our
+#      tensor-core attention kernels (PARTITA_CUDA_ATTENTION) against
+#      PyTorch's fused attention on the block's shape; forward + backward
+#      time and MFU of a Llama-3-8B-shaped block (seq 8192, with each
+#      family) and of a GPT-2 small step; NCCL all-reduce bus bandwidth
+#      with several GPUs;
 #   4. writes every number to OUT/gpu-check.json and a summary to
 #      OUT/summary.txt.
 # Within --budget seconds (default 450): a stage that would run past it
@@ -216,8 +217,10 @@ fi
 
 say "3. benchmarks"
 run gemm 180 "$bin/partita-cuda-bench" gemm && cp "$out/gemm.log" "$out/gemm.json"
-# PyTorch's fused attention on the block's shape, beside our kernels' times
-# in the block's profile.
+# Each family of our attention kernels, and PyTorch's fused attention, on
+# the block's shape.
+run attention 90 "$bin/partita-cuda-bench" attention &&
+  cp "$out/attention.log" "$out/attention.json"
 run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
   --seq 8192 --heads 32 --kv-heads 8 --head-dim 128 &&
   cp "$out/torch-attention.log" "$out/torch-attention.json"

@@ -205,6 +205,31 @@ if os.path.exists(reference_path):
                          f"x)")
         lines.append(line)
 
+# Each family of our attention kernels on the block's shape
+# (partita-cuda-bench attention), against PyTorch's where it ran.
+kernels_path = os.path.join(out, "attention.json")
+if os.path.exists(kernels_path):
+    try:
+        kernels = json.load(open(kernels_path))
+    except ValueError:
+        kernels = {}
+    reference = result.get("torch_attention")
+    for family, row in kernels.get("attention", {}).items():
+        result.setdefault("attention_kernels", {})[family] = row
+        if "skipped" in row:
+            lines.append(f"attention kernels ({family}): skipped: "
+                         f"{row['skipped']}")
+            continue
+        line = (f"attention kernels ({family}) on the block's shape: forward "
+                f"{row['forward_ms']:.2f} ms ({row['forward_tflops']:.0f} "
+                f"TFLOP/s causal), backward {row['backward_ms']:.2f} ms "
+                f"({row['backward_tflops']:.0f})")
+        if reference:
+            line += (f"; {row['forward_ms'] / reference['forward_ms']:.2f}x "
+                     f"and {row['backward_ms'] / reference['backward_ms']:.2f}"
+                     f"x PyTorch's time")
+        lines.append(line)
+
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):
     try:

@@ -1,17 +1,23 @@
 //===- cuda-bench.cpp - GEMM and NCCL throughput of the CUDA backend ------===//
 //
 //   partita-cuda-bench gemm [--tokens T]   our GEMM path against plain cuBLAS
+//   partita-cuda-bench attention [--seq S]  each family of attention kernels
 //   mpirun -np N partita-cuda-bench allreduce   NCCL all-reduce bus bandwidth
 //
 // Prints one JSON object. The GEMMs are the linear layers of a
 // Llama-3-8B block over T tokens (default 8192): our path (cuBLASLt on the
 // runtime's fp32 buffers, at each --gemm-precision) against cublasGemmEx
 // on the same buffers and precision, and against cublasGemmEx on bf16
-// buffers, the ceiling for a bf16 runtime.
+// buffers, the ceiling for a bf16 runtime. The attention is that block's
+// (32 heads, 8 kv heads of 128, causal, bf16, seq S, default 8192),
+// forward and backward, with each PARTITA_CUDA_ATTENTION family; its
+// TFLOP/s count the causal half of the products, as
+// bench/gpu/torch_attention.py does for PyTorch's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cuda/CudaDevice.h"
+#include "cuda/Kernels.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -20,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -160,6 +167,77 @@ json gemmBench(int64_t tokens) {
   return {{"tokens", tokens}, {"gemms", rows}};
 }
 
+json attentionBench(int64_t seq) {
+  int64_t b = 1, heads = 32, kvHeads = 8, d = 128;
+  int sharedBytes = 0;
+  cuda::check(cudaDeviceGetAttribute(
+                  &sharedBytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
+              "the shared memory a block may have");
+  cuda::AttentionShape shape{b, seq, heads, kvHeads, d, true, 0, sharedBytes};
+  int64_t qCount = b * seq * heads * d, kvCount = b * seq * kvHeads * d;
+  // Any finite values: the kernels' time does not depend on them.
+  auto values = [](int64_t count, const char *what) {
+    auto *p = deviceArray<__nv_bfloat16>(count, what);
+    cuda::check(cudaMemset(p, 0x3c, count * 2), what); // 0.0115 a value
+    return p;
+  };
+  auto *q = values(qCount, "q"), *k = values(kvCount, "k"),
+       *v = values(kvCount, "v"), *o = values(qCount, "o"),
+       *dout = values(qCount, "dO");
+  auto *dq = deviceArray<__nv_bfloat16>(qCount, "dq"),
+       *dk = deviceArray<__nv_bfloat16>(kvCount, "dk"),
+       *dv = deviceArray<__nv_bfloat16>(kvCount, "dv");
+  float *lse = deviceArray<float>(b * heads * seq, "lse");
+  float *workspace = deviceArray<float>(cuda::attentionBackwardWorkspace(shape),
+                                        "the backward's workspace");
+  cudaStream_t stream;
+  cuda::check(cudaStreamCreate(&stream), "a stream");
+  double flop = 2.0 * b * heads * seq * seq * d;
+  json families = json::object();
+  for (const char *family : {"wmma", "mma"}) {
+    setenv("PARTITA_CUDA_ATTENTION", family, 1);
+    if (!cuda::attentionOnTensorCores(shape, {q, true}, {k, true}, {v, true})) {
+      families[family] = {
+          {"skipped", "this GPU gives a block " + std::to_string(sharedBytes) +
+                          " bytes of shared memory, too few for its tiles"}};
+      continue;
+    }
+    double forwardMs = timeMs(
+        [&] {
+          cuda::attention(shape, {q, true}, {k, true}, {v, true},
+                          {o, true, false}, lse, stream);
+        },
+        stream);
+    double backwardMs = timeMs(
+        [&] {
+          cuda::attentionBackward(shape, {dout, true}, {q, true}, {k, true},
+                                  {v, true}, {o, true}, lse, {dq, true, false},
+                                  {dk, true, false}, {dv, true, false},
+                                  workspace, stream);
+        },
+        stream);
+    cuda::check(cudaGetLastError(), std::string(family) + " attention");
+    families[family] = {{"forward_ms", forwardMs},
+                        {"backward_ms", backwardMs},
+                        {"forward_tflops", flop / forwardMs / 1e9},
+                        {"backward_tflops", 2 * flop / backwardMs / 1e9}};
+  }
+  unsetenv("PARTITA_CUDA_ATTENTION");
+  for (void *p :
+       std::vector<void *>{q, k, v, o, dout, dq, dk, dv, lse, workspace})
+    cudaFree(p);
+  cudaStreamDestroy(stream);
+  return {{"shape",
+           {{"batch", b},
+            {"seq", seq},
+            {"heads", heads},
+            {"kv_heads", kvHeads},
+            {"head_dim", d},
+            {"causal", true},
+            {"dtype", "bf16"}}},
+          {"attention", families}};
+}
+
 /// NCCL all-reduce bus bandwidth over every rank of the job (nccl-tests'
 /// definition: 2 (n - 1) / n x bytes / time).
 json allReduceBench(int argc, char **argv) {
@@ -210,8 +288,9 @@ json allReduceBench(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "gemm" && mode != "allreduce") {
+  if (mode != "gemm" && mode != "attention" && mode != "allreduce") {
     std::cerr << "usage: partita-cuda-bench gemm [--tokens T]\n"
+                 "       partita-cuda-bench attention [--seq S]\n"
                  "       mpirun -np N partita-cuda-bench allreduce\n";
     return 2;
   }
@@ -228,6 +307,12 @@ int main(int argc, char **argv) {
         if (std::strcmp(argv[i], "--tokens") == 0)
           tokens = std::stoll(argv[i + 1]);
       result = gemmBench(tokens);
+    } else if (mode == "attention") {
+      int64_t seq = 8192;
+      for (int i = 2; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "--seq") == 0)
+          seq = std::stoll(argv[i + 1]);
+      result = attentionBench(seq);
     } else {
       result = allReduceBench(argc, argv);
     }

@@ -114,8 +114,9 @@ struct AttentionShape {
 int64_t maxHeadDim();
 /// Whether attention runs on tensor cores (TensorCoreAttention.cu): bf16
 /// q, k and v (and dO) with head dimension up to 128, where the GPU gives a
-/// block the kernels' shared memory (sm_80 and sm_90 do; sm_86 and sm_89,
-/// 99 KiB, do not for heads over 32). Other launches run the f32 CUDA-core
+/// block the chosen kernels' shared memory (sm_80 and sm_90 do; sm_86 and
+/// sm_89, 99 KiB, do for the WMMA kernels' heads up to 32 and every head
+/// of the register-resident ones). Other launches run the f32 CUDA-core
 /// kernels.
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// The tensor-core attention's kernels, chosen by PARTITA_CUDA_ATTENTION:

@@ -702,6 +702,7 @@ __global__ void __launch_bounds__(kTcThreads)
     if (more)
       startTile(qs, q, lseTile, lse, t + 1);
     commitCopies();
+    __syncwarp(); // the warp's lanes meet before its ldmatrix and mma.sync
     toOperands(operand, p);
     accumulate<D>(dvAcc, operand, dos, L::ldh);
     __syncthreads(); // every warp is done with dO
@@ -795,9 +796,12 @@ bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
   if (!q.bf16 || !k.bf16 || !v.bf16 || a.d > kMaxTcHeadDim)
     return false;
   // The dk, dv kernel takes the most.
+  bool registers = attentionKernels() == AttentionKernels::Registers;
   int bytes = 0;
-  byHeadDimBucket<kMaxTcHeadDim>(
-      a.d, [&](auto D) { bytes = TcLayout<decltype(D)::value>::keyBytes; });
+  byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
+    using L = TcLayout<decltype(D)::value>;
+    bytes = registers ? L::registerKeyBytes : L::keyBytes;
+  });
   return a.sharedBytes >= bytes;
 }
 

@@ -138,11 +138,15 @@ TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimensionUpTo128) {
   }
   shape.d = 256;
   EXPECT_FALSE(attentionOnTensorCores(shape, bf16, bf16, bf16));
-  // An sm_86 or sm_89 block (99 KiB) holds the tiles of heads up to 32 only.
+  // An sm_86 or sm_89 block (99 KiB) holds the WMMA kernels' tiles of heads
+  // up to 32 only, and the register-resident kernels' of every head.
   shape.sharedBytes = 99 * 1024;
   for (int64_t d : {16, 32, 48, 64, 128}) {
     shape.d = d;
     EXPECT_EQ(attentionOnTensorCores(shape, bf16, bf16, bf16), d <= 32) << d;
+    setenv("PARTITA_CUDA_ATTENTION", "mma", 1);
+    EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16)) << d;
+    unsetenv("PARTITA_CUDA_ATTENTION");
   }
 }
 
@@ -616,15 +620,23 @@ TEST_F(CudaKernels, Attention) {
   // and dS to bf16 for their products: the tolerance allows that on top of
   // the outputs' rounding. Heads of 16, 20 and 80 fill part of their tiles
   // (20 is loaded a value at a time); 256 runs on CUDA cores. Both families
-  // of tensor-core kernels run (PARTITA_CUDA_ATTENTION).
-  for (const char *kernels : {"wmma", "mma"})
+  // of tensor-core kernels run (PARTITA_CUDA_ATTENTION); on the emulator the
+  // register-resident one's asynchronous copies land at their wait, and
+  // again at their issue (the two extremes a GPU may choose between).
+  struct Kernels {
+    const char *family, *copiesLand;
+  };
+  for (Kernels kernels : {Kernels{"wmma", "wait"}, Kernels{"mma", "wait"},
+                          Kernels{"mma", "issue"}})
     for (Shape a :
          {Shape{100, 4, 2, 16, true, 0}, Shape{130, 2, 2, 64, true, 0},
           Shape{70, 4, 1, 128, false, 0}, Shape{150, 4, 2, 32, true, 16},
           Shape{200, 4, 2, 128, true, 50}, Shape{90, 4, 2, 20, true, 0},
           Shape{80, 2, 1, 80, true, 30}, Shape{70, 2, 2, 256, true, 0}}) {
-      SCOPED_TRACE(kernels);
-      setenv("PARTITA_CUDA_ATTENTION", kernels, 1);
+      SCOPED_TRACE(std::string(kernels.family) + ", copies land at " +
+                   kernels.copiesLand);
+      setenv("PARTITA_CUDA_ATTENTION", kernels.family, 1);
+      setenv("PARTITA_EMULATOR_COPIES", kernels.copiesLand, 1);
       json p = {{"num_heads", a.heads},
                 {"num_kv_heads", a.kv},
                 {"causal", a.causal},
@@ -658,6 +670,7 @@ TEST_F(CudaKernels, Attention) {
       check(backward);
     }
   unsetenv("PARTITA_CUDA_ATTENTION");
+  unsetenv("PARTITA_EMULATOR_COPIES");
 }
 
 TEST_F(CudaKernels, Elementwise) {

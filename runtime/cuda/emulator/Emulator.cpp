@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <vector>
 
@@ -137,6 +138,8 @@ struct Block {
   char *shared = nullptr;
   size_t sharedBytes = 0;
   Thread *current = nullptr;
+  /// PARTITA_EMULATOR_COPIES=issue: asynchronous copies land at once.
+  bool copiesLandAtIssue = false;
 
   size_t indexOf(const Thread &t) const { return size_t(&t - threads.data()); }
   void setState(Thread &t, State state) {
@@ -293,6 +296,13 @@ void run(Index grid, Index blockShape, size_t sharedBytes,
         b.threads[t].warp = t / 32;
         b.threads[t].lane = t % 32;
       }
+  std::string landing = std::getenv("PARTITA_EMULATOR_COPIES")
+                            ? std::getenv("PARTITA_EMULATOR_COPIES")
+                            : "wait";
+  if (landing != "wait" && landing != "issue")
+    fail("PARTITA_EMULATOR_COPIES must be wait or issue, got \"" + landing +
+         "\"");
+  b.copiesLandAtIssue = landing == "issue";
   blockDimension = blockShape;
   gridDimension = grid;
   active = &b;
@@ -363,7 +373,10 @@ void copyAsync(void *to, const void *from, size_t bytes) {
       reinterpret_cast<uintptr_t>(from) % bytes != 0)
     fail("cp.async of " + std::to_string(bytes) +
          " bytes at addresses not aligned to that size");
-  b.current->uncommitted.push_back({to, from, bytes});
+  if (b.copiesLandAtIssue)
+    std::memcpy(to, from, bytes);
+  else
+    b.current->uncommitted.push_back({to, from, bytes});
 }
 
 void commitCopies() {

@@ -81,7 +81,9 @@ template <typename T> T shuffleXor(unsigned mask, T value, int laneMask) {
 /// cp.async.cg.shared.global: `bytes` from device memory at `from` to the
 /// block's shared memory at `to`, both aligned to `bytes`. The copy lands
 /// when its thread waits for its group (waitCopies), the latest a GPU may
-/// land it, so a read before that wait sees the old bytes.
+/// land it, so a read before that wait sees the old bytes; or, with
+/// PARTITA_EMULATOR_COPIES=issue, at once, the earliest, so a copy into a
+/// tile other threads still read shows.
 void copyAsync(void *to, const void *from, size_t bytes);
 /// cp.async.commit_group: the thread's copies so far form a group.
 void commitCopies();
