@@ -24,6 +24,17 @@ def log(name):
         return []
     return [json.loads(l) for l in open(path) if l.strip()]
 
+def benchmark(name):
+    """A benchmark's JSON output: None where it did not run, {} where it
+    stopped before writing all of it."""
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return None
+    try:
+        return json.load(open(path))
+    except ValueError:
+        return {}
+
 def worst_difference(base, other):
     """The largest relative difference of `other`'s losses from `base`'s."""
     return max(abs(y["loss"] - x["loss"]) / abs(x["loss"])
@@ -179,12 +190,8 @@ for model in ("llama3-8b-block", "llama3-8b-block-mma", "gpt2-small",
 
 # The runtime's attention against PyTorch's fused attention on the block's
 # shape (bench/gpu/torch_attention.py).
-reference_path = os.path.join(out, "torch-attention.json")
-if os.path.exists(reference_path):
-    try:
-        reference = json.load(open(reference_path))
-    except ValueError:
-        reference = {}
+reference = benchmark("torch-attention.json")
+if reference is not None:
     if "skipped" in reference:
         lines.append(f"attention reference skipped: {reference['skipped']}")
     elif "forward_ms" in reference:
@@ -207,12 +214,8 @@ if os.path.exists(reference_path):
 
 # Each family of our attention kernels on the block's shape
 # (partita-cuda-bench attention), against PyTorch's where it ran.
-kernels_path = os.path.join(out, "attention.json")
-if os.path.exists(kernels_path):
-    try:
-        kernels = json.load(open(kernels_path))
-    except ValueError:
-        kernels = {}
+kernels = benchmark("attention.json")
+if kernels is not None:
     reference = result.get("torch_attention")
     for family, row in kernels.get("attention", {}).items():
         result.setdefault("attention_kernels", {})[family] = row

@@ -187,6 +187,28 @@ struct QueryBlock {
   }
 };
 
+/// A block of 64 key rows of one kv head (blockIdx: the rows, the kv head,
+/// the batch entry): where its keys are, and which query rows see them.
+struct KeyBlock {
+  int64_t bb, kh, group, first, kvBase, kvStride, iBegin, iEnd;
+  __device__ KeyBlock(const AttentionDims &a) {
+    bb = blockIdx.z;
+    kh = blockIdx.y;
+    group = a.heads / a.kvHeads;
+    first = int64_t(blockIdx.x) * kTcRows;
+    kvBase = a.kOffset(bb, 0, kh);
+    kvStride = a.kvHeads * a.d;
+    a.queryRange(first, min(a.s - 1, first + kTcRows - 1), iBegin, iEnd);
+  }
+  /// The block's keys and values into their tiles.
+  template <int D>
+  __device__ void loadKeys(bf16 *ks, bf16 *vs, const bf16 *k, const bf16 *v,
+                           const AttentionDims &a) const {
+    loadRows<D>(ks, k, kvBase, kvStride, first, a.s, a.d);
+    loadRows<D>(vs, v, kvBase, kvStride, first, a.s, a.d);
+  }
+};
+
 /// Forward over a block of 64 query rows: o = softmax(Q K^T scale) V
 /// WithOutput, and each row's log-sum-exp into `lse` unless it is null
 /// (without the output, the P V products are skipped).
@@ -338,28 +360,23 @@ __global__ void __launch_bounds__(kTcThreads)
   bf16 *ds = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
   float *out = carve.take<float>(L::rows) + warp * 16 * L::ldo;
 
-  int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
-  int64_t first = int64_t(blockIdx.x) * kTcRows;
-  int64_t last = min(a.s - 1, first + kTcRows - 1);
-  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * a.d;
-  loadRows<D>(ks, k, kvBase, kvStride, first, a.s, a.d);
-  loadRows<D>(vs, v, kvBase, kvStride, first, a.s, a.d);
+  KeyBlock block(a);
+  block.loadKeys<D>(ks, vs, k, v, a);
   int r = lane / 2, parity = lane % 2;
-  int64_t j = first + warp * 16 + r;
+  int64_t j = block.first + warp * 16 + r;
   FragC dkAcc[D / 16], dvAcc[D / 16];
   zero(dkAcc);
   zero(dvAcc);
-  int64_t iBegin, iEnd;
-  a.queryRange(first, last, iBegin, iEnd);
-  for (int64_t hh = kh * group; hh < (kh + 1) * group; ++hh) {
-    int64_t qBase = a.qOffset(bb, 0, hh), qStride = a.heads * a.d;
-    int64_t statsBase = a.statsRow(bb, hh, 0);
-    for (int64_t i0 = iBegin; i0 < iEnd; i0 += kTcTile) {
+  for (int64_t hh = block.kh * block.group; hh < (block.kh + 1) * block.group;
+       ++hh) {
+    int64_t qBase = a.qOffset(block.bb, 0, hh), qStride = a.heads * a.d;
+    int64_t statsBase = a.statsRow(block.bb, hh, 0);
+    for (int64_t i0 = block.iBegin; i0 < block.iEnd; i0 += kTcTile) {
       __syncthreads();
-      loadRows<D>(qs, q, qBase, qStride, i0, iEnd, a.d);
-      loadRows<D>(dos, dout, qBase, qStride, i0, iEnd, a.d);
+      loadRows<D>(qs, q, qBase, qStride, i0, block.iEnd, a.d);
+      loadRows<D>(dos, dout, qBase, qStride, i0, block.iEnd, a.d);
       for (int t = threadIdx.x; t < kTcTile; t += blockDim.x) {
-        bool in = i0 + t < iEnd;
+        bool in = i0 + t < block.iEnd;
         lseTile[t] = in ? lse[statsBase + i0 + t] : 0.0f;
         dTile[t] = in ? rowDot[statsBase + i0 + t] : 0.0f;
       }
@@ -371,7 +388,7 @@ __global__ void __launch_bounds__(kTcThreads)
       for (int c = 0; c < kLaneColumns; ++c) {
         int col = 2 * c + parity;
         int64_t i = i0 + col;
-        bool seen = j < a.s && i < iEnd && !a.masked(i, j);
+        bool seen = j < a.s && i < block.iEnd && !a.masked(i, j);
         float p = seen ? expf(scores[r * L::lds + col] * a.scale - lseTile[col])
                        : 0.0f;
         probs[r * L::ldp + col] = __float2bfloat16_rn(p);
@@ -384,7 +401,7 @@ __global__ void __launch_bounds__(kTcThreads)
     }
   }
   bool valid = j < a.s;
-  int64_t at = valid ? a.kOffset(bb, j, kh) : 0;
+  int64_t at = valid ? a.kOffset(block.bb, j, block.kh) : 0;
   storeFragments(out, L::ldo, dkAcc);
   __syncwarp();
   if (valid)
@@ -422,24 +439,25 @@ __device__ __forceinline__ int tileColumn(int lane, int n, int e) {
 }
 
 /// Writes the lane's two rows of a [16][D] accumulator, row[r] times
-/// factor[r], to y from element at[r] on, columns below d; rows at or past
-/// `limit` are not written.
-template <int D>
+/// factor[r], to y from element offset(row[r]) on, columns below d; rows
+/// at or past `limit` are not written.
+template <int D, typename Offset>
 __device__ void storeRows(Out y, const float (&acc)[D / 8][4],
-                          const int64_t (&row)[2], const int64_t (&at)[2],
+                          const int64_t (&row)[2], Offset offset,
                           const float (&factor)[2], int64_t limit, int64_t d) {
   int lane = threadIdx.x % 32;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (row[r] >= limit)
       continue;
+    int64_t at = offset(row[r]);
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll
       for (int e = 2 * r; e < 2 * r + 2; ++e) {
         int c = tileColumn(lane, n, e);
         if (c < d)
-          store(y, at[r] + c, acc[n][e] * factor[r]);
+          store(y, at + c, acc[n][e] * factor[r]);
       }
   }
 }
@@ -529,17 +547,18 @@ __global__ void __launch_bounds__(kTcThreads)
     }
   }
   float inverse[2];
-  int64_t at[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] = rowSum(l[r]);
     inverse[r] = 1.0f / l[r];
-    at[r] = a.qOffset(block.bb, min(i[r], a.s - 1), block.hh);
     if (lse && lane % 4 == 0 && i[r] < a.s)
       lse[a.statsRow(block.bb, block.hh, i[r])] = (m[r] + log2f(l[r])) * kLn2;
   }
+  auto queryRow = [&](int64_t row) {
+    return a.qOffset(block.bb, row, block.hh);
+  };
   if constexpr (WithOutput)
-    storeRows<D>(o, acc, i, at, inverse, a.s, a.d);
+    storeRows<D>(o, acc, i, queryRow, inverse, a.s, a.d);
 }
 
 /// dq for a block of 64 query rows, as queryGradientKernel. The values of
@@ -566,13 +585,11 @@ __global__ void __launch_bounds__(kTcThreads)
   int64_t i[2] = {block.first + warp * 16 + lane / 4,
                   block.first + warp * 16 + lane / 4 + 8};
   float rowLse[2], rowD[2];
-  int64_t at[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     int64_t row = a.statsRow(block.bb, block.hh, min(i[r], a.s - 1));
     rowLse[r] = lse[row];
     rowD[r] = rowDot[row];
-    at[r] = a.qOffset(block.bb, min(i[r], a.s - 1), block.hh);
   }
   float acc[D / 8][4];
   zeroTiles(acc);
@@ -609,7 +626,10 @@ __global__ void __launch_bounds__(kTcThreads)
     commitCopies();
   }
   float scale[2] = {a.scale, a.scale};
-  storeRows<D>(dq, acc, i, at, scale, a.s, a.d);
+  auto queryRow = [&](int64_t row) {
+    return a.qOffset(block.bb, row, block.hh);
+  };
+  storeRows<D>(dq, acc, i, queryRow, scale, a.s, a.d);
 }
 
 /// dk and dv for a block of 64 key rows of one kv head, as
@@ -632,29 +652,26 @@ __global__ void __launch_bounds__(kTcThreads)
   float *lseTile = carve.take<float>(L::column);
   float *dTile = carve.take<float>(L::column);
 
-  int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
-  int64_t first = int64_t(blockIdx.x) * kTcRows;
-  int64_t last = min(a.s - 1, first + kTcRows - 1);
-  int64_t kvBase = a.kOffset(bb, 0, kh), kvStride = a.kvHeads * a.d;
-  loadRows<D>(ks, k, kvBase, kvStride, first, a.s, a.d);
-  loadRows<D>(vs, v, kvBase, kvStride, first, a.s, a.d);
-  int64_t iBegin, iEnd;
-  a.queryRange(first, last, iBegin, iEnd);
-  // Tile t: query rows from iBegin + 64 (t % perHead) of head
+  KeyBlock block(a);
+  block.loadKeys<D>(ks, vs, k, v, a);
+  // Tile t: the block's query rows from iBegin + 64 (t % perHead), of head
   // kh group + t / perHead.
-  int64_t perHead = (iEnd - iBegin + kTcTile - 1) / kTcTile;
-  int64_t tiles = group * perHead;
-  auto head = [&](int64_t t) { return kh * group + t / perHead; };
-  auto rowsFrom = [&](int64_t t) { return iBegin + t % perHead * kTcTile; };
+  int64_t perHead = (block.iEnd - block.iBegin + kTcTile - 1) / kTcTile;
+  int64_t tiles = block.group * perHead;
+  auto head = [&](int64_t t) { return block.kh * block.group + t / perHead; };
+  auto rowsFrom = [&](int64_t t) {
+    return block.iBegin + t % perHead * kTcTile;
+  };
   // A tile's rows of x and, at once, their statistics from `stats` into
   // `column`.
   auto startTile = [&](bf16 *tile, const bf16 *x, float *column,
                        const float *stats, int64_t t) {
     int64_t hh = head(t), i0 = rowsFrom(t);
-    loadRows<D, true>(tile, x, a.qOffset(bb, 0, hh), a.heads * a.d, i0, iEnd,
-                      a.d);
+    loadRows<D, true>(tile, x, a.qOffset(block.bb, 0, hh), a.heads * a.d, i0,
+                      block.iEnd, a.d);
     for (int c = threadIdx.x; c < kTcTile; c += blockDim.x)
-      column[c] = i0 + c < iEnd ? stats[a.statsRow(bb, hh, i0 + c)] : 0.0f;
+      column[c] =
+          i0 + c < block.iEnd ? stats[a.statsRow(block.bb, hh, i0 + c)] : 0.0f;
   };
   if (tiles > 0)
     startTile(qs, q, lseTile, lse, 0);
@@ -662,8 +679,8 @@ __global__ void __launch_bounds__(kTcThreads)
   if (tiles > 0)
     startTile(dos, dout, dTile, rowDot, 0);
   commitCopies();
-  int64_t j[2] = {first + warp * 16 + lane / 4,
-                  first + warp * 16 + lane / 4 + 8};
+  int64_t j[2] = {block.first + warp * 16 + lane / 4,
+                  block.first + warp * 16 + lane / 4 + 8};
   float dkAcc[D / 8][4], dvAcc[D / 8][4];
   zeroTiles(dkAcc);
   zeroTiles(dvAcc);
@@ -671,9 +688,9 @@ __global__ void __launch_bounds__(kTcThreads)
     int64_t i0 = rowsFrom(t);
     bool more = t + 1 < tiles;
     // Some query of the tile is past the block's or masked for some key.
-    bool partial = i0 + kTcTile > iEnd ||
-                   (a.causal && first + kTcRows - 1 > i0) ||
-                   (a.window > 0 && first <= i0 + kTcTile - 1 - a.window);
+    bool partial = i0 + kTcTile > block.iEnd ||
+                   (a.causal && block.first + kTcRows - 1 > i0) ||
+                   (a.window > 0 && block.first <= i0 + kTcTile - 1 - a.window);
     waitCopies<1>(); // this tile's queries (and the block's keys, values)
     __syncthreads();
     float p[8][4];
@@ -683,7 +700,8 @@ __global__ void __launch_bounds__(kTcThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int c = tileColumn(lane, n, e);
-        bool seen = !partial || (i0 + c < iEnd && !a.masked(i0 + c, j[e / 2]));
+        bool seen =
+            !partial || (i0 + c < block.iEnd && !a.masked(i0 + c, j[e / 2]));
         p[n][e] = seen ? expf(p[n][e] * a.scale - lseTile[c]) : 0.0f;
       }
     waitCopies<0>(); // this tile's dO
@@ -710,12 +728,10 @@ __global__ void __launch_bounds__(kTcThreads)
       startTile(dos, dout, dTile, rowDot, t + 1);
     commitCopies();
   }
-  int64_t at[2];
-  for (int r = 0; r < 2; ++r)
-    at[r] = a.kOffset(bb, min(j[r], a.s - 1), kh);
+  auto keyRow = [&](int64_t row) { return a.kOffset(block.bb, row, block.kh); };
   float scale[2] = {a.scale, a.scale}, one[2] = {1.0f, 1.0f};
-  storeRows<D>(dk, dkAcc, j, at, scale, a.s, a.d);
-  storeRows<D>(dv, dvAcc, j, at, one, a.s, a.d);
+  storeRows<D>(dk, dkAcc, j, keyRow, scale, a.s, a.d);
+  storeRows<D>(dv, dvAcc, j, keyRow, one, a.s, a.d);
 }
 
 /// Launches `kernel` with `bytes` of dynamic shared memory, above the
