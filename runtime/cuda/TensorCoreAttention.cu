@@ -2,16 +2,19 @@
 //
 // For bf16 q, k, v (and dO) with head dimension up to 128, the products of
 // attention - Q K^T and P V forward; dO V^T, dS K, P^T dO and dS^T Q
-// backward - run as 16x16x16 bf16 WMMA tiles with f32 accumulation. The
-// softmax and its statistics stay f32; P and dS are rounded to bf16 for
-// their products, as FlashAttention-2 does. The s x s scores are never
-// stored: 64 query (or key) rows a block, a warp per 16 of them, stream the
-// other side through shared memory 64 rows at a time (LaunchConfig.h).
+// backward - run on bf16 tensor cores with f32 accumulation. The softmax
+// and its statistics stay f32; P and dS are rounded to bf16 for their
+// products, as FlashAttention-2 does. The s x s scores are never stored:
+// 64 query (or key) rows a block, a warp per 16 of them, stream the other
+// side through shared memory 64 rows at a time (LaunchConfig.h).
 //
-// Within a warp's [16][64] score tile, lane l owns row l / 2 and the
-// columns of parity l % 2 (neighbouring lanes read neighbouring words, in
-// different banks); both lanes of a row keep its running max and sum. The
-// same holds for a warp's [16][D] output rows.
+// Two families of kernels do this (attentionKernels): the WMMA kernels
+// multiply 16x16x16 WMMA tiles and stage scores and output rows in shared
+// memory, where, within a warp's [16][64] score tile, lane l owns row l / 2
+// and the columns of parity l % 2 (neighbouring lanes read neighbouring
+// words, in different banks), both lanes of a row keeping its running max
+// and sum, and likewise for a warp's [16][D] output rows; the register
+// kernels (below them) keep both in registers.
 //
 // A head dimension d runs in the smallest D of 32, 64 and 128 that holds it:
 // columns d to D of the tiles are zero, so the products are those of d
@@ -433,12 +436,12 @@ __device__ __forceinline__ float rowSum(float x) {
   return x + __shfl_xor_sync(kFullWarp, x, 2);
 }
 
-/// Column c of column tile n, element e, of lane `lane`'s share of a tile.
+/// The column of element e of column tile n in lane `lane`'s share.
 __device__ __forceinline__ int tileColumn(int lane, int n, int e) {
   return 8 * n + 2 * (lane % 4) + e % 2;
 }
 
-/// Writes the lane's two rows of a [16][D] accumulator, row[r] times
+/// Writes the lane's two rows of a [16][D] accumulator, row r times
 /// factor[r], to y from element offset(row[r]) on, columns below d; rows
 /// at or past `limit` are not written.
 template <int D, typename Offset>
