@@ -47,11 +47,17 @@ if os.path.exists(tests):
     skipped = sum(c.get("result") == "SKIPPED"
                   for suite in t.get("testsuites", [])
                   for c in suite.get("testsuite", []))
+    # Which ones failed: each family of attention kernels is a test of its
+    # own (CudaAttention.WmmaKernels, CudaAttention.RegisterKernels).
+    failing = [f"{suite['name']}.{c['name']}"
+               for suite in t.get("testsuites", [])
+               for c in suite.get("testsuite", []) if c.get("failures")]
     result["kernel_tests"] = {"tests": t["tests"], "failures": t["failures"],
-                              "skipped": skipped}
+                              "skipped": skipped, "failing": failing}
     passed = t["tests"] - t["failures"] - skipped
     lines.append(f"kernel tests: {passed}/{t['tests']} pass"
-                 + (f", {skipped} skipped" if skipped else ""))
+                 + (f", {skipped} skipped" if skipped else "")
+                 + (f"; failing: {' '.join(failing)}" if failing else ""))
 
 cpu = log("tiny-cpu.jsonl")
 for p in ("fp32", "bf16"):

@@ -610,33 +610,35 @@ TEST_F(CudaKernels, Rotary) {
   }
 }
 
-TEST_F(CudaKernels, Attention) {
-  struct Shape {
-    int64_t s, heads, kv, d;
-    bool causal;
-    int64_t window;
-  };
-  // With bf16 buffers, heads up to 128 run on tensor cores, which round P
-  // and dS to bf16 for their products: the tolerance allows that on top of
-  // the outputs' rounding. Heads of 16, 20 and 80 fill part of their tiles
-  // (20 is loaded a value at a time); 256 runs on CUDA cores. Both families
-  // of tensor-core kernels run (PARTITA_CUDA_ATTENTION); on the emulator the
-  // register-resident one's asynchronous copies land at their wait, and
-  // again at their issue (the two extremes a GPU may choose between).
-  struct Kernels {
-    const char *family, *copiesLand;
-  };
-  for (Kernels kernels : {Kernels{"wmma", "wait"}, Kernels{"mma", "wait"},
-                          Kernels{"mma", "issue"}})
+/// The attention kernel cases, with one family of tensor-core kernels.
+class CudaAttention : public CudaKernels {
+protected:
+  void TearDown() override {
+    unsetenv("PARTITA_CUDA_ATTENTION");
+    unsetenv("PARTITA_EMULATOR_COPIES");
+  }
+  /// The cases with `family`'s kernels, and on the emulator their
+  /// asynchronous copies landing at `copiesLand` (wait or issue).
+  void checkFamily(const char *family, const char *copiesLand) {
+    setenv("PARTITA_CUDA_ATTENTION", family, 1);
+    setenv("PARTITA_EMULATOR_COPIES", copiesLand, 1);
+    struct Shape {
+      int64_t s, heads, kv, d;
+      bool causal;
+      int64_t window;
+    };
+    // With bf16 buffers, heads up to 128 run on tensor cores, which round P
+    // and dS to bf16 for their products: the tolerance allows that on top of
+    // the outputs' rounding. Heads of 16, 20 and 80 fill part of their tiles
+    // (20 is loaded a value at a time); 256 runs on CUDA cores. Each family
+    // of tensor-core kernels (PARTITA_CUDA_ATTENTION) is a test of its own, so
+    // that a GPU's results say which one fails.
     for (Shape a :
          {Shape{100, 4, 2, 16, true, 0}, Shape{130, 2, 2, 64, true, 0},
           Shape{70, 4, 1, 128, false, 0}, Shape{150, 4, 2, 32, true, 16},
           Shape{200, 4, 2, 128, true, 50}, Shape{90, 4, 2, 20, true, 0},
           Shape{80, 2, 1, 80, true, 30}, Shape{70, 2, 2, 256, true, 0}}) {
-      SCOPED_TRACE(std::string(kernels.family) + ", copies land at " +
-                   kernels.copiesLand);
-      setenv("PARTITA_CUDA_ATTENTION", kernels.family, 1);
-      setenv("PARTITA_EMULATOR_COPIES", kernels.copiesLand, 1);
+      SCOPED_TRACE(std::string(family) + ", copies land at " + copiesLand);
       json p = {{"num_heads", a.heads},
                 {"num_kv_heads", a.kv},
                 {"causal", a.causal},
@@ -669,8 +671,16 @@ TEST_F(CudaKernels, Attention) {
       backward.ins.pop_back();
       check(backward);
     }
-  unsetenv("PARTITA_CUDA_ATTENTION");
-  unsetenv("PARTITA_EMULATOR_COPIES");
+  }
+};
+
+TEST_F(CudaAttention, WmmaKernels) { checkFamily("wmma", "wait"); }
+
+// On the emulator, the register-resident kernels' copies land at their
+// wait, and again at their issue: the two extremes a GPU may choose between.
+TEST_F(CudaAttention, RegisterKernels) {
+  checkFamily("mma", "wait");
+  checkFamily("mma", "issue");
 }
 
 TEST_F(CudaKernels, Elementwise) {
