@@ -47,6 +47,14 @@ using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 constexpr unsigned kFullWarp = 0xffffffffu;
 constexpr int kLaneColumns = kTcTile / 2;
 
+/// The regions both dk, dv kernels begin with: the block's keys and
+/// values, a tile of queries and of dO, and those queries' log-sum-exp and
+/// D = dO . O.
+struct KeyTiles {
+  bf16 *ks, *vs, *qs, *dos;
+  float *lse, *rowDot;
+};
+
 /// Successive regions of dynamic shared memory, each TcLayout-sized.
 struct Carve {
   char *at;
@@ -54,6 +62,17 @@ struct Carve {
     T *p = reinterpret_cast<T *>(at);
     at += bytes;
     return p;
+  }
+  template <int D> __device__ KeyTiles keyTiles() {
+    using L = TcLayout<D>;
+    KeyTiles t;
+    t.ks = take<bf16>(L::tile);
+    t.vs = take<bf16>(L::tile);
+    t.qs = take<bf16>(L::tile);
+    t.dos = take<bf16>(L::tile);
+    t.lse = take<float>(L::column);
+    t.rowDot = take<float>(L::column);
+    return t;
   }
 };
 
@@ -353,10 +372,7 @@ __global__ void __launch_bounds__(kTcThreads)
   PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carve carve{shared};
-  bf16 *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile),
-       *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile);
-  float *lseTile = carve.take<float>(L::column);
-  float *dTile = carve.take<float>(L::column);
+  auto [ks, vs, qs, dos, lseTile, dTile] = carve.keyTiles<D>();
   float *scores = carve.take<float>(L::scores) + warp * 16 * L::lds;
   float *dp = carve.take<float>(L::scores) + warp * 16 * L::lds;
   bf16 *probs = carve.take<bf16>(L::probs) + warp * 16 * L::ldp;
@@ -650,10 +666,7 @@ __global__ void __launch_bounds__(kTcThreads)
   PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carve carve{shared};
-  bf16 *ks = carve.take<bf16>(L::tile), *vs = carve.take<bf16>(L::tile),
-       *qs = carve.take<bf16>(L::tile), *dos = carve.take<bf16>(L::tile);
-  float *lseTile = carve.take<float>(L::column);
-  float *dTile = carve.take<float>(L::column);
+  auto [ks, vs, qs, dos, lseTile, dTile] = carve.keyTiles<D>();
 
   KeyBlock block(a);
   block.loadKeys<D>(ks, vs, k, v, a);

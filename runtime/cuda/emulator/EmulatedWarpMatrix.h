@@ -15,8 +15,7 @@
 #define PARTITA_RUNTIME_CUDA_EMULATOR_EMULATEDWARPMATRIX_H
 
 #include "Emulator.h"
-
-#include <cuda_bf16.h>
+#include "partita/runtime/Bf16.h"
 
 #include <cstdint>
 #include <cstring>
@@ -25,12 +24,6 @@ namespace partita::runtime::cuda::emulator {
 
 inline uint16_t halfOf(uint32_t r, int high) {
   return uint16_t(high ? r >> 16 : r & 0xffffu);
-}
-inline float bf16Bits(uint16_t bits) {
-  uint32_t f = uint32_t(bits) << 16;
-  float value;
-  std::memcpy(&value, &f, 4);
-  return value;
 }
 
 /// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16: lanes 8i to 8i + 7
@@ -78,11 +71,11 @@ inline void multiplyAccumulate(float (&d)[4], const uint32_t (&a)[4],
   auto aAt = [&](unsigned row, unsigned k) {
     unsigned owner = (row % 8) * 4 + (k % 8) / 2;
     unsigned index = (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
-    return bf16Bits(halfOf(operands(owner)->a[index], k % 2));
+    return fromBf16(halfOf(operands(owner)->a[index], k % 2));
   };
   auto bAt = [&](unsigned k, unsigned column) {
     unsigned owner = column * 4 + (k % 8) / 2;
-    return bf16Bits(halfOf(operands(owner)->b[k >= 8 ? 1 : 0], k % 2));
+    return fromBf16(halfOf(operands(owner)->b[k >= 8 ? 1 : 0], k % 2));
   };
   unsigned l = lane(), g = l / 4, t = l % 4;
   float result[4];
