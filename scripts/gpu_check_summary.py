@@ -158,19 +158,21 @@ for model in ("llama3-8b-block", "llama3-8b-block-mma", "gpt2-small",
             found = re.match(r"^time by launch over (\d+) steps", line)
             if found:
                 profiled_steps = int(found.group(1))
-    # One attention launch's time (and its backward's): the profile's time
-    # over the launches of its steps (a recomputed forward launches
-    # attention in the backward phase too).
+    # One attention launch's time (and its backward's): each kernel's time
+    # in the profile over its launches in those steps (a recomputed forward
+    # launches attention in the backward phase too).
     programs = plan.get("programs") or [{}]
-    calls = plan.get("training", {}).get("num_micro_batches", 1) * sum(
-        1 for phase in programs[0].get("phases", [])
-        for launch in phase.get("launches", [])
-        if launch.get("kernel") == "attention")
-    if calls and profiled_steps and "attention" in seconds:
+    def calls(kernel):
+        return plan.get("training", {}).get("num_micro_batches", 1) * sum(
+            1 for phase in programs[0].get("phases", [])
+            for launch in phase.get("launches", [])
+            if launch.get("kernel") == kernel)
+    if profiled_steps and "attention" in seconds and calls("attention"):
         result[model]["attention_ms"] = {
-            "forward": seconds["attention"] / profiled_steps / calls * 1e3,
-            "backward": seconds.get("attention_bwd", 0) / profiled_steps /
-            calls * 1e3}
+            kind: seconds.get(kernel, 0) / profiled_steps /
+            max(calls(kernel), 1) * 1e3
+            for kind, kernel in (("forward", "attention"),
+                                 ("backward", "attention_bwd"))}
     if shares:
         result[model]["compute_stream_share"] = shares
         top = sorted(shares.items(), key=lambda kv: -kv[1])[:4]
