@@ -222,12 +222,15 @@ public:
   void setStep(int64_t s) override { step = s; }
 
   [[noreturn]] void abort(const std::string &why) override {
-    // One caller stops the job. The watchdog calls this holding `mutex`;
-    // any other thread takes it first, so the communicators are never
-    // aborted twice, nor while the watchdog asks them for errors.
-    std::unique_lock<std::mutex> lock(mutex, std::defer_lock);
-    if (std::this_thread::get_id() != watchdog.get_id())
-      lock.lock();
+    // One caller stops the job: with `mutex` held, so the communicators are
+    // never aborted twice, nor while the watchdog asks them for errors.
+    std::lock_guard<std::mutex> lock(mutex);
+    stopLocked(why);
+  }
+
+private:
+  /// abort's work, for a caller that holds `mutex` (the watchdog).
+  [[noreturn]] void stopLocked(const std::string &why) {
     std::string line =
         "plan-run: rank " + std::to_string(me) + ": " + why + "\n";
     ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
@@ -241,7 +244,6 @@ public:
     std::exit(1);
   }
 
-private:
   // The collectives above, for the element type `type`.
   void allReduceAs(const std::string &name, void *data, int64_t n,
                    ncclDataType_t type, bool max) {
@@ -367,12 +369,12 @@ private:
   }
   void watch() {
     std::unique_lock<std::mutex> lock(mutex);
-    // This thread's errors stop the job as the others do (abort, with
+    // This thread's errors stop the job as the others do (stopLocked, with
     // `mutex` held), never by an exception, which would end the process
     // without a word.
     if (cudaError_t status = cudaSetDevice(device.index()))
-      abort(std::string("cudaSetDevice in the NCCL watchdog: ") +
-            cudaGetErrorString(status));
+      stopLocked(std::string("cudaSetDevice in the NCCL watchdog: ") +
+                 cudaGetErrorString(status));
     while (!stopping) {
       changed.wait_for(lock, std::chrono::milliseconds(50));
       cudaError_t reached = cudaSuccess;
@@ -386,9 +388,10 @@ private:
       // A fault in a kernel or copy is sticky: every later query reports
       // it, and nothing pending will complete.
       if (reached != cudaErrorNotReady)
-        abort("CUDA error in step " + std::to_string(pending.front().step) +
-              ", at or before " + pending.front().what + ": " +
-              cudaGetErrorString(reached) + "; stopping the job");
+        stopLocked("CUDA error in step " +
+                   std::to_string(pending.front().step) + ", at or before " +
+                   pending.front().what + ": " + cudaGetErrorString(reached) +
+                   "; stopping the job");
       ncclResult_t error = ncclSuccess;
       ncclCommGetAsyncError(world, &error);
       for (auto &[name, g] : groupsByName)
@@ -402,13 +405,14 @@ private:
                           std::chrono::steady_clock::now() - oldest.since)
                           .count();
       if (error != ncclSuccess)
-        abort(oldest.what + " failed in step " + std::to_string(oldest.step) +
-              ": " + ncclGetErrorString(error) + "; stopping the job");
+        stopLocked(oldest.what + " failed in step " +
+                   std::to_string(oldest.step) + ": " +
+                   ncclGetErrorString(error) + "; stopping the job");
       if (timeoutSeconds > 0 && waited > timeoutSeconds)
-        abort(oldest.what + " did not complete within " +
-              std::to_string(int64_t(timeoutSeconds)) + " s in step " +
-              std::to_string(oldest.step) +
-              " (a rank is stuck or gone); stopping the job");
+        stopLocked(oldest.what + " did not complete within " +
+                   std::to_string(int64_t(timeoutSeconds)) + " s in step " +
+                   std::to_string(oldest.step) +
+                   " (a rank is stuck or gone); stopping the job");
     }
   }
 
