@@ -149,10 +149,8 @@ bool kernelFaults() {
     const char *spec = std::getenv("PARTITA_EMULATOR_KERNEL_FAULT");
     if (!spec || !*spec)
       return std::nullopt;
-    char *end;
-    long device = std::strtol(spec, &end, 10);
-    long long nth = *end == ':' ? std::strtoll(end + 1, &end, 10) : 0;
-    if (*end || device < 0 || device >= kDevices || nth < 1)
+    long long device, nth;
+    if (!parseFault(spec, kDevices, device, nth))
       fail("PARTITA_EMULATOR_KERNEL_FAULT must be DEVICE:N (a device below " +
            std::to_string(kDevices) + " and a kernel from 1), got \"" + spec +
            "\"");

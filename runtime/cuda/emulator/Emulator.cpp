@@ -245,6 +245,14 @@ void runBlock(Block &b, const std::function<void()> &body, bool highestFirst) {
 
 } // namespace
 
+bool parseFault(const char *spec, long long below, long long &where,
+                long long &nth) {
+  char *end;
+  where = std::strtoll(spec, &end, 10);
+  nth = *end == ':' ? std::strtoll(end + 1, &end, 10) : 0;
+  return end != spec && !*end && where >= 0 && where < below && nth >= 1;
+}
+
 void fail(const std::string &message) {
   std::fprintf(stderr, "CUDA emulator: %s\n", message.c_str());
   std::abort();

@@ -102,6 +102,11 @@ void refuseLaunch(const std::string &why);
 /// cudaErrorIllegalAddress from then on. (Emulated cuBLASLt, copies and
 /// NCCL operations still run; on a GPU nothing would.)
 bool kernelFaults();
+/// An injected fault's setting WHERE:N (PARTITA_EMULATOR_KERNEL_FAULT,
+/// PARTITA_EMULATOR_NCCL_FAULT): false where `spec` is not two integers so
+/// joined, with WHERE below `below` and N from 1.
+bool parseFault(const char *spec, long long below, long long &where,
+                long long &nth);
 /// Whether [p, p + bytes) lies in one cudaMalloc allocation.
 bool onDevice(const void *p, size_t bytes);
 size_t dynamicSharedLimit(const void *kernel);

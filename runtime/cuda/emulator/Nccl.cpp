@@ -168,12 +168,10 @@ std::optional<long long> lostOperation() {
     const char *spec = std::getenv("PARTITA_EMULATOR_NCCL_FAULT");
     if (!spec || !*spec)
       return std::nullopt;
-    char *end;
-    long long rank = std::strtoll(spec, &end, 10);
-    long long nth = *end == ':' ? std::strtoll(end + 1, &end, 10) : 0;
     int worldSize;
     MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
-    if (*end || rank < 0 || rank >= worldSize || nth < 1) {
+    long long rank, nth;
+    if (!emulator::parseFault(spec, worldSize, rank, nth)) {
       std::fprintf(stderr,
                    "CUDA emulator: PARTITA_EMULATOR_NCCL_FAULT must be RANK:N "
                    "(a world rank below %d and an operation from 1), got "
