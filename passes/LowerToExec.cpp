@@ -40,8 +40,9 @@ private:
   FlatSymbolRefAttr param(tfm::ParamOp op);
   /// Launches `name`; its output buffer is named after `base` (default:
   /// the kernel).
-  void kernel(StringRef name, ArrayRef<Value> ins, Value out,
-              ArrayRef<NamedAttribute> params = {}, StringRef base = {});
+  exec::KernelOp kernel(StringRef name, ArrayRef<Value> ins, Value out,
+                        ArrayRef<NamedAttribute> params = {},
+                        StringRef base = {});
   void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis, Value in,
                   Value out, std::optional<int64_t> dim, bool async);
   /// Lowers a dist all_reduce, all_gather or reduce_scatter.
@@ -159,8 +160,9 @@ FlatSymbolRefAttr StageLowering::ref(Value v) {
   return it != buffers.end() ? it->second : activation(v, "value");
 }
 
-void StageLowering::kernel(StringRef name, ArrayRef<Value> ins, Value out,
-                           ArrayRef<NamedAttribute> params, StringRef base) {
+exec::KernelOp StageLowering::kernel(StringRef name, ArrayRef<Value> ins,
+                                     Value out, ArrayRef<NamedAttribute> params,
+                                     StringRef base) {
   SmallVector<Attribute> inRefs;
   for (Value v : ins)
     inRefs.push_back(ref(v));
@@ -169,6 +171,7 @@ void StageLowering::kernel(StringRef name, ArrayRef<Value> ins, Value out,
       b, out.getLoc(), name, b.getArrayAttr(inRefs), b.getArrayAttr({outRef}),
       nullptr, params.empty() ? nullptr : b.getDictionaryAttr(params));
   tagLayer(launch);
+  return launch;
 }
 
 void StageLowering::collective(exec::CollectiveKind kind,
@@ -373,15 +376,14 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
                                           int64_t(attention.getNumHeads()),
                                           qType.getDimSize(1)},
                                          b.getF32Type());
-    SmallVector<Attribute> ins = {ref(attention.getQuery()),
-                                  ref(attention.getKey()),
-                                  ref(attention.getValue())};
-    FlatSymbolRefAttr oRef = activation(o, "attention");
+    exec::KernelOp launch =
+        kernel("attention",
+               {attention.getQuery(), attention.getKey(), attention.getValue()},
+               o, params);
+    auto oRef = cast<FlatSymbolRefAttr>(launch.getOuts()[0]);
     FlatSymbolRefAttr lseRef = newBuffer(oRef.getValue().str() + ".lse",
                                          lseType, exec::BufferKind::activation);
-    tagLayer(exec::KernelOp::create(
-        b, o.getLoc(), "attention", b.getArrayAttr(ins),
-        b.getArrayAttr({oRef, lseRef}), nullptr, b.getDictionaryAttr(params)));
+    launch.setOutsAttr(b.getArrayAttr({oRef, lseRef}));
     return success();
   }
   if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {
