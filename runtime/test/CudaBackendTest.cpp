@@ -307,9 +307,8 @@ Tensor normal(std::vector<int64_t> shape, float scale = 1) {
 /// `t` with its values rounded to bf16, so that f32 and bf16 runs read the
 /// same values.
 Tensor bf16Values(Tensor t) {
-  std::vector<uint16_t> h(t.f.size());
-  narrowBf16(t.f.data(), h.data(), int64_t(h.size()));
-  widenBf16(h.data(), t.f.data(), int64_t(h.size()));
+  for (float &x : t.f)
+    x = fromBf16(toBf16(x));
   return t;
 }
 
@@ -386,9 +385,20 @@ protected:
   }
 
   /// The outputs of `c` on the CPU, in f32, from zeros.
+  /// Launches `c` on the CPU backend, on host buffers.
+  void launchOnCpu(const Case &c, std::vector<Buffer> &ins,
+                   std::vector<Buffer> &outs,
+                   const std::vector<bool> &accumulate) {
+    std::vector<TensorRef> inRefs, outRefs;
+    for (size_t k = 0; k < ins.size(); ++k)
+      inRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
+    for (size_t k = 0; k < outs.size(); ++k)
+      outRefs.push_back(outs[k].ref(c.outs[k], outs[k].bytes.data()));
+    cpu->launch(c.kernel, inRefs, outRefs, accumulate, c.params, c.ctx);
+  }
+
   std::vector<Tensor> cpuOutputs(const Case &c) {
     std::vector<Buffer> ins, outs;
-    std::vector<TensorRef> inRefs, outRefs;
     for (const Tensor &t : c.ins)
       ins.push_back(Buffer::of(t, false));
     for (size_t k = 0; k < c.outs.size(); ++k) {
@@ -397,12 +407,7 @@ protected:
       zeros.f.assign(zeros.size(), 0.0f);
       outs.push_back(Buffer::of(zeros, false));
     }
-    for (size_t k = 0; k < ins.size(); ++k)
-      inRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
-    for (size_t k = 0; k < outs.size(); ++k)
-      outRefs.push_back(outs[k].ref(c.outs[k], outs[k].bytes.data()));
-    cpu->launch(c.kernel, inRefs, outRefs,
-                std::vector<bool>(c.outs.size(), false), c.params, c.ctx);
+    launchOnCpu(c, ins, outs, std::vector<bool>(c.outs.size(), false));
     std::vector<Tensor> results;
     for (size_t k = 0; k < outs.size(); ++k)
       results.push_back({c.outs[k], outs[k].values()});
@@ -428,13 +433,7 @@ protected:
       r.outs.push_back(Buffer::of(initialOuts[k], bf16 && !c.f32Outs.count(k)));
     // The CPU runs on host copies.
     r.cpuOuts = r.outs;
-    std::vector<TensorRef> cpuInRefs, cpuOutRefs;
-    for (size_t k = 0; k < ins.size(); ++k)
-      cpuInRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
-    for (size_t k = 0; k < r.outs.size(); ++k)
-      cpuOutRefs.push_back(
-          r.cpuOuts[k].ref(c.outs[k], r.cpuOuts[k].bytes.data()));
-    cpu->launch(c.kernel, cpuInRefs, cpuOutRefs, c.accumulate, c.params, c.ctx);
+    launchOnCpu(c, ins, r.cpuOuts, c.accumulate);
     // The GPU runs on one arena holding every tensor, 4-byte aligned as
     // plans may place them.
     auto padded = [](const Buffer &b) {
