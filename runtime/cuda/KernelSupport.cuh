@@ -86,6 +86,71 @@ __device__ __forceinline__ void store(Out y, int64_t i, float v) {
   }
 }
 
+/// kPack elements of a memory-bound kernel's operand, as f32.
+struct Pack {
+  float v[kPack];
+};
+
+/// A loop over a pack's elements, unrolled so that packs stay in registers.
+#define EACH_ELEMENT(e) _Pragma("unroll") for (int e = 0; e < kPack; ++e)
+
+/// x[i, i + count) as f32, the rest of the pack 0: by 16-byte loads when
+/// the pack is whole and starts 16-byte aligned, else element by element.
+__device__ __forceinline__ Pack loadPack(In x, int64_t i, int count) {
+  Pack p;
+  const char *at = static_cast<const char *>(x.data) + i * (x.bf16 ? 2 : 4);
+  if (count == kPack && reinterpret_cast<uintptr_t>(at) % 16 == 0) {
+    if (x.bf16) {
+      alignas(16) __nv_bfloat16 h[kPack];
+      *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(at);
+      EACH_ELEMENT(e) p.v[e] = __bfloat162float(h[e]);
+    } else {
+      const auto *f = reinterpret_cast<const float4 *>(at);
+      float4 a = f[0], b = f[1];
+      p = {{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+    }
+    return p;
+  }
+  EACH_ELEMENT(e) p.v[e] = e < count ? load(x, i + e) : 0.0f;
+  return p;
+}
+
+/// y[i, i + count) = p (or y + p with y.acc), as `store` writes each
+/// element, by 16-byte stores where loadPack would load.
+__device__ __forceinline__ void storePack(Out y, int64_t i, int count, Pack p) {
+  char *at = static_cast<char *>(y.data) + i * (y.bf16 ? 2 : 4);
+  if (count == kPack && reinterpret_cast<uintptr_t>(at) % 16 == 0) {
+    if (y.acc) {
+      Pack old = loadPack({y.data, y.bf16}, i, count);
+      EACH_ELEMENT(e) p.v[e] += old.v[e];
+    }
+    if (y.bf16) {
+      alignas(16) __nv_bfloat16 h[kPack];
+      EACH_ELEMENT(e) h[e] = __float2bfloat16_rn(p.v[e]);
+      *reinterpret_cast<uint4 *>(at) = *reinterpret_cast<const uint4 *>(h);
+    } else {
+      auto *f = reinterpret_cast<float4 *>(at);
+      f[0] = {p.v[0], p.v[1], p.v[2], p.v[3]};
+      f[1] = {p.v[4], p.v[5], p.v[6], p.v[7]};
+    }
+    return;
+  }
+  EACH_ELEMENT(e) {
+    if (e < count)
+      store(y, i + e, p.v[e]);
+  }
+}
+
+/// visit(i, count) for each of this thread's packs of n elements, grid-
+/// stride: elements [i, i + count), count = kPack but at the end.
+template <typename Visit>
+__device__ __forceinline__ void forEachPack(int64_t n, Visit visit) {
+  int64_t stride = int64_t(gridDim.x) * blockDim.x * kPack;
+  for (int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kPack;
+       i < n; i += stride)
+    visit(i, int(min(int64_t(kPack), n - i)));
+}
+
 /// An attention launch's shape on the device, with the softmax scale.
 struct AttentionDims {
   int64_t b, s, heads, kvHeads, d;

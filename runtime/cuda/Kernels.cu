@@ -66,28 +66,46 @@ __device__ float unaryGrad(Unary f, float x) {
   return 0;
 }
 
+// The elementwise kernels take a pack of kPack elements a thread
+// (KernelSupport.cuh).
+
 __global__ void unaryKernel(Unary f, In x, Out y, int64_t n) {
-  GRID_STRIDE(i, n) store(y, i, unaryValue(f, load(x, i)));
+  forEachPack(n, [&](int64_t i, int count) {
+    Pack p = loadPack(x, i, count);
+    EACH_ELEMENT(e) p.v[e] = unaryValue(f, p.v[e]);
+    storePack(y, i, count, p);
+  });
 }
 
 __global__ void unaryBackwardKernel(Unary f, In dy, In x, Out dx, int64_t n) {
-  GRID_STRIDE(i, n) store(dx, i, load(dy, i) * unaryGrad(f, load(x, i)));
+  forEachPack(n, [&](int64_t i, int count) {
+    Pack d = loadPack(dy, i, count), p = loadPack(x, i, count);
+    EACH_ELEMENT(e) p.v[e] = d.v[e] * unaryGrad(f, p.v[e]);
+    storePack(dx, i, count, p);
+  });
 }
 
 __global__ void swigluKernel(In gate, In up, Out y, int64_t n) {
-  GRID_STRIDE(i, n) {
-    float g = load(gate, i);
-    store(y, i, g * sigmoidf(g) * load(up, i));
-  }
+  forEachPack(n, [&](int64_t i, int count) {
+    Pack g = loadPack(gate, i, count), u = loadPack(up, i, count);
+    EACH_ELEMENT(e) g.v[e] = g.v[e] * sigmoidf(g.v[e]) * u.v[e];
+    storePack(y, i, count, g);
+  });
 }
 
 __global__ void swigluBackwardKernel(In dy, In gate, In up, Out dgate, Out dup,
                                      int64_t n) {
-  GRID_STRIDE(i, n) {
-    float d = load(dy, i), g = load(gate, i), u = load(up, i), s = sigmoidf(g);
-    store(dgate, i, d * u * (s + g * s * (1 - s)));
-    store(dup, i, d * g * s);
-  }
+  forEachPack(n, [&](int64_t i, int count) {
+    Pack d = loadPack(dy, i, count), g = loadPack(gate, i, count),
+         u = loadPack(up, i, count), dg, du;
+    EACH_ELEMENT(e) {
+      float s = sigmoidf(g.v[e]);
+      dg.v[e] = d.v[e] * u.v[e] * (s + g.v[e] * s * (1 - s));
+      du.v[e] = d.v[e] * g.v[e] * s;
+    }
+    storePack(dgate, i, count, dg);
+    storePack(dup, i, count, du);
+  });
 }
 
 struct Inputs {
@@ -96,17 +114,30 @@ struct Inputs {
 };
 
 __global__ void sumKernel(Inputs in, Out y, int64_t n) {
-  GRID_STRIDE(i, n) {
-    float s = 0;
-    for (int k = 0; k < in.count; ++k)
-      s += load(in.x[k], i);
-    store(y, i, s);
-  }
+  forEachPack(n, [&](int64_t i, int count) {
+    Pack s{};
+    for (int k = 0; k < in.count; ++k) {
+      Pack x = loadPack(in.x[k], i, count);
+      EACH_ELEMENT(e) s.v[e] += x.v[e];
+    }
+    storePack(y, i, count, s);
+  });
 }
 
+/// Where `period` is a multiple of kPack, a pack's bias elements are one
+/// pack too.
 __global__ void addPeriodicKernel(In x, In bias, int64_t period, Out y,
                                   int64_t n) {
-  GRID_STRIDE(i, n) store(y, i, load(x, i) + load(bias, i % period));
+  forEachPack(n, [&](int64_t i, int count) {
+    Pack p = loadPack(x, i, count), b;
+    if (period % kPack == 0) {
+      b = loadPack(bias, i % period, count);
+    } else {
+      EACH_ELEMENT(e) b.v[e] = e < count ? load(bias, (i + e) % period) : 0.0f;
+    }
+    EACH_ELEMENT(e) p.v[e] += b.v[e];
+    storePack(y, i, count, p);
+  });
 }
 
 /// Column sums of a [rows][period] matrix into `sums` (f32), a slab of rows
@@ -678,11 +709,12 @@ __global__ void ceBackwardKernel(CrossEntropyShape c, In logits, In max,
 
 // -- Optimizer ---------------------------------------------------------------
 
-/// visit(tensor, element) for each of this thread's elements of the joined
-/// index space, grid-stride; a thread's elements only move forward, so its
-/// tensor is found by stepping on.
+/// visit(tensor, t) for each of this thread's packs of the joined index
+/// space, in which each tensor takes its length in packs (packsOf), so that
+/// a pack lies within one tensor: elements [t, t + kPack) of it. A
+/// thread's packs only move forward, so its tensor is found by stepping on.
 template <typename T, int K, typename Visit>
-__device__ void forEachElement(const TensorList<T, K> &list, Visit visit) {
+__device__ void forEachTensorPack(const TensorList<T, K> &list, Visit visit) {
   int k = 0;
   int64_t start = 0;
   GRID_STRIDE(i, list.end[list.count - 1]) {
@@ -690,8 +722,13 @@ __device__ void forEachElement(const TensorList<T, K> &list, Visit visit) {
       start = list.end[k];
       ++k;
     }
-    visit(list.tensors[k], i - start);
+    visit(list.tensors[k], (i - start) * kPack);
   }
+}
+
+/// How many of a pack's elements are among the `left` ahead of it.
+__device__ __forceinline__ int packCount(int64_t left) {
+  return int(max(int64_t(0), min(int64_t(kPack), left)));
 }
 
 constexpr int kSquaresPerLaunch = 64, kAdamWPerLaunch = 16;
@@ -707,9 +744,9 @@ __global__ void sumSquaresKernel(const __grid_constant__ SquaresList list,
                                  double *acc64) {
   __shared__ double shared[32];
   double s = 0;
-  forEachElement(list, [&](const SquaresTerm &term, int64_t i) {
-    double v = load(term.x, i);
-    s += term.weight * v * v;
+  forEachTensorPack(list, [&](const SquaresTerm &term, int64_t t) {
+    Pack x = loadPack(term.x, t, packCount(term.n - t));
+    EACH_ELEMENT(e) s += term.weight * double(x.v[e]) * x.v[e];
   });
   s = blockSum(s, shared);
   if (threadIdx.x == 0)
@@ -727,53 +764,70 @@ __global__ void clipCoefficientKernel(In sumsq, double clip, Out out) {
 
 __global__ void adamwKernel(AdamWStep s,
                             const __grid_constant__ AdamWList list) {
-  forEachElement(list, [&](const AdamWTensor &a, int64_t t) {
+  forEachTensorPack(list, [&](const AdamWTensor &a, int64_t t) {
     bool master = a.w.data != nullptr;
-    if (t < a.chunk) {
-      double gi = double(load(a.g, t)) * load(a.clip, 0);
-      double mi = s.beta1 * load(a.m, t) + (1 - s.beta1) * gi;
-      double vi = s.beta2 * load(a.v, t) + (1 - s.beta2) * gi * gi;
-      store(a.nm, t, float(mi));
-      store(a.nv, t, float(vi));
-      int64_t at = a.begin + t;
-      if (at < a.pn) { // else the padding of the last shard
-        // Below f32 the update applies to the master copy w.
-        double pi = master ? load(a.w, t) : load(a.p, at);
+    // The pack's elements in this rank's slice, and of those the ones
+    // before the last shard's padding, at `at` in the parameter.
+    int sliced = packCount(a.chunk - t);
+    int64_t at = a.begin + t;
+    int real = min(sliced, packCount(a.pn - at));
+    if (sliced > 0) {
+      float clip = load(a.clip, 0);
+      Pack g = loadPack(a.g, t, sliced), m = loadPack(a.m, t, sliced),
+           v = loadPack(a.v, t, sliced);
+      // Below f32 the update applies to the master copy w; the padding's
+      // master elements keep their value.
+      Pack w = master ? loadPack(a.w, t, sliced) : loadPack(a.p, at, real);
+      EACH_ELEMENT(e) {
+        double gi = double(g.v[e]) * clip;
+        double mi = s.beta1 * m.v[e] + (1 - s.beta1) * gi;
+        double vi = s.beta2 * v.v[e] + (1 - s.beta2) * gi * gi;
+        m.v[e] = float(mi);
+        v.v[e] = float(vi);
+        double pi = w.v[e];
         if (a.decay)
           pi *= 1 - s.lr * s.weightDecay;
         pi -= s.lr * (mi / s.c1) / (sqrt(vi / s.c2) + s.eps);
-        store(a.np, at, float(pi));
-        if (master)
-          store(a.nw, t, float(pi));
-      } else if (master) {
-        store(a.nw, t, load(a.w, t));
+        if (e < real)
+          w.v[e] = float(pi);
       }
+      storePack(a.nm, t, sliced, m);
+      storePack(a.nv, t, sliced, v);
+      storePack(a.np, at, real, w);
+      if (master)
+        storePack(a.nw, t, sliced, w);
     }
-    // Elements outside this rank's slice keep their value.
-    if (t < a.pn && (t < a.begin || t >= a.begin + a.chunk))
-      store(a.np, t, load(a.p, t));
+    // Elements outside this rank's slice keep their value: copied unless
+    // the update is in place, as plans make it.
+    if (a.np.data != a.p.data)
+      EACH_ELEMENT(e) {
+        int64_t u = t + e;
+        if (u < a.pn && (u < a.begin || u >= a.begin + a.chunk))
+          store(a.np, u, load(a.p, u));
+      }
   });
 }
 
 } // namespace
 
 void unary(Unary f, In x, Out y, int64_t n, cudaStream_t stream) {
-  launchKernel(unaryKernel, blocksFor(n), kThreads, 0, stream, f, x, y, n);
+  launchKernel(unaryKernel, blocksForPacks(n), kThreads, 0, stream, f, x, y, n);
 }
 
 void unaryBackward(Unary f, In dy, In x, Out dx, int64_t n,
                    cudaStream_t stream) {
-  launchKernel(unaryBackwardKernel, blocksFor(n), kThreads, 0, stream, f, dy, x,
-               dx, n);
+  launchKernel(unaryBackwardKernel, blocksForPacks(n), kThreads, 0, stream, f,
+               dy, x, dx, n);
 }
 
 void swiglu(In gate, In up, Out y, int64_t n, cudaStream_t stream) {
-  launchKernel(swigluKernel, blocksFor(n), kThreads, 0, stream, gate, up, y, n);
+  launchKernel(swigluKernel, blocksForPacks(n), kThreads, 0, stream, gate, up,
+               y, n);
 }
 
 void swigluBackward(In dy, In gate, In up, Out dgate, Out dup, int64_t n,
                     cudaStream_t stream) {
-  launchKernel(swigluBackwardKernel, blocksFor(n), kThreads, 0, stream, dy,
+  launchKernel(swigluBackwardKernel, blocksForPacks(n), kThreads, 0, stream, dy,
                gate, up, dgate, dup, n);
 }
 
@@ -782,13 +836,13 @@ void sum(const In *xs, int count, Out y, int64_t n, cudaStream_t stream) {
   in.count = std::min(count, kMaxSumInputs);
   for (int k = 0; k < in.count; ++k)
     in.x[k] = xs[k];
-  launchKernel(sumKernel, blocksFor(n), kThreads, 0, stream, in, y, n);
+  launchKernel(sumKernel, blocksForPacks(n), kThreads, 0, stream, in, y, n);
 }
 
 void addPeriodic(In x, In bias, int64_t period, Out y, int64_t n,
                  cudaStream_t stream) {
-  launchKernel(addPeriodicKernel, blocksFor(n), kThreads, 0, stream, x, bias,
-               period, y, n);
+  launchKernel(addPeriodicKernel, blocksForPacks(n), kThreads, 0, stream, x,
+               bias, period, y, n);
 }
 
 void sumPeriodic(In x, int64_t period, int64_t n, Out out, int64_t outCount,
@@ -1017,9 +1071,9 @@ void crossEntropyBackward(const CrossEntropyShape &c, In logits, In max,
 void sumSquares(const std::vector<SquaresTerm> &terms, double *acc64,
                 cudaStream_t stream) {
   forEachTensorList<kSquaresPerLaunch>(
-      terms, [](const SquaresTerm &t) { return t.n; },
-      [&](const SquaresList &list, int64_t n) {
-        unsigned blocks = blocksFor(n) > 1024 ? 1024 : blocksFor(n);
+      terms, [](const SquaresTerm &t) { return packsOf(t.n); },
+      [&](const SquaresList &list, int64_t packs) {
+        unsigned blocks = std::min(blocksFor(packs), 1024u);
         launchKernel(sumSquaresKernel, blocks, kThreads, 0, stream, list,
                      acc64);
       });
@@ -1036,9 +1090,11 @@ void clipCoefficient(In sumsq, double clip, Out out, cudaStream_t stream) {
 void adamw(const AdamWStep &s, const std::vector<AdamWTensor> &tensors,
            cudaStream_t stream) {
   forEachTensorList<kAdamWPerLaunch>(
-      tensors, [](const AdamWTensor &t) { return std::max(t.pn, t.chunk); },
-      [&](const AdamWList &list, int64_t n) {
-        launchKernel(adamwKernel, blocksFor(n), kThreads, 0, stream, s, list);
+      tensors,
+      [](const AdamWTensor &t) { return packsOf(std::max(t.pn, t.chunk)); },
+      [&](const AdamWList &list, int64_t packs) {
+        launchKernel(adamwKernel, blocksFor(packs), kThreads, 0, stream, s,
+                     list);
       });
 }
 

@@ -30,6 +30,17 @@ inline unsigned blocksFor(int64_t n, int threads = kThreads) {
   return unsigned(blocks < 1 ? 1 : blocks > kMaxBlocks ? kMaxBlocks : blocks);
 }
 
+/// Elements a thread of the memory-bound kernels reads and writes together:
+/// one 16-byte access of bf16 (two of f32). Accesses of 2 or 4 bytes a
+/// thread keep too few bytes in flight to fill an H100's memory bandwidth.
+constexpr int kPack = 8;
+/// Packs of n elements, the last one partial.
+inline int64_t packsOf(int64_t n) { return (n + kPack - 1) / kPack; }
+/// Blocks for n elements, a pack per thread.
+inline unsigned blocksForPacks(int64_t n, int threads = kThreads) {
+  return blocksFor(packsOf(n), threads);
+}
+
 /// The norm kernels: a block per row (forward) or slab of rows (backward);
 /// a thread owns columns t, t + threads, ..., at most kNormColumnsPerThread.
 constexpr int kNormThreads = 512, kNormColumnsPerThread = 32;

@@ -46,6 +46,10 @@ TEST(CudaHost, LaunchConfiguration) {
   EXPECT_EQ(blocksFor(256), 1u);
   EXPECT_EQ(blocksFor(257), 2u);
   EXPECT_EQ(blocksFor(int64_t(1) << 40), unsigned(kMaxBlocks));
+  // A pack of 16 bytes of bf16 a thread.
+  EXPECT_EQ(kPack * 2, 16);
+  EXPECT_EQ(blocksForPacks(256 * kPack), 1u);
+  EXPECT_EQ(blocksForPacks(256 * kPack + 1), 2u);
   EXPECT_EQ(normThreads(64), 64);
   EXPECT_EQ(normThreads(65), 96);
   EXPECT_EQ(normThreads(4096), kNormThreads);
@@ -590,6 +594,8 @@ TEST_F(CudaKernels, Norms) {
            5e-5});
   }
   check({"bias_add", {normal({5, 7, 24}), normal({24})}, {{5, 7, 24}}});
+  // A bias of 13: a pack of 8 elements wraps around it.
+  check({"bias_add", {normal({5, 7, 13}), normal({13})}, {{5, 7, 13}}, {true}});
   // 350 rows: the column sums run over several slabs of rows.
   check({"bias_add_bwd",
          {normal({5, 70, 24})},
@@ -696,6 +702,18 @@ TEST_F(CudaKernels, Elementwise) {
            {{"approximate", approximate}}});
   }
   check({"silu", {normal({1000})}, {{1000}}});
+  // A thread takes 8 elements (16 bytes of bf16) at a time, by 16-byte
+  // accesses where the operand is 16-byte aligned. The test arena places
+  // operands 4-byte aligned one after another, so with n = 1004 the output
+  // is aligned in f32 but not in bf16, and with n = 1003 neither: a kernel
+  // mixes whole aligned packs, unaligned ones and a partial last pack.
+  for (int64_t n : {1003, 1004, 7}) {
+    check({"silu", {normal({n})}, {{n}}, {true}});
+    check({"swiglu_bwd",
+           {normal({n}), normal({n}), normal({n})},
+           {{n}, {n}},
+           {true, false}});
+  }
   check({"silu_bwd", {normal({1000}), normal({1000})}, {{1000}}});
   check({"swiglu", {normal({1000}), normal({1000})}, {{1000}}, {true}});
   check({"swiglu_bwd",
