@@ -8,7 +8,8 @@
 #      tensor-core attention kernels (PARTITA_CUDA_ATTENTION) against
 #      PyTorch's fused attention on the block's shape; forward + backward
 #      time and MFU of a Llama-3-8B-shaped block (seq 8192, with each
-#      family) and of a GPT-2 small step; NCCL all-reduce bus bandwidth
+#      family) and of a GPT-2 small step; the memory-bound kernels'
+#      bandwidth against a device-to-device copy's; NCCL all-reduce bus bandwidth
 #      with several GPUs;
 #   4. writes every number to OUT/gpu-check.json and a summary to
 #      OUT/summary.txt.
@@ -224,6 +225,8 @@ run attention 90 "$bin/partita-cuda-bench" attention &&
 run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
   --seq 8192 --heads 32 --kv-heads 8 --head-dim 128 &&
   cp "$out/torch-attention.log" "$out/torch-attention.json"
+# The memory-bound kernels' bandwidth against a device-to-device copy's.
+run memory 60 "$bin/partita-cuda-bench" memory && cp "$out/memory.log" "$out/memory.json"
 # A -mma run is its plan with the register-resident attention kernels.
 for model in llama3-8b-block llama3-8b-block-mma gpt2-small \
   llama3-8b-block-f32 gpt2-small-f32; do

@@ -241,6 +241,17 @@ if kernels is not None:
                      f"x PyTorch's time")
         lines.append(line)
 
+# The memory-bound kernels on the block's shapes (partita-cuda-bench
+# memory): bytes moved over time, against a device-to-device copy's.
+memory = benchmark("memory.json")
+if memory is not None and "memory_bound" in memory:
+    result["memory_bound"] = memory
+    rates = ", ".join(
+        f"{name} {row['gbytes_per_s']:.0f} GB/s ({100 * row['of_copy']:.0f}%)"
+        for name, row in sorted(memory["memory_bound"].items()))
+    lines.append(f"memory-bound kernels on the block's shapes, against a "
+                 f"copy's {memory['copy_gbytes_per_s']:.0f} GB/s: {rates}")
+
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):
     try:

@@ -2,6 +2,8 @@
 //
 //   partita-cuda-bench gemm [--tokens T]   our GEMM path against plain cuBLAS
 //   partita-cuda-bench attention [--seq S]  each family of attention kernels
+//   partita-cuda-bench memory [--tokens T] [--hidden H]
+//                                            memory-bound kernels' bandwidth
 //   mpirun -np N partita-cuda-bench allreduce   NCCL all-reduce bus bandwidth
 //
 // Prints one JSON object. The GEMMs are the linear layers of a
@@ -12,14 +14,21 @@
 // (32 heads, 8 kv heads of 128, causal, bf16, seq S, default 8192),
 // forward and backward, with each PARTITA_CUDA_ATTENTION family; its
 // TFLOP/s count the causal half of the products, as
-// bench/gpu/torch_attention.py does for PyTorch's.
+// bench/gpu/torch_attention.py does for PyTorch's. The memory-bound
+// kernels run on that block's shapes over T tokens in bf16 (AdamW and the
+// gradient norm over its parameters, with f32 moments and master copy), or
+// on a block of hidden size H shaped like it:
+// the bytes each reads and writes, over its time, against a
+// device-to-device copy's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cuda/CudaDevice.h"
 #include "cuda/Kernels.h"
 
+#ifndef PARTITA_CUDA_EMULATOR
 #include <cublas_v2.h>
+#endif
 #include <cuda_bf16.h>
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -70,6 +79,12 @@ template <typename T> T *deviceArray(int64_t count, const char *what) {
   return static_cast<T *>(p);
 }
 
+#ifdef PARTITA_CUDA_EMULATOR
+// The emulator has cuBLASLt (our path) but not cuBLAS (the reference).
+json gemmBench(int64_t) {
+  return {{"skipped", "the CUDA emulator has no cuBLAS to compare with"}};
+}
+#else
 void checkBlas(cublasStatus_t status, const char *what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string("cuBLAS error in ") + what);
@@ -166,6 +181,7 @@ json gemmBench(int64_t tokens) {
   cudaStreamDestroy(stream);
   return {{"tokens", tokens}, {"gemms", rows}};
 }
+#endif
 
 json attentionBench(int64_t seq) {
   int64_t b = 1, heads = 32, kvHeads = 8, d = 128;
@@ -238,6 +254,114 @@ json attentionBench(int64_t seq) {
           {"attention", families}};
 }
 
+json memoryBench(int64_t tokens, int64_t hidden) {
+  cudaStream_t stream;
+  cuda::check(cudaStreamCreate(&stream), "a stream");
+  std::vector<void *> allocations;
+  // Small finite values (0.0115 as bf16 and as f32): the kernels' time
+  // does not depend on them.
+  auto values = [&](int64_t bytes, const char *what) {
+    auto *p = deviceArray<char>(bytes, what);
+    cuda::check(cudaMemset(p, 0x3c, bytes), what);
+    allocations.push_back(p);
+    return p;
+  };
+  auto bf16 = [&](int64_t n, const char *what) {
+    return cuda::Out{values(2 * n, what), true, false};
+  };
+  auto in = [](cuda::Out o) { return cuda::In{o.data, o.bf16}; };
+  json kernels = json::object();
+  // Bytes per second of a device-to-device copy, counting what it reads
+  // and what it writes.
+  int64_t copyBytes = int64_t(1) << 30;
+  char *from = values(copyBytes, "copy source"),
+       *to = values(copyBytes, "copy");
+  double copyMs = timeMs(
+      [&] {
+        cudaMemcpyAsync(to, from, copyBytes, cudaMemcpyDeviceToDevice, stream);
+      },
+      stream);
+  double copyRate = 2.0 * copyBytes / (copyMs * 1e-3);
+  auto measure = [&](const char *name, int64_t bytes,
+                     const std::function<void()> &run) {
+    double ms = timeMs(run, stream);
+    cuda::check(cudaGetLastError(), name);
+    double rate = bytes / (ms * 1e-3);
+    kernels[name] = {{"bytes", bytes},
+                     {"ms", ms},
+                     {"gbytes_per_s", rate / 1e9},
+                     {"of_copy", rate / copyRate}};
+  };
+
+  int64_t ffn = hidden * 7 / 2, kvWidth = hidden / 4;
+  int64_t act = tokens * ffn, res = tokens * hidden;
+  cuda::Out gate = bf16(act, "gate"), up = bf16(act, "up"), y = bf16(act, "y"),
+            dy = bf16(act, "dy"), dgate = bf16(act, "dgate"),
+            dup = bf16(act, "dup");
+  measure("swiglu", 3 * 2 * act,
+          [&] { cuda::swiglu(in(gate), in(up), y, act, stream); });
+  measure("swiglu_bwd", 5 * 2 * act, [&] {
+    cuda::swigluBackward(in(dy), in(gate), in(up), dgate, dup, act, stream);
+  });
+  cuda::In addends[2] = {in(bf16(res, "x")), in(bf16(res, "residual"))};
+  cuda::Out total = bf16(res, "sum");
+  measure("add", 3 * 2 * res,
+          [&] { cuda::sum(addends, 2, total, res, stream); });
+
+  // The block's parameters, updated in place.
+  std::vector<int64_t> sizes = {
+      hidden * hidden, hidden * kvWidth, hidden * kvWidth,
+      hidden * hidden, hidden * ffn,     hidden * ffn,
+      ffn * hidden,    hidden,           hidden};
+  float *clip = deviceArray<float>(1, "clip coefficient");
+  allocations.push_back(clip);
+  float one = 1;
+  cuda::check(cudaMemcpy(clip, &one, 4, cudaMemcpyHostToDevice), "clip");
+  std::vector<cuda::AdamWTensor> adam;
+  std::vector<cuda::SquaresTerm> squares;
+  int64_t parameters = 0;
+  for (int64_t n : sizes) {
+    cuda::AdamWTensor a;
+    cuda::Out p = bf16(n, "parameter"), g = bf16(n, "gradient");
+    cuda::Out m{values(4 * n, "adam_m"), false, false},
+        v{values(4 * n, "adam_v"), false, false},
+        w{values(4 * n, "master"), false, false};
+    a.p = in(p);
+    a.np = p;
+    a.g = in(g);
+    a.m = in(m);
+    a.nm = m;
+    a.v = in(v);
+    a.nv = v;
+    a.w = in(w);
+    a.nw = w;
+    a.clip = {clip, false};
+    a.pn = a.chunk = n;
+    a.decay = true;
+    adam.push_back(a);
+    squares.push_back({in(g), n, 1.0});
+    parameters += n;
+  }
+  cuda::AdamWStep step{1e-4, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05};
+  // Reads the gradient (bf16), moments and master (f32); writes the
+  // moments, master and parameter.
+  measure("adamw", (2 + 4 + 4 + 4) * parameters + (4 + 4 + 4 + 2) * parameters,
+          [&] { cuda::adamw(step, adam, stream); });
+  auto *acc64 = deviceArray<double>(1, "sum of squares");
+  allocations.push_back(acc64);
+  measure("grad_sumsq", 2 * parameters,
+          [&] { cuda::sumSquares(squares, acc64, stream); });
+
+  for (void *p : allocations)
+    cudaFree(p);
+  cudaStreamDestroy(stream);
+  return {{"tokens", tokens},
+          {"hidden", hidden},
+          {"parameters", parameters},
+          {"copy_gbytes_per_s", copyRate / 1e9},
+          {"memory_bound", kernels}};
+}
+
 /// NCCL all-reduce bus bandwidth over every rank of the job (nccl-tests'
 /// definition: 2 (n - 1) / n x bytes / time).
 json allReduceBench(int argc, char **argv) {
@@ -288,9 +412,11 @@ json allReduceBench(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "gemm" && mode != "attention" && mode != "allreduce") {
+  if (mode != "gemm" && mode != "attention" && mode != "memory" &&
+      mode != "allreduce") {
     std::cerr << "usage: partita-cuda-bench gemm [--tokens T]\n"
                  "       partita-cuda-bench attention [--seq S]\n"
+                 "       partita-cuda-bench memory [--tokens T] [--hidden H]\n"
                  "       mpirun -np N partita-cuda-bench allreduce\n";
     return 2;
   }
@@ -301,12 +427,15 @@ int main(int argc, char **argv) {
       return 0;
     }
     json result;
-    if (mode == "gemm") {
-      int64_t tokens = 8192;
-      for (int i = 2; i + 1 < argc; ++i)
+    if (mode == "gemm" || mode == "memory") {
+      int64_t tokens = 8192, hidden = 4096;
+      for (int i = 2; i + 1 < argc; ++i) {
         if (std::strcmp(argv[i], "--tokens") == 0)
           tokens = std::stoll(argv[i + 1]);
-      result = gemmBench(tokens);
+        if (std::strcmp(argv[i], "--hidden") == 0)
+          hidden = std::stoll(argv[i + 1]);
+      }
+      result = mode == "gemm" ? gemmBench(tokens) : memoryBench(tokens, hidden);
     } else if (mode == "attention") {
       int64_t seq = 8192;
       for (int i = 2; i + 1 < argc; ++i)

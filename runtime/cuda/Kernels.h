@@ -185,7 +185,7 @@ struct AdamWTensor {
   bool decay = false;
 };
 /// AdamW on every tensor (multi-tensor: a few launches of many tensors
-/// each, a thread per element).
+/// each, a thread per pack of kPack elements).
 void adamw(const AdamWStep &s, const std::vector<AdamWTensor> &tensors,
            cudaStream_t stream);
 

@@ -460,6 +460,19 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
   return cudaSuccess;
 }
 
+// The synchronous forms: the work on the default stream, then a wait for
+// it.
+cudaError_t cudaMemset(void *p, int value, size_t bytes) {
+  cudaError_t error = cudaMemsetAsync(p, value, bytes, nullptr);
+  return error == cudaSuccess ? cudaStreamSynchronize(nullptr) : error;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
+                       cudaMemcpyKind kind) {
+  cudaError_t error = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  return error == cudaSuccess ? cudaStreamSynchronize(nullptr) : error;
+}
+
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dstPitch, const void *src,
                               size_t srcPitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t stream) {
@@ -482,6 +495,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned) {
   *stream = new CUstream_st;
   state().streams.insert(*stream);
   return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -508,6 +525,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
   *event = new CUevent_st;
   (*event)->timing = !(flags & cudaEventDisableTiming);
   return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
