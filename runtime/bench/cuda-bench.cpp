@@ -204,8 +204,9 @@ json attentionBench(int64_t seq) {
        *dk = deviceArray<__nv_bfloat16>(kvCount, "dk"),
        *dv = deviceArray<__nv_bfloat16>(kvCount, "dv");
   float *lse = deviceArray<float>(b * heads * seq, "lse");
-  float *workspace = deviceArray<float>(cuda::attentionBackwardWorkspace(shape),
-                                        "the backward's workspace");
+  float *workspace =
+      deviceArray<float>(cuda::attentionBackwardWorkspace(shape, true),
+                         "the backward's workspace");
   cudaStream_t stream;
   cuda::check(cudaStreamCreate(&stream), "a stream");
   double flop = 2.0 * b * heads * seq * seq * d;

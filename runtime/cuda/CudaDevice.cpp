@@ -712,13 +712,15 @@ void CudaDevice::launchKernel(const std::string &name,
           ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
     // The log-sum-exp of each query row: the forward's second output, the
     // backward's sixth input (f32), in plans that keep it.
-    if (forward)
+    if (forward) {
       attention(a, in(0), in(1), in(2), out(0),
                 outs.size() > 1 ? outs[1].f : nullptr, s);
-    else
-      attentionBackward(a, in(0), in(1), in(2), in(3), in(4),
-                        ins.size() > 5 ? ins[5].f : nullptr, out(0), out(1),
-                        out(2), floats(attentionBackwardWorkspace(a)), s);
+    } else {
+      const float *lse = ins.size() > 5 ? ins[5].f : nullptr;
+      attentionBackward(
+          a, in(0), in(1), in(2), in(3), in(4), lse, out(0), out(1), out(2),
+          floats(attentionBackwardWorkspace(a, lse != nullptr)), s);
+    }
   } else if (name == "gelu" || name == "gelu_bwd") {
     Unary f = p.at("approximate").get<std::string>() == "tanh" ? Unary::GeluTanh
                                                                : Unary::Gelu;

@@ -1013,9 +1013,8 @@ void attention(const AttentionShape &s, In q, In k, In v, Out o, float *lse,
   });
 }
 
-int64_t attentionBackwardWorkspace(const AttentionShape &s) {
-  // D per query row, and the log-sum-exp when the forward kept none.
-  return 2 * s.b * s.heads * s.s;
+int64_t attentionBackwardWorkspace(const AttentionShape &s, bool lseKept) {
+  return (lseKept ? 1 : 2) * s.b * s.heads * s.s;
 }
 
 void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v, In o,

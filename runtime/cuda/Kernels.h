@@ -131,8 +131,9 @@ AttentionKernels attentionKernels();
 /// its scaled scores, which spares the backward a pass over the keys.
 void attention(const AttentionShape &a, In q, In k, In v, Out o, float *lse,
                cudaStream_t stream);
-/// Floats of workspace attentionBackward needs.
-int64_t attentionBackwardWorkspace(const AttentionShape &a);
+/// Floats of workspace attentionBackward needs: D per query row, and the
+/// log-sum-exp too where the forward kept none (`lseKept` false).
+int64_t attentionBackwardWorkspace(const AttentionShape &a, bool lseKept);
 /// dq, dk, dv of attention from dO, its inputs, its output o and the
 /// forward's `lse`; with lse null, a pass over the keys computes it first.
 void attentionBackward(const AttentionShape &a, In dout, In q, In k, In v, In o,
