@@ -9,7 +9,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "partita/runtime/Trainer.h"
-#include "../mpi/MpiPieces.h"
 #include "OneRankCommunicator.h"
 #include "partita/runtime/Device.h"
 #include "partita/runtime/Plan.h"
@@ -186,25 +185,6 @@ TEST(Trainer, ARunEndsAtAnotherKernel) {
                         {"params", nlohmann::json::object()}};
   EXPECT_EQ(runsOf({copy("a", "b"), add, copy("c", "d"), copy("d", "e")}),
             (std::vector<size_t>{1, 1, 1}));
-}
-
-// Point-to-point messages go to MPI in pieces its int counts hold: a 2.5
-// GiB checkpoint gather as three, an empty message as one.
-TEST(MpiPieces, CoverTheMessageInIntSizedPieces) {
-  using Pieces = std::vector<std::pair<int64_t, int>>;
-  auto pieces = [](int64_t bytes) {
-    Pieces all;
-    forEachMpiPiece(bytes, [&](int64_t at, int count) {
-      all.push_back({at, count});
-    });
-    return all;
-  };
-  constexpr int64_t GiB = int64_t(1) << 30;
-  EXPECT_EQ(pieces(0), (Pieces{{0, 0}}));
-  EXPECT_EQ(pieces(100), (Pieces{{0, 100}}));
-  EXPECT_EQ(pieces(GiB), (Pieces{{0, int(GiB)}}));
-  EXPECT_EQ(pieces(5 * GiB / 2),
-            (Pieces{{0, int(GiB)}, {GiB, int(GiB)}, {2 * GiB, int(GiB / 2)}}));
 }
 
 } // namespace
