@@ -1,5 +1,4 @@
-//===- BuildBackward.cpp - exec-build-backward
-//-----------------------------===//
+//===- BuildBackward.cpp - exec-build-backward ----------------------------===//
 //
 // Reverse-mode differentiation of each forward phase, the gradient
 // reductions of the strategy (tensor, sequence and data parallelism, ZeRO,

@@ -1,5 +1,4 @@
-//===- ExportPlan.cpp - exec-export-plan
-//-----------------------------------===//
+//===- ExportPlan.cpp - exec-export-plan ----------------------------------===//
 
 #include "compiler/Export/PlanExport.h"
 #include "compiler/Topology/Topology.h"

@@ -1,5 +1,4 @@
-//===- LowerToExec.cpp - dist-lower-to-exec
-//--------------------------------===//
+//===- LowerToExec.cpp - dist-lower-to-exec -------------------------------===//
 //
 // The staged, partitioned model to one exec.program per pipeline rank: every
 // SSA value becomes a named buffer and every op a kernel or collective

@@ -1,5 +1,4 @@
-//===- SchedulePipeline.cpp - exec-schedule-pipeline
-//-----------------------===//
+//===- SchedulePipeline.cpp - exec-schedule-pipeline ----------------------===//
 
 #include "compiler/CostModel/PipelineSchedule.h"
 #include "dialects/exec/ExecDialect.h"

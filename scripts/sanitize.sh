@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The runtime under AddressSanitizer and UndefinedBehaviorSanitizer: builds
 # the runtime's programs (not the compiler) in build-sanitize/, and runs
-# its unit tests, the CUDA kernel cases on the CPU emulator and the Runtime
-# lit tests, whose plans the normal build's plan-opt compiles (build it
-# first: scripts/build.sh). Under ASan the emulator's cudaMalloc rounding
-# and the bytes around a block's dynamic shared memory are out of bounds,
-# so a kernel that strays past its buffer stops there. About 20 minutes on
-# two cores; not part of ctest.
+# its unit tests, the CUDA kernel cases and benchmarks on the CPU emulator
+# and the Runtime lit tests, whose plans the normal build's plan-opt
+# compiles (build it first: scripts/build.sh). Under ASan the emulator's
+# cudaMalloc rounding and the bytes around a block's dynamic shared memory
+# are out of bounds, so a kernel that strays past its buffer stops there.
+# About 20 minutes on two cores; not part of ctest.
 #   scripts/sanitize.sh [LIT_FILTER]   (a regular expression of test names)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,7 +28,8 @@ targets=(plan-run partita-runtime-tests partita-guarded-run partita-comm-check
 # (grep without -q reads all of ninja's list: pipefail would take a
 # listing cut short for a missing target.)
 if ninja -C "$sanitize" -t targets all | grep '^partita-cuda-emulated-run:' > /dev/null; then
-  targets+=(partita-cuda-emulated-run partita-cuda-emulated-tests)
+  targets+=(partita-cuda-emulated-run partita-cuda-emulated-tests
+           partita-cuda-emulated-bench)
 fi
 ninja -C "$sanitize" -j "${JOBS:-$(nproc)}" "${targets[@]}"
 ln -sf "$build/bin/plan-opt" "$sanitize/bin/plan-opt"
@@ -40,6 +41,9 @@ export UBSAN_OPTIONS="print_stacktrace=1"
 "$sanitize/bin/partita-runtime-tests"
 if [ -x "$sanitize/bin/partita-cuda-emulated-tests" ]; then
   "$sanitize/bin/partita-cuda-emulated-tests"
+  # The benchmarks' code, on small shapes.
+  "$sanitize/bin/partita-cuda-emulated-bench" memory --tokens 16 --hidden 64 > /dev/null
+  "$sanitize/bin/partita-cuda-emulated-bench" attention --seq 64 > /dev/null
 fi
 # One test at a time: with two sanitized emulated tests side by side, a
 # multi-rank run once stopped (not seen with one at a time).

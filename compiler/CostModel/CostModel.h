@@ -1,5 +1,4 @@
-//===- CostModel.h - Analytical cost of a parallel configuration -*- C++
-//-*-===//
+//===- CostModel.h - Analytical cost of a parallel plan ---------*- C++ -*-===//
 //
 // Closed-form estimates of one training step of a profiled model under a
 // ParallelConfig on a topology: FLOPs, time (roofline compute, alpha-beta

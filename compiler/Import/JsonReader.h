@@ -1,5 +1,4 @@
-//===- JsonReader.h - Reading JSON documents with located errors -*- C++
-//-*-===//
+//===- JsonReader.h - JSON documents with located errors --------*- C++ -*-===//
 //
 // Every problem found in a user's JSON file is reported as
 // "FILE: /json/pointer: what is wrong". The readers here check types and

@@ -1,5 +1,4 @@
-//===- PlanSimulator.h - Discrete-event simulation of exec plans -*- C++
-//-*-===//
+//===- PlanSimulator.h - Discrete-event simulation of plans -----*- C++ -*-===//
 //
 // Runs the exec programs of a compiled plan on a model of the cluster: each
 // pipeline rank's representative (dp and tp ranks run the same program in

@@ -1,5 +1,4 @@
-//===- gemm-bench.cpp - OpenBLAS sgemm FLOP/s on this machine
-//--------------===//
+//===- gemm-bench.cpp - OpenBLAS sgemm FLOP/s on this machine -------------===//
 //
 // The yardstick of bench/cpu_efficiency.py: the sgemm throughput the CPU
 // backend's GEMMs could reach, on the shapes of a model's projections.

@@ -1,5 +1,4 @@
-//===- CpuKernels.cpp - fp32 kernels of the plan format
-//--------------------===//
+//===- CpuKernels.cpp - fp32 kernels of the plan format -------------------===//
 //
 // Plain C++ loops the compiler can vectorise, and OpenBLAS for the GEMMs.
 // Each kernel computes its outputs into scratch vectors; `write` stores or

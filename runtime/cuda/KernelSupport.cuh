@@ -1,4 +1,4 @@
-//===- KernelSupport.cuh - Device helpers shared by the kernels -*- CUDA -*-===//
+//===- KernelSupport.cuh - Device helpers of the kernels -------*- CUDA -*-===//
 //
 // Reading and writing In / Out operands, asynchronous copies, the attention
 // kernels' shape and masks, and the one place a kernel is launched, for

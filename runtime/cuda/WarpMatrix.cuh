@@ -1,4 +1,4 @@
-//===- WarpMatrix.cuh - A warp's bf16 tensor-core products --*- CUDA -*-===//
+//===- WarpMatrix.cuh - A warp's bf16 tensor-core products -----*- CUDA -*-===//
 //
 // The register-resident attention's building blocks: ldmatrix loads a
 // warp's operands from shared memory and mma.sync.m16n8k16 multiplies them

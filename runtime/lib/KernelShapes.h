@@ -1,4 +1,4 @@
-//===- KernelShapes.h - Launches against their kernels ------*- C++ -*-===//
+//===- KernelShapes.h - Launches against their kernels ----------*- C++ -*-===//
 
 #ifndef PARTITA_RUNTIME_LIB_KERNELSHAPES_H
 #define PARTITA_RUNTIME_LIB_KERNELSHAPES_H

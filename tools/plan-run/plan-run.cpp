@@ -1,5 +1,4 @@
-//===- plan-run.cpp - Runs a compiled plan
-//---------------------------------===//
+//===- plan-run.cpp - Runs a compiled plan --------------------------------===//
 //
 // Alone, plan-run starts the ranks the plan needs on this host through
 // mpirun and waits for them; under mpirun (or srun) it is one rank of the

@@ -1,4 +1,4 @@
-//===- GroupedCommunicator.h - Handles for the plan's groups --*- C++ -*-===//
+//===- GroupedCommunicator.h - Handles for the plan's groups ----*- C++ -*-===//
 //
 // What every Communicator backend keeps of the plan's groups: this rank's
 // communicator handle, the group's size and the rank's position in it, by
