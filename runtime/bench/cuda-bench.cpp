@@ -272,14 +272,19 @@ json memoryBench(int64_t tokens, int64_t hidden) {
   };
   auto in = [](cuda::Out o) { return cuda::In{o.data, o.bf16}; };
   json kernels = json::object();
-  // Bytes per second of a device-to-device copy, counting what it reads
-  // and what it writes.
-  int64_t copyBytes = int64_t(1) << 30;
+  int64_t ffn = hidden * 7 / 2, kvWidth = hidden / 4;
+  int64_t act = tokens * ffn, res = tokens * hidden;
+  // Bytes per second of a device-to-device copy of one of the largest
+  // operands (the MLP's activations), counting what it reads and what it
+  // writes.
+  int64_t copyBytes = 2 * act;
   char *from = values(copyBytes, "copy source"),
        *to = values(copyBytes, "copy");
   double copyMs = timeMs(
       [&] {
-        cudaMemcpyAsync(to, from, copyBytes, cudaMemcpyDeviceToDevice, stream);
+        cuda::check(cudaMemcpyAsync(to, from, copyBytes,
+                                    cudaMemcpyDeviceToDevice, stream),
+                    "a device-to-device copy");
       },
       stream);
   double copyRate = 2.0 * copyBytes / (copyMs * 1e-3);
@@ -294,8 +299,6 @@ json memoryBench(int64_t tokens, int64_t hidden) {
                      {"of_copy", rate / copyRate}};
   };
 
-  int64_t ffn = hidden * 7 / 2, kvWidth = hidden / 4;
-  int64_t act = tokens * ffn, res = tokens * hidden;
   cuda::Out gate = bf16(act, "gate"), up = bf16(act, "up"), y = bf16(act, "y"),
             dy = bf16(act, "dy"), dgate = bf16(act, "dgate"),
             dup = bf16(act, "dup");

@@ -799,12 +799,13 @@ __global__ void adamwKernel(AdamWStep s,
     }
     // Elements outside this rank's slice keep their value: copied unless
     // the update is in place, as plans make it.
-    if (a.np.data != a.p.data)
+    if (a.np.data != a.p.data) {
       EACH_ELEMENT(e) {
         int64_t u = t + e;
         if (u < a.pn && (u < a.begin || u >= a.begin + a.chunk))
           store(a.np, u, load(a.p, u));
       }
+    }
   });
 }
 

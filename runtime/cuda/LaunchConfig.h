@@ -121,29 +121,30 @@ template <int D> struct TcLayout {
 
 /// Up to K tensors of one multi-tensor launch, passed by value among the
 /// kernel's parameters (within the 4 KiB every driver takes), and where each
-/// tensor's elements end in the launch's joined index space.
+/// tensor ends in the launch's joined index space (in the units its kernel
+/// counts: packs, packsOf, for AdamW and the gradient norm).
 template <typename T, int K> struct TensorList {
   T tensors[K];
   int64_t end[K];
   int count;
 };
 
-/// Calls launch(list, elements) for the tensors, K at a time, tensor t
-/// having length(t) elements.
+/// Calls launch(list, length) for the tensors, K at a time, tensor t
+/// taking length(t) of the joined index space.
 template <int K, typename T, typename Length, typename Launch>
 void forEachTensorList(const std::vector<T> &tensors, Length length,
                        Launch launch) {
   TensorList<T, K> list;
   list.count = 0;
-  int64_t elements = 0;
+  int64_t end = 0;
   for (size_t k = 0; k < tensors.size(); ++k) {
     list.tensors[list.count] = tensors[k];
-    elements += length(tensors[k]);
-    list.end[list.count++] = elements;
+    end += length(tensors[k]);
+    list.end[list.count++] = end;
     if (list.count == K || k + 1 == tensors.size()) {
-      launch(list, elements);
+      launch(list, end);
       list.count = 0;
-      elements = 0;
+      end = 0;
     }
   }
 }

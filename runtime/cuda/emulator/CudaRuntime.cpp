@@ -461,7 +461,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 }
 
 // The synchronous forms: the work on the default stream, then a wait for
-// it.
+// it. (CUDA's legacy default stream also waits for other blocking streams'
+// work first; the emulator's callers, the benchmarks' set-up, have none.)
 cudaError_t cudaMemset(void *p, int value, size_t bytes) {
   cudaError_t error = cudaMemsetAsync(p, value, bytes, nullptr);
   return error == cudaSuccess ? cudaStreamSynchronize(nullptr) : error;
