@@ -94,6 +94,11 @@ struct Pack {
 /// A loop over a pack's elements, unrolled so that packs stay in registers.
 #define EACH_ELEMENT(e) _Pragma("unroll") for (int e = 0; e < kPack; ++e)
 
+/// How many of a pack's elements are among the `left` ahead of it.
+__device__ __forceinline__ int packCount(int64_t left) {
+  return int(max(int64_t(0), min(int64_t(kPack), left)));
+}
+
 /// x[i, i + count) as f32, the rest of the pack 0: by 16-byte loads when
 /// the pack is whole and starts 16-byte aligned, else element by element.
 __device__ __forceinline__ Pack loadPack(In x, int64_t i, int count) {

@@ -231,44 +231,92 @@ __device__ float blockMax(float v, float *shared) {
 
 // -- Norms -------------------------------------------------------------------
 //
-// A block per row (forward) or slab of rows (backward); thread t owns
-// columns t, t + blockDim, ... of every row, so that it can keep its
-// columns' dw and db sums in registers and add them to the f32 sums once
-// per slab.
+// A block per row (forward) or slab of rows (backward). The forward's
+// thread t owns packs t, t + blockDim, ... (columns 8 t to 8 t + 7, ...)
+// of its row, P of them (at most kNormPacks, as the row's width needs:
+// registers for more would cost blocks an SM); the backward's owns columns
+// t, t + blockDim, ..., at most kNormColumnsPerThread, so that it can keep
+// their dw and db sums in registers and add them to the f32 sums once per
+// slab.
 
-/// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of the row at `row0`.
-__device__ void rowStatistics(In x, int64_t row0, int64_t h, bool rms,
-                              double eps, double *shared, double &mean,
-                              double &inv) {
-  double s = 0;
-  if (!rms) {
-    for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
-      s += load(x, row0 + j);
-    s = blockSum(s, shared) / h;
-  }
-  mean = rms ? 0.0 : s;
-  double var = 0;
-  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-    double c = load(x, row0 + j) - mean;
-    var += c * c;
-  }
-  var = blockSum(var, shared);
-  inv = 1.0 / sqrt(var / h + eps);
+constexpr int kNormPacks = kNormColumnsPerThread / kPack;
+
+/// The first column of this thread's pack c of a row.
+__device__ __forceinline__ int64_t normColumn(int c) {
+  return (threadIdx.x + int64_t(c) * blockDim.x) * kPack;
 }
 
+/// This thread's packs of the row at `row0` (zeros past h).
+template <int P>
+__device__ void loadRow(In x, int64_t row0, int64_t h, Pack (&packs)[P]) {
+#pragma unroll
+  for (int c = 0; c < P; ++c) {
+    int64_t j = normColumn(c);
+    packs[c] = loadPack(x, row0 + j, packCount(h - j));
+  }
+}
+
+/// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of a row of h
+/// columns: sum() is this thread's part of the row's sum, deviations(mean)
+/// its part of the sum of squared deviations from `mean`.
+template <typename Sum, typename Deviations>
+__device__ void rowStatistics(Sum sum, Deviations deviations, int64_t h,
+                              bool rms, double eps, double *shared,
+                              double &mean, double &inv) {
+  mean = rms ? 0.0 : blockSum(sum(), shared) / h;
+  inv = 1.0 / sqrt(blockSum(deviations(mean), shared) / h + eps);
+}
+
+/// x is read once: its packs stay in registers from the statistics to the
+/// output.
+template <int P>
 __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
                            bool rms) {
   __shared__ double shared[32];
   int64_t row0 = blockIdx.x * h;
+  Pack xs[P];
+  loadRow(x, row0, h, xs);
   double mean, inv;
-  rowStatistics(x, row0, h, rms, eps, shared, mean, inv);
-  for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
-    store(y, row0 + j,
-          float((load(x, row0 + j) - mean) * inv) * load(w, j) +
-              (b.data ? load(b, j) : 0.0f));
+  rowStatistics(
+      [&] {
+        double s = 0;
+#pragma unroll
+        for (int c = 0; c < P; ++c)
+          EACH_ELEMENT(e) s += xs[c].v[e];
+        return s;
+      },
+      [&](double mean) {
+        double s = 0;
+#pragma unroll
+        for (int c = 0; c < P; ++c) {
+          int64_t j = normColumn(c);
+          EACH_ELEMENT(e) {
+            double d = j + e < h ? xs[c].v[e] - mean : 0.0;
+            s += d * d;
+          }
+        }
+        return s;
+      },
+      h, rms, eps, shared, mean, inv);
+#pragma unroll
+  for (int c = 0; c < P; ++c) {
+    int64_t j = normColumn(c);
+    int count = packCount(h - j);
+    if (count == 0)
+      break;
+    Pack wj = loadPack(w, j, count), bj{};
+    if (b.data)
+      bj = loadPack(b, j, count);
+    EACH_ELEMENT(e) {
+      xs[c].v[e] = float((xs[c].v[e] - mean) * inv) * wj.v[e] + bj.v[e];
+    }
+    storePack(y, row0 + j, count, xs[c]);
+  }
 }
 
-/// dx per row; dw and db summed into sums[0, h) and sums[h, 2h).
+/// dx per row; dw and db summed into sums[0, h) and sums[h, 2h). Column by
+/// column: packs of x, dy and w beside the dw and db sums would take more
+/// registers than 512 threads a block have (ptxas spilled a kilobyte).
 __global__ void __launch_bounds__(kNormThreads)
     normBackwardKernel(In dy, In x, In w, Out dx, bool withBias, int64_t rows,
                        int64_t h, double eps, bool rms, float *sums) {
@@ -281,7 +329,22 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int64_t r = begin; r < end; ++r) {
     int64_t row0 = r * h;
     double mean, inv;
-    rowStatistics(x, row0, h, rms, eps, shared, mean, inv);
+    rowStatistics(
+        [&] {
+          double s = 0;
+          for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+            s += load(x, row0 + j);
+          return s;
+        },
+        [&](double mean) {
+          double s = 0;
+          for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+            double d = load(x, row0 + j) - mean;
+            s += d * d;
+          }
+          return s;
+        },
+        h, rms, eps, shared, mean, inv);
     double dot = 0, sum = 0;
     for (int c = 0; c < kNormColumnsPerThread; ++c) {
       int64_t j = threadIdx.x + int64_t(c) * blockDim.x;
@@ -726,11 +789,6 @@ __device__ void forEachTensorPack(const TensorList<T, K> &list, Visit visit) {
   }
 }
 
-/// How many of a pack's elements are among the `left` ahead of it.
-__device__ __forceinline__ int packCount(int64_t left) {
-  return int(max(int64_t(0), min(int64_t(kPack), left)));
-}
-
 constexpr int kSquaresPerLaunch = 64, kAdamWPerLaunch = 16;
 using SquaresList = TensorList<SquaresTerm, kSquaresPerLaunch>;
 using AdamWList = TensorList<AdamWTensor, kAdamWPerLaunch>;
@@ -889,8 +947,21 @@ void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
   if (rows == 0)
     return;
   int threads = normThreads(h);
-  launchKernel(normKernel, unsigned(rows), threads, 0, stream, x, w, b, y, h,
-               eps, rms);
+  auto launch = [&](auto kernel) {
+    launchKernel(kernel, unsigned(rows), threads, 0, stream, x, w, b, y, h, eps,
+                 rms);
+  };
+  switch ((packsOf(h) + threads - 1) / threads) {
+  case 1:
+    return launch(normKernel<1>);
+  case 2:
+    return launch(normKernel<2>);
+  case 3:
+    return launch(normKernel<3>);
+  default:
+    static_assert(kNormPacks == 4, "a case per pack count");
+    return launch(normKernel<4>);
+  }
 }
 
 void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,

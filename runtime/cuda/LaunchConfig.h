@@ -42,13 +42,16 @@ inline unsigned blocksForPacks(int64_t n, int threads = kThreads) {
 }
 
 /// The norm kernels: a block per row (forward) or slab of rows (backward);
-/// a thread owns columns t, t + threads, ..., at most kNormColumnsPerThread.
+/// a thread owns packs t, t + threads, ... of a row, at most
+/// kNormColumnsPerThread columns.
 constexpr int kNormThreads = 512, kNormColumnsPerThread = 32;
 constexpr int64_t kNormRowsPerBlock = 16;
 constexpr int64_t kMaxNormWidth = int64_t(kNormThreads) * kNormColumnsPerThread;
-/// Threads of the forward norm over h columns: whole warps, at most 512.
+/// Threads of the forward norm over h columns: a pack each, in whole
+/// warps, at most kNormThreads.
 inline int normThreads(int64_t h) {
-  return h >= kNormThreads ? kNormThreads : int((h + 31) / 32 * 32);
+  int64_t packs = packsOf(h);
+  return packs >= kNormThreads ? kNormThreads : int((packs + 31) / 32 * 32);
 }
 
 /// The CUDA-core attention: rowLanes<D>() lanes of a warp share a query (or

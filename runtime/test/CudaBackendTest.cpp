@@ -50,9 +50,10 @@ TEST(CudaHost, LaunchConfiguration) {
   EXPECT_EQ(kPack * 2, 16);
   EXPECT_EQ(blocksForPacks(256 * kPack), 1u);
   EXPECT_EQ(blocksForPacks(256 * kPack + 1), 2u);
-  EXPECT_EQ(normThreads(64), 64);
-  EXPECT_EQ(normThreads(65), 96);
+  EXPECT_EQ(normThreads(64), 32);
+  EXPECT_EQ(normThreads(32 * kPack + 1), 64);
   EXPECT_EQ(normThreads(4096), kNormThreads);
+  EXPECT_EQ(normThreads(kMaxNormWidth), kNormThreads);
   EXPECT_EQ(headDimBucket(16), 32);
   EXPECT_EQ(headDimBucket(80), 128);
   EXPECT_EQ(headDimBucket(128), 128);
@@ -567,7 +568,11 @@ TEST_F(CudaKernels, Embeddings) {
 }
 
 TEST_F(CudaKernels, Norms) {
-  for (int64_t h : {64, 200, 4096}) {
+  // Rows of 100 start off 16 bytes in bf16 and end in a partial pack; the
+  // forward's threads take 1 to 4 packs of a row (4096, 6000, 8200, and
+  // 16384, the widest row the kernels take).
+  for (int64_t h : {int64_t(64), int64_t(100), int64_t(200), int64_t(4096),
+                    int64_t(6000), int64_t(8200), cuda::kMaxNormWidth}) {
     check({"rms_norm",
            {normal({37, h}), normal({h})},
            {{37, h}},
