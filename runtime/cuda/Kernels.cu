@@ -828,14 +828,14 @@ __global__ void adamwKernel(AdamWStep s,
     // before the last shard's padding, at `at` in the parameter.
     int sliced = packCount(a.chunk - t);
     int64_t at = a.begin + t;
-    int real = min(sliced, packCount(a.pn - at));
+    int unpadded = min(sliced, packCount(a.pn - at));
     if (sliced > 0) {
       float clip = load(a.clip, 0);
       Pack g = loadPack(a.g, t, sliced), m = loadPack(a.m, t, sliced),
            v = loadPack(a.v, t, sliced);
       // Below f32 the update applies to the master copy w; the padding's
       // master elements keep their value.
-      Pack w = master ? loadPack(a.w, t, sliced) : loadPack(a.p, at, real);
+      Pack w = master ? loadPack(a.w, t, sliced) : loadPack(a.p, at, unpadded);
       EACH_ELEMENT(e) {
         double gi = double(g.v[e]) * clip;
         double mi = s.beta1 * m.v[e] + (1 - s.beta1) * gi;
@@ -846,12 +846,12 @@ __global__ void adamwKernel(AdamWStep s,
         if (a.decay)
           pi *= 1 - s.lr * s.weightDecay;
         pi -= s.lr * (mi / s.c1) / (sqrt(vi / s.c2) + s.eps);
-        if (e < real)
+        if (e < unpadded)
           w.v[e] = float(pi);
       }
       storePack(a.nm, t, sliced, m);
       storePack(a.nv, t, sliced, v);
-      storePack(a.np, at, real, w);
+      storePack(a.np, at, unpadded, w);
       if (master)
         storePack(a.nw, t, sliced, w);
     }
