@@ -458,18 +458,18 @@ __device__ __forceinline__ int tileColumn(int lane, int n, int e) {
 }
 
 /// Writes the lane's two rows of a [16][D] accumulator, row r times
-/// factor[r], to y from element offset(row[r]) on, columns below d; rows
-/// at or past `limit` are not written.
-template <int D, typename Offset>
+/// factor[r], to y from element base + row[r] * stride on, columns below
+/// d; rows at or past `limit` are not written.
+template <int D>
 __device__ void storeRows(Out y, const float (&acc)[D / 8][4],
-                          const int64_t (&row)[2], Offset offset,
+                          const int64_t (&row)[2], int64_t base, int64_t stride,
                           const float (&factor)[2], int64_t limit, int64_t d) {
   int lane = threadIdx.x % 32;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (row[r] >= limit)
       continue;
-    int64_t at = offset(row[r]);
+    int64_t at = base + row[r] * stride;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll
@@ -573,11 +573,8 @@ __global__ void __launch_bounds__(kTcThreads)
     if (lse && lane % 4 == 0 && i[r] < a.s)
       lse[a.statsRow(block.bb, block.hh, i[r])] = (m[r] + log2f(l[r])) * kLn2;
   }
-  auto queryRow = [&](int64_t row) {
-    return a.qOffset(block.bb, row, block.hh);
-  };
   if constexpr (WithOutput)
-    storeRows<D>(o, acc, i, queryRow, inverse, a.s, a.d);
+    storeRows<D>(o, acc, i, block.qBase, block.qStride, inverse, a.s, a.d);
 }
 
 /// dq for a block of 64 query rows, as queryGradientKernel. The values of
@@ -645,10 +642,7 @@ __global__ void __launch_bounds__(kTcThreads)
     commitCopies();
   }
   float scale[2] = {a.scale, a.scale};
-  auto queryRow = [&](int64_t row) {
-    return a.qOffset(block.bb, row, block.hh);
-  };
-  storeRows<D>(dq, acc, i, queryRow, scale, a.s, a.d);
+  storeRows<D>(dq, acc, i, block.qBase, block.qStride, scale, a.s, a.d);
 }
 
 /// dk and dv for a block of 64 key rows of one kv head, as
@@ -744,10 +738,9 @@ __global__ void __launch_bounds__(kTcThreads)
       startTile(dos, dout, dTile, rowDot, t + 1);
     commitCopies();
   }
-  auto keyRow = [&](int64_t row) { return a.kOffset(block.bb, row, block.kh); };
   float scale[2] = {a.scale, a.scale}, one[2] = {1.0f, 1.0f};
-  storeRows<D>(dk, dkAcc, j, keyRow, scale, a.s, a.d);
-  storeRows<D>(dv, dvAcc, j, keyRow, one, a.s, a.d);
+  storeRows<D>(dk, dkAcc, j, block.kvBase, block.kvStride, scale, a.s, a.d);
+  storeRows<D>(dv, dvAcc, j, block.kvBase, block.kvStride, one, a.s, a.d);
 }
 
 /// Launches `kernel` with `bytes` of dynamic shared memory, above the
