@@ -79,6 +79,14 @@ template <typename T> T *deviceArray(int64_t count, const char *what) {
   return static_cast<T *>(p);
 }
 
+/// `count` elements of device memory holding small finite values (0.0115
+/// as bf16 and as f32): the kernels' time does not depend on them.
+template <typename T> T *filledArray(int64_t count, const char *what) {
+  T *p = deviceArray<T>(count, what);
+  cuda::check(cudaMemset(p, 0x3c, count * sizeof(T)), what);
+  return p;
+}
+
 #ifdef PARTITA_CUDA_EMULATOR
 // The emulator has cuBLASLt (our path) but not cuBLAS (the reference).
 json gemmBench(int64_t) {
@@ -191,15 +199,12 @@ json attentionBench(int64_t seq) {
               "the shared memory a block may have");
   cuda::AttentionShape shape{b, seq, heads, kvHeads, d, true, 0, sharedBytes};
   int64_t qCount = b * seq * heads * d, kvCount = b * seq * kvHeads * d;
-  // Any finite values: the kernels' time does not depend on them.
-  auto values = [](int64_t count, const char *what) {
-    auto *p = deviceArray<__nv_bfloat16>(count, what);
-    cuda::check(cudaMemset(p, 0x3c, count * 2), what); // 0.0115 a value
-    return p;
-  };
-  auto *q = values(qCount, "q"), *k = values(kvCount, "k"),
-       *v = values(kvCount, "v"), *o = values(qCount, "o"),
-       *dout = values(qCount, "dO");
+  using bf16 = __nv_bfloat16;
+  bf16 *q = filledArray<bf16>(qCount, "q"),
+       *k = filledArray<bf16>(kvCount, "k"),
+       *v = filledArray<bf16>(kvCount, "v"),
+       *o = filledArray<bf16>(qCount, "o"),
+       *dout = filledArray<bf16>(qCount, "dO");
   auto *dq = deviceArray<__nv_bfloat16>(qCount, "dq"),
        *dk = deviceArray<__nv_bfloat16>(kvCount, "dk"),
        *dv = deviceArray<__nv_bfloat16>(kvCount, "dv");
@@ -259,18 +264,14 @@ json memoryBench(int64_t tokens, int64_t hidden) {
   cudaStream_t stream;
   cuda::check(cudaStreamCreate(&stream), "a stream");
   std::vector<void *> allocations;
-  // Small finite values (0.0115 as bf16 and as f32): the kernels' time
-  // does not depend on them.
   auto values = [&](int64_t bytes, const char *what) {
-    auto *p = deviceArray<char>(bytes, what);
-    cuda::check(cudaMemset(p, 0x3c, bytes), what);
+    char *p = filledArray<char>(bytes, what);
     allocations.push_back(p);
     return p;
   };
   auto bf16 = [&](int64_t n, const char *what) {
     return cuda::Out{values(2 * n, what), true, false};
   };
-  auto in = [](cuda::Out o) { return cuda::In{o.data, o.bf16}; };
   json kernels = json::object();
   int64_t ffn = hidden * 7 / 2, kvWidth = hidden / 4;
   int64_t act = tokens * ffn, res = tokens * hidden;
@@ -302,12 +303,15 @@ json memoryBench(int64_t tokens, int64_t hidden) {
   cuda::Out gate = bf16(act, "gate"), up = bf16(act, "up"), y = bf16(act, "y"),
             dy = bf16(act, "dy"), dgate = bf16(act, "dgate"),
             dup = bf16(act, "dup");
-  measure("swiglu", 3 * 2 * act,
-          [&] { cuda::swiglu(in(gate), in(up), y, act, stream); });
-  measure("swiglu_bwd", 5 * 2 * act, [&] {
-    cuda::swigluBackward(in(dy), in(gate), in(up), dgate, dup, act, stream);
+  measure("swiglu", 3 * 2 * act, [&] {
+    cuda::swiglu(cuda::asInput(gate), cuda::asInput(up), y, act, stream);
   });
-  cuda::In addends[2] = {in(bf16(res, "x")), in(bf16(res, "residual"))};
+  measure("swiglu_bwd", 5 * 2 * act, [&] {
+    cuda::swigluBackward(cuda::asInput(dy), cuda::asInput(gate),
+                         cuda::asInput(up), dgate, dup, act, stream);
+  });
+  cuda::In addends[2] = {cuda::asInput(bf16(res, "x")),
+                         cuda::asInput(bf16(res, "residual"))};
   cuda::Out total = bf16(res, "sum");
   measure("add", 3 * 2 * res,
           [&] { cuda::sum(addends, 2, total, res, stream); });
@@ -330,20 +334,20 @@ json memoryBench(int64_t tokens, int64_t hidden) {
     cuda::Out m{values(4 * n, "adam_m"), false, false},
         v{values(4 * n, "adam_v"), false, false},
         w{values(4 * n, "master"), false, false};
-    a.p = in(p);
+    a.p = cuda::asInput(p);
     a.np = p;
-    a.g = in(g);
-    a.m = in(m);
+    a.g = cuda::asInput(g);
+    a.m = cuda::asInput(m);
     a.nm = m;
-    a.v = in(v);
+    a.v = cuda::asInput(v);
     a.nv = v;
-    a.w = in(w);
+    a.w = cuda::asInput(w);
     a.nw = w;
     a.clip = {clip, false};
     a.pn = a.chunk = n;
     a.decay = true;
     adam.push_back(a);
-    squares.push_back({in(g), n, 1.0});
+    squares.push_back({cuda::asInput(g), n, 1.0});
     parameters += n;
   }
   cuda::AdamWStep step{1e-4, 0.9, 0.95, 1e-8, 0.1, 0.1, 0.05};

@@ -214,7 +214,7 @@ void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k, In a,
                          kGemmWorkspaceBytes, stream),
           "cublasLtMatmul");
   if (addBias.data) // C is column-major m x n: the bias runs down each column
-    cuda::addPeriodic({c.data, c.bf16}, addBias, m, {c.data, c.bf16, false},
+    cuda::addPeriodic(cuda::asInput(c), addBias, m, {c.data, c.bf16, false},
                       m * n, stream);
 }
 

@@ -126,7 +126,7 @@ __device__ __forceinline__ void storePack(Out y, int64_t i, int count, Pack p) {
   char *at = static_cast<char *>(y.data) + i * (y.bf16 ? 2 : 4);
   if (count == kPack && reinterpret_cast<uintptr_t>(at) % 16 == 0) {
     if (y.acc) {
-      Pack old = loadPack({y.data, y.bf16}, i, count);
+      Pack old = loadPack(asInput(y), i, count);
       EACH_ELEMENT(e) p.v[e] += old.v[e];
     }
     if (y.bf16) {

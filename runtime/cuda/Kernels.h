@@ -14,6 +14,8 @@
 #ifndef PARTITA_RUNTIME_CUDA_KERNELS_H
 #define PARTITA_RUNTIME_CUDA_KERNELS_H
 
+#include "LaunchConfig.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -34,6 +36,8 @@ struct Out {
   bool acc = false;
 };
 inline In f32In(const float *p) { return {p, false}; }
+/// An output read as an input.
+PARTITA_HOST_DEVICE inline In asInput(Out y) { return {y.data, y.bf16}; }
 inline Out f32Out(float *p, bool acc = false) { return {p, false, acc}; }
 
 enum class Unary { Gelu, GeluTanh, Silu };

@@ -8,6 +8,7 @@
 #ifndef PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H
 #define PARTITA_RUNTIME_CUDA_LAUNCHCONFIG_H
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
