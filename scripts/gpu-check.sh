@@ -196,9 +196,11 @@ for d in cpu cuda; do
   run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
     --steps 20 --device "$d" --log-json "$out/head128-$d.jsonl" || status=1
 done
-run head128-cuda-mma 120 env PARTITA_CUDA_ATTENTION=mma "$bin/plan-run" \
-  "$plans/small-llama-head128.json" --steps 20 --device cuda \
-  --log-json "$out/head128-cuda-mma.jsonl" || status=1
+for kernels in mma mma-atomic; do
+  run "head128-cuda-$kernels" 120 env PARTITA_CUDA_ATTENTION=$kernels \
+    "$bin/plan-run" "$plans/small-llama-head128.json" --steps 20 \
+    --device cuda --log-json "$out/head128-cuda-$kernels.jsonl" || status=1
+done
 
 if [[ "$gpus" -ge 2 ]]; then
   say "2. multi-rank plans on 2 GPUs against the CPU"
@@ -227,14 +229,19 @@ run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
   cp "$out/torch-attention.log" "$out/torch-attention.json"
 # The memory-bound kernels' bandwidth against a device-to-device copy's.
 run memory 60 "$bin/partita-cuda-bench" memory && cp "$out/memory.log" "$out/memory.json"
-# A -mma run is its plan with the register-resident attention kernels.
+# A -mma run is its plan with the register-resident attention kernels, a
+# -mma-atomic one with their one-pass backward (last: the newest, skipped
+# first when time runs short).
 for model in llama3-8b-block llama3-8b-block-mma gpt2-small \
-  llama3-8b-block-f32 gpt2-small-f32; do
-  kernels=wmma
-  [[ "$model" == *-mma ]] && kernels=mma
+  llama3-8b-block-f32 gpt2-small-f32 llama3-8b-block-mma-atomic; do
+  case "$model" in
+  *-mma-atomic) kernels=mma-atomic ;;
+  *-mma) kernels=mma ;;
+  *) kernels=wmma ;;
+  esac
   run "$model" 120 env PARTITA_CUDA_ATTENTION=$kernels "$bin/plan-run" \
-    "$plans/${model%-mma}.json" --steps 6 --device cuda --gemm-precision bf16 \
-    --log-json "$out/$model.jsonl" --profile || status=1
+    "$plans/${model%-$kernels}.json" --steps 6 --device cuda \
+    --gemm-precision bf16 --log-json "$out/$model.jsonl" --profile || status=1
 done
 
 say "4. results"

@@ -95,6 +95,9 @@ bf16_run("head128", "small_llama_head128_bf16",
 bf16_run("head128", "small_llama_head128_bf16_mma",
          "small Llama, heads of 128 in bf16 (register-resident attention)",
          "cuda-mma")
+bf16_run("head128", "small_llama_head128_bf16_mma_atomic",
+         "small Llama, heads of 128 in bf16 (register-resident attention, "
+         "one-pass backward)", "cuda-mma-atomic")
 
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
@@ -119,13 +122,15 @@ if os.path.exists(gemm):
 
 # The models in bf16 (the runtime's bf16 path: bf16 GEMMs on bf16 buffers,
 # tensor-core attention) and in f32 buffers (f32 kernels, bf16 GEMMs).
-# A -mma run is its plan with the register-resident attention kernels.
+# A -mma run is its plan with the register-resident attention kernels, a
+# -mma-atomic one with their one-pass backward.
 for model in ("llama3-8b-block", "llama3-8b-block-mma", "gpt2-small",
-              "llama3-8b-block-f32", "gpt2-small-f32"):
+              "llama3-8b-block-f32", "gpt2-small-f32",
+              "llama3-8b-block-mma-atomic"):
     steps = log(f"{model}.jsonl")
     if len(steps) < 2:
         continue
-    plan_name = model[:-len("-mma")] if model.endswith("-mma") else model
+    plan_name = re.sub(r"-mma(-atomic)?$", "", model)
     plan = json.load(open(os.path.join(plans, f"{plan_name}.json")))
     predicted = plan["predicted"]
     dtype = plan.get("training", {}).get("dtype", "f32")
@@ -210,7 +215,8 @@ if reference is not None:
                 f"backward {reference['backward_ms']:.2f} ms "
                 f"({reference['backward_tflops']:.0f})")
         for model, kernels in (("llama3-8b-block", "wmma"),
-                               ("llama3-8b-block-mma", "mma")):
+                               ("llama3-8b-block-mma", "mma"),
+                               ("llama3-8b-block-mma-atomic", "mma-atomic")):
             ours = result.get(model, {}).get("attention_ms")
             if ours:
                 line += (f"; ours ({kernels}) forward {ours['forward']:.2f} "

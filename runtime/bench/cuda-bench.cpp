@@ -209,14 +209,16 @@ json attentionBench(int64_t seq) {
        *dk = deviceArray<__nv_bfloat16>(kvCount, "dk"),
        *dv = deviceArray<__nv_bfloat16>(kvCount, "dv");
   float *lse = deviceArray<float>(b * heads * seq, "lse");
-  float *workspace =
-      deviceArray<float>(cuda::attentionBackwardWorkspace(shape, true),
-                         "the backward's workspace");
+  setenv("PARTITA_CUDA_ATTENTION", "mma-atomic", 1);
+  float *workspace = deviceArray<float>(
+      cuda::attentionBackwardWorkspace(shape, {dout, true}, {q, true},
+                                       {k, true}, {v, true}, true),
+      "the backward's workspace (the most a family takes)");
   cudaStream_t stream;
   cuda::check(cudaStreamCreate(&stream), "a stream");
   double flop = 2.0 * b * heads * seq * seq * d;
   json families = json::object();
-  for (const char *family : {"wmma", "mma"}) {
+  for (const char *family : {"wmma", "mma", "mma-atomic"}) {
     setenv("PARTITA_CUDA_ATTENTION", family, 1);
     if (!cuda::attentionOnTensorCores(shape, {q, true}, {k, true}, {v, true})) {
       families[family] = {

@@ -717,9 +717,11 @@ void CudaDevice::launchKernel(const std::string &name,
                 outs.size() > 1 ? outs[1].f : nullptr, s);
     } else {
       const float *lse = ins.size() > 5 ? ins[5].f : nullptr;
-      attentionBackward(
-          a, in(0), in(1), in(2), in(3), in(4), lse, out(0), out(1), out(2),
-          floats(attentionBackwardWorkspace(a, lse != nullptr)), s);
+      attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0),
+                        out(1), out(2),
+                        floats(attentionBackwardWorkspace(
+                            a, in(0), in(1), in(2), in(3), lse != nullptr)),
+                        s);
     }
   } else if (name == "gelu" || name == "gelu_bwd") {
     Unary f = p.at("approximate").get<std::string>() == "tanh" ? Unary::GeluTanh

@@ -86,6 +86,17 @@ __device__ __forceinline__ void store(Out y, int64_t i, float v) {
   }
 }
 
+/// at[0] += x and at[1] += y atomically (at 8-byte aligned): one 8-byte
+/// atomic on sm_90 and later, two 4-byte ones before.
+__device__ __forceinline__ void atomicAddPair(float *at, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(at), make_float2(x, y));
+#else
+  atomicAdd(at, x);
+  atomicAdd(at + 1, y);
+#endif
+}
+
 /// kPack elements of a memory-bound kernel's operand, as f32.
 struct Pack {
   float v[kPack];
@@ -217,10 +228,13 @@ inline AttentionDims attentionDims(const AttentionShape &s) {
 /// forward that kept none).
 void tensorCoreAttention(const AttentionShape &a, In q, In k, In v, Out o,
                          float *lse, cudaStream_t stream);
-/// Its backward, from each query row's log-sum-exp and D = dO . O.
+/// Its backward, from each query row's log-sum-exp and D = dO . O; with
+/// the one-pass kernels (RegistersSummedDq), dq is summed in dqSum (f32,
+/// as many elements as dq) first.
 void tensorCoreAttentionBackward(const AttentionShape &a, In dout, In q, In k,
                                  In v, const float *lse, const float *rowDot,
-                                 Out dq, Out dk, Out dv, cudaStream_t stream);
+                                 Out dq, Out dk, Out dv, float *dqSum,
+                                 cudaStream_t stream);
 
 } // namespace partita::runtime::cuda
 

@@ -1085,8 +1085,30 @@ void attention(const AttentionShape &s, In q, In k, In v, Out o, float *lse,
   });
 }
 
-int64_t attentionBackwardWorkspace(const AttentionShape &s, bool lseKept) {
-  return (lseKept ? 1 : 2) * s.b * s.heads * s.s;
+namespace {
+
+bool backwardOnTensorCores(const AttentionShape &s, In dout, In q, In k, In v) {
+  return dout.bf16 && attentionOnTensorCores(s, q, k, v);
+}
+
+/// Where dq's f32 sums start in attentionBackward's workspace, past the
+/// row statistics (16-byte aligned); -1 where the backward takes none.
+int64_t queryGradientSums(const AttentionShape &s, In dout, In q, In k, In v,
+                          bool lseKept) {
+  if (attentionKernels() != AttentionKernels::RegistersSummedDq ||
+      !backwardOnTensorCores(s, dout, q, k, v))
+    return -1;
+  return ((lseKept ? 1 : 2) * s.b * s.heads * s.s + 3) / 4 * 4;
+}
+
+} // namespace
+
+int64_t attentionBackwardWorkspace(const AttentionShape &s, In dout, In q, In k,
+                                   In v, bool lseKept) {
+  int64_t sums = queryGradientSums(s, dout, q, k, v, lseKept);
+  if (sums < 0)
+    return (lseKept ? 1 : 2) * s.b * s.heads * s.s;
+  return sums + s.b * s.s * s.heads * s.d;
 }
 
 void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v, In o,
@@ -1094,6 +1116,7 @@ void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v, In o,
                        float *workspace, cudaStream_t stream) {
   AttentionDims a = attentionDims(s);
   int64_t rows = s.b * s.heads * s.s;
+  int64_t sums = queryGradientSums(s, dout, q, k, v, lse != nullptr);
   float *rowDot = workspace;
   launchKernel(rowDotKernel, blocksFor(rows * 32), kThreads, 0, stream, a, dout,
                o, rowDot);
@@ -1102,9 +1125,10 @@ void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v, In o,
     attention(s, q, k, v, Out(), computed, stream);
     lse = computed;
   }
-  if (attentionOnTensorCores(s, q, k, v) && dout.bf16)
-    return tensorCoreAttentionBackward(s, dout, q, k, v, lse, rowDot, dq, dk,
-                                       dv, stream);
+  if (backwardOnTensorCores(s, dout, q, k, v))
+    return tensorCoreAttentionBackward(
+        s, dout, q, k, v, lse, rowDot, dq, dk, dv,
+        sums < 0 ? nullptr : workspace + sums, stream);
   byHeadDimBucket(s.d, [&](auto D) {
     launchAttentionBackward<decltype(D)::value>(a, dout, q, k, v, lse, rowDot,
                                                 dq, dk, dv, stream);

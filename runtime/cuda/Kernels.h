@@ -126,8 +126,12 @@ bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// The tensor-core attention's kernels, chosen by PARTITA_CUDA_ATTENTION:
 /// `wmma` (the default) stages scores and accumulators in shared memory
 /// through WMMA tiles; `mma` keeps them in registers (mma.sync and
-/// ldmatrix, as FlashAttention-2 does). Another value is an error.
-enum class AttentionKernels { Wmma, Registers };
+/// ldmatrix, as FlashAttention-2 does); `mma-atomic` is `mma` with a
+/// one-pass backward, which sums dq over the key blocks by f32 atomics, as
+/// FlashAttention-2 does: 5 tile products to the two-pass backward's 7, in
+/// dq's size of f32 workspace, not reproducible bit for bit run to run.
+/// Another value is an error.
+enum class AttentionKernels { Wmma, Registers, RegistersSummedDq };
 AttentionKernels attentionKernels();
 /// Flash-style attention: O(s) memory per row, the s x s scores never
 /// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d]. Unless
@@ -135,9 +139,11 @@ AttentionKernels attentionKernels();
 /// its scaled scores, which spares the backward a pass over the keys.
 void attention(const AttentionShape &a, In q, In k, In v, Out o, float *lse,
                cudaStream_t stream);
-/// Floats of workspace attentionBackward needs: D per query row, and the
-/// log-sum-exp too where the forward kept none (`lseKept` false).
-int64_t attentionBackwardWorkspace(const AttentionShape &a, bool lseKept);
+/// Floats of workspace attentionBackward needs for these operands: D per
+/// query row, the log-sum-exp too where the forward kept none (`lseKept`
+/// false), and dq's f32 sums where the one-pass backward runs.
+int64_t attentionBackwardWorkspace(const AttentionShape &a, In dout, In q, In k,
+                                   In v, bool lseKept);
 /// dq, dk, dv of attention from dO, its inputs, its output o and the
 /// forward's `lse`; with lse null, a pass over the keys computes it first.
 void attentionBackward(const AttentionShape &a, In dout, In q, In k, In v, In o,

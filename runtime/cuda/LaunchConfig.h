@@ -121,6 +121,8 @@ template <int D> struct TcLayout {
   static constexpr int registerForwardBytes = 3 * tile;
   static constexpr int registerQueryBytes = 4 * tile;
   static constexpr int registerKeyBytes = 4 * tile + 2 * column;
+  /// The one-pass backward's: those of dk, dv and the tile's dS^T.
+  static constexpr int registerKeyQueryBytes = registerKeyBytes + probs;
 };
 
 /// Up to K tensors of one multi-tensor launch, passed by value among the

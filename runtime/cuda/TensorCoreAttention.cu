@@ -645,22 +645,76 @@ __global__ void __launch_bounds__(kTcThreads)
   storeRows<D>(dq, acc, i, block.qBase, block.qStride, scale, a.s, a.d);
 }
 
+/// Adds this warp's share of dS K scale for a tile of queries to their
+/// f32 sums in dqSum (laid out as q): dS^T, [64 keys][64 queries], is at
+/// dsT (a row stride of ldp), the block's keys at ks; the warp takes the
+/// tile's queries 16 w to 16 w + 15, which are rows from `first` of
+/// [b, s, heads * d] at `base`, and skips those at or past `limit`. 32
+/// columns at a time, so that the sums take 16 registers, not D / 2.
+template <int D>
+__device__ void addQueryGradient(const AttentionDims &a, const bf16 *dsT,
+                                 const bf16 *ks, float *dqSum, int64_t base,
+                                 int64_t first, int64_t limit) {
+  using L = TcLayout<D>;
+  constexpr int kColumns = 32;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint32_t ds[4][4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    loadOperandTransposed(ds[k], dsT + warp * 16, L::ldp, k);
+  int64_t stride = a.heads * a.d;
+  int64_t row[2] = {first + warp * 16 + lane / 4,
+                    first + warp * 16 + lane / 4 + 8};
+#pragma unroll 1
+  for (int c0 = 0; c0 < D; c0 += kColumns) {
+    float part[kColumns / 8][4];
+    zeroTiles(part);
+    accumulate<kColumns>(part, ds, ks + c0, L::ldh);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (row[r] >= limit)
+        continue;
+      float *at = dqSum + base + row[r] * stride;
+#pragma unroll
+      for (int n = 0; n < kColumns / 8; ++n) {
+        int c = c0 + tileColumn(lane, n, 0);
+        float x = part[n][2 * r] * a.scale, y = part[n][2 * r + 1] * a.scale;
+        if (c >= a.d)
+          continue;
+        if (a.d % 2 == 0) { // c is even, and so is every row's start
+          atomicAddPair(at + c, x, y);
+        } else {
+          atomicAdd(at + c, x);
+          if (c + 1 < a.d)
+            atomicAdd(at + c + 1, y);
+        }
+      }
+    }
+  }
+}
+
 /// dk and dv for a block of 64 key rows of one kv head, as
 /// keyGradientKernel: S^T and dP^T have the warp's keys as rows, so P^T and
 /// dS^T are the A operands of dv += P^T dO and dk += dS^T Q. The tiles of
 /// queries (of every head sharing the kv head, one after another) stream
 /// as keys do forward: the next Q tile loads while P^T dO is formed, the
-/// next dO tile while S^T is.
-template <int D>
+/// next dO tile while S^T is. SumQueryGradient: dq too, in the same pass
+/// (FlashAttention-2's backward), so S and dP are formed once, not again by
+/// a dq kernel (5 products a tile, not 7): dS^T goes to shared memory, and
+/// each warp adds dS K for 16 of the tile's queries to dqSum by f32 atomics
+/// (addQueryGradient), whose order varies from run to run on a GPU.
+template <int D, bool SumQueryGradient>
 __global__ void __launch_bounds__(kTcThreads)
     registerKeyGradientKernel(AttentionDims a, const bf16 *dout, const bf16 *q,
                               const bf16 *k, const bf16 *v, Out dk, Out dv,
-                              const float *lse, const float *rowDot) {
+                              const float *lse, const float *rowDot,
+                              float *dqSum) {
   using L = TcLayout<D>;
   PARTITA_DYNAMIC_SHARED(shared);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carve carve{shared};
   auto [ks, vs, qs, dos, lseTile, dTile] = carve.keyTiles<D>();
+  bf16 *dsTile = SumQueryGradient ? carve.take<bf16>(L::probs) : nullptr;
 
   KeyBlock block(a);
   block.loadKeys<D>(ks, vs, k, v, a);
@@ -726,7 +780,9 @@ __global__ void __launch_bounds__(kTcThreads)
     uint32_t operand[4][4];
     toOperands(operand, ds);
     accumulate<D>(dkAcc, operand, qs, L::ldh);
-    __syncthreads(); // every warp is done with the queries
+    if constexpr (SumQueryGradient)
+      storeOperands(dsTile + warp * 16 * L::ldp, L::ldp, operand);
+    __syncthreads(); // every warp is done with the queries (and has its dS^T)
     if (more)
       startTile(qs, q, lseTile, lse, t + 1);
     commitCopies();
@@ -737,6 +793,10 @@ __global__ void __launch_bounds__(kTcThreads)
     if (more)
       startTile(dos, dout, dTile, rowDot, t + 1);
     commitCopies();
+    // The next tile's dS^T is stored after the __syncthreads above its S^T.
+    if constexpr (SumQueryGradient)
+      addQueryGradient<D>(a, dsTile, ks, dqSum, a.qOffset(block.bb, 0, head(t)),
+                          i0, block.iEnd);
   }
   float scale[2] = {a.scale, a.scale}, one[2] = {1.0f, 1.0f};
   storeRows<D>(dk, dkAcc, j, block.kvBase, block.kvStride, scale, a.s, a.d);
@@ -783,7 +843,7 @@ void forward(const AttentionDims &a, In q, In k, In v, Out o, float *lse,
 template <int D>
 void backward(const AttentionDims &a, In dout, In q, In k, In v,
               const float *lse, const float *rowDot, Out dq, Out dk, Out dv,
-              cudaStream_t stream) {
+              float *dqSum, cudaStream_t stream) {
   using L = TcLayout<D>;
   unsigned tiles = unsigned((a.s + kTcRows - 1) / kTcRows);
   dim3 queryGrid(tiles, unsigned(a.heads), unsigned(a.b)),
@@ -792,16 +852,27 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v,
     launch(kernel, queryGrid, bytes, stream, a, bf16s(dout), bf16s(q), bf16s(k),
            bf16s(v), dq, lse, rowDot);
   };
-  auto keys = [&](auto kernel, int bytes) {
+  auto keys = [&](auto kernel, int bytes, auto... sums) {
     launch(kernel, keyGrid, bytes, stream, a, bf16s(dout), bf16s(q), bf16s(k),
-           bf16s(v), dk, dv, lse, rowDot);
+           bf16s(v), dk, dv, lse, rowDot, sums...);
   };
-  if (attentionKernels() == AttentionKernels::Registers) {
-    queries(registerQueryGradientKernel<D>, L::registerQueryBytes);
-    keys(registerKeyGradientKernel<D>, L::registerKeyBytes);
-  } else {
+  switch (attentionKernels()) {
+  case AttentionKernels::Wmma:
     queries(queryGradientKernel<D>, L::queryBytes);
     keys(keyGradientKernel<D>, L::keyBytes);
+    break;
+  case AttentionKernels::Registers:
+    queries(registerQueryGradientKernel<D>, L::registerQueryBytes);
+    keys(registerKeyGradientKernel<D, false>, L::registerKeyBytes,
+         static_cast<float *>(nullptr));
+    break;
+  case AttentionKernels::RegistersSummedDq: {
+    int64_t n = a.b * a.s * a.heads * a.d;
+    cudaMemsetAsync(dqSum, 0, n * sizeof(float), stream);
+    keys(registerKeyGradientKernel<D, true>, L::registerKeyQueryBytes, dqSum);
+    transposeBlocks(f32In(dqSum), dq, 1, 1, n, stream);
+    break;
+  }
   }
 }
 
@@ -813,19 +884,23 @@ AttentionKernels attentionKernels() {
     return AttentionKernels::Wmma;
   if (std::string(choice) == "mma")
     return AttentionKernels::Registers;
+  if (std::string(choice) == "mma-atomic")
+    return AttentionKernels::RegistersSummedDq;
   throw std::runtime_error(std::string("PARTITA_CUDA_ATTENTION=") + choice +
-                           ": expected wmma or mma");
+                           ": expected wmma, mma or mma-atomic");
 }
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
   if (!q.bf16 || !k.bf16 || !v.bf16 || a.d > kMaxTcHeadDim)
     return false;
   // The dk, dv kernel takes the most.
-  bool registers = attentionKernels() == AttentionKernels::Registers;
+  AttentionKernels kernels = attentionKernels();
   int bytes = 0;
   byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
     using L = TcLayout<decltype(D)::value>;
-    bytes = registers ? L::registerKeyBytes : L::keyBytes;
+    bytes = kernels == AttentionKernels::Wmma        ? L::keyBytes
+            : kernels == AttentionKernels::Registers ? L::registerKeyBytes
+                                                     : L::registerKeyQueryBytes;
   });
   return a.sharedBytes >= bytes;
 }
@@ -841,11 +916,11 @@ void tensorCoreAttention(const AttentionShape &shape, In q, In k, In v, Out o,
 void tensorCoreAttentionBackward(const AttentionShape &shape, In dout, In q,
                                  In k, In v, const float *lse,
                                  const float *rowDot, Out dq, Out dk, Out dv,
-                                 cudaStream_t stream) {
+                                 float *dqSum, cudaStream_t stream) {
   AttentionDims a = attentionDims(shape);
   byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
     backward<decltype(D)::value>(a, dout, q, k, v, lse, rowDot, dq, dk, dv,
-                                 stream);
+                                 dqSum, stream);
   });
 }
 

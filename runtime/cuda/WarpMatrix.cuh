@@ -116,6 +116,31 @@ __device__ __forceinline__ void loadOperands(uint32_t (&a)[D / 16][4],
     loadOperand(a[k], x, ld, k);
 }
 
+/// The A operand of this warp's 16 rows where the tile at `xt` holds X^T
+/// (a row of it per column of X, ld elements apart): columns [16 k, 16 k +
+/// 16) of X are rows [16 k, 16 k + 16) of the tile, loaded transposed.
+__device__ __forceinline__ void loadOperandTransposed(uint32_t (&a)[4],
+                                                      const __nv_bfloat16 *xt,
+                                                      int ld, int k) {
+  int lane = threadIdx.x % 32, matrix = lane / 8, row = lane % 8;
+  loadMatrices<true>(a, xt + (16 * k + matrix / 2 * 8 + row) * ld +
+                            matrix % 2 * 8);
+}
+
+/// Stores A operands of this warp's 16 rows (toOperands' layout) into the
+/// [16][ld] bf16 rows at x: the inverse of loadOperands.
+template <int K>
+__device__ __forceinline__ void storeOperands(__nv_bfloat16 *x, int ld,
+                                              const uint32_t (&a)[K][4]) {
+  int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      *reinterpret_cast<uint32_t *>(x + (lane / 4 + r % 2 * 8) * ld + 16 * k +
+                                    r / 2 * 8 + 2 * (lane % 4)) = a[k][r];
+}
+
 /// s += X Y^T over columns [16 k, 16 k + 16): `a` holds that step of X's
 /// rows (loadOperands), Y is the 64 rows at `y` (a row stride of ld).
 __device__ __forceinline__ void scoreStep(float (&s)[8][4],

@@ -149,8 +149,11 @@ TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimensionUpTo128) {
   for (int64_t d : {16, 32, 48, 64, 128}) {
     shape.d = d;
     EXPECT_EQ(attentionOnTensorCores(shape, bf16, bf16, bf16), d <= 32) << d;
-    setenv("PARTITA_CUDA_ATTENTION", "mma", 1);
-    EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16)) << d;
+    for (const char *family : {"mma", "mma-atomic"}) {
+      setenv("PARTITA_CUDA_ATTENTION", family, 1);
+      EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16))
+          << family << " " << d;
+    }
     unsetenv("PARTITA_CUDA_ATTENTION");
   }
 }
@@ -161,6 +164,8 @@ TEST(CudaHost, AttentionKernelsComeFromTheEnvironment) {
   EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
   setenv("PARTITA_CUDA_ATTENTION", "mma", 1);
   EXPECT_EQ(attentionKernels(), AttentionKernels::Registers);
+  setenv("PARTITA_CUDA_ATTENTION", "mma-atomic", 1);
+  EXPECT_EQ(attentionKernels(), AttentionKernels::RegistersSummedDq);
   setenv("PARTITA_CUDA_ATTENTION", "wmma", 1);
   EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
   setenv("PARTITA_CUDA_ATTENTION", "flash", 1);
@@ -169,7 +174,8 @@ TEST(CudaHost, AttentionKernelsComeFromTheEnvironment) {
     ADD_FAILURE() << "PARTITA_CUDA_ATTENTION=flash was taken";
   } catch (const std::runtime_error &e) {
     EXPECT_STREQ(e.what(),
-                 "PARTITA_CUDA_ATTENTION=flash: expected wmma or mma");
+                 "PARTITA_CUDA_ATTENTION=flash: expected wmma, mma or "
+                 "mma-atomic");
   }
   unsetenv("PARTITA_CUDA_ATTENTION");
 }
@@ -691,6 +697,12 @@ TEST_F(CudaAttention, WmmaKernels) { checkFamily("wmma", "wait"); }
 TEST_F(CudaAttention, RegisterKernels) {
   checkFamily("mma", "wait");
   checkFamily("mma", "issue");
+}
+
+// The one-pass backward: dq summed across key blocks by atomics.
+TEST_F(CudaAttention, RegisterKernelsSummingDq) {
+  checkFamily("mma-atomic", "wait");
+  checkFamily("mma-atomic", "issue");
 }
 
 TEST_F(CudaKernels, Elementwise) {
