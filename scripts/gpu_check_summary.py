@@ -48,7 +48,8 @@ if os.path.exists(tests):
                   for suite in t.get("testsuites", [])
                   for c in suite.get("testsuite", []))
     # Which ones failed: each family of attention kernels is a test of its
-    # own (CudaAttention.WmmaKernels, CudaAttention.RegisterKernels).
+    # own (CudaAttention.WmmaKernels, .RegisterKernels and
+    # .RegisterKernelsSummingDq).
     failing = [f"{suite['name']}.{c['name']}"
                for suite in t.get("testsuites", [])
                for c in suite.get("testsuite", []) if c.get("failures")]

@@ -92,6 +92,12 @@ __device__ __forceinline__ void atomicAddPair(float *at, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   atomicAdd(reinterpret_cast<float2 *>(at), make_float2(x, y));
 #else
+#ifdef PARTITA_CUDA_EMULATOR
+  // sm_90's 8-byte atomic faults where sm_80's two would not.
+  if (reinterpret_cast<uintptr_t>(at) % 8 != 0)
+    ::partita::runtime::cuda::emulator::fail(
+        "an 8-byte atomic add at an address off 8 bytes");
+#endif
   atomicAdd(at, x);
   atomicAdd(at + 1, y);
 #endif

@@ -829,7 +829,8 @@ void forward(const AttentionDims &a, In q, In k, In v, Out o, float *lse,
     launch(kernel, grid, bytes, stream, a, bf16s(q), bf16s(k), bf16s(v), o,
            lse);
   };
-  bool registers = attentionKernels() == AttentionKernels::Registers;
+  // mma and mma-atomic share the register-resident forward.
+  bool registers = attentionKernels() != AttentionKernels::Wmma;
   if (registers && o.data)
     run(registerForwardKernel<D, true>, L::registerForwardBytes);
   else if (registers)
@@ -868,7 +869,11 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v,
     break;
   case AttentionKernels::RegistersSummedDq: {
     int64_t n = a.b * a.s * a.heads * a.d;
-    cudaMemsetAsync(dqSum, 0, n * sizeof(float), stream);
+    cudaError_t zeroed = cudaMemsetAsync(dqSum, 0, n * sizeof(float), stream);
+    if (zeroed != cudaSuccess)
+      throw std::runtime_error(
+          std::string("zeroing the attention's dq sums: ") +
+          cudaGetErrorString(zeroed));
     keys(registerKeyGradientKernel<D, true>, L::registerKeyQueryBytes, dqSum);
     transposeBlocks(f32In(dqSum), dq, 1, 1, n, stream);
     break;

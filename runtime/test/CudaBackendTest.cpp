@@ -629,31 +629,47 @@ TEST_F(CudaKernels, Rotary) {
 /// The attention kernel cases, with one family of tensor-core kernels.
 class CudaAttention : public CudaKernels {
 protected:
+  struct Shape {
+    int64_t s, heads, kv, d;
+    bool causal;
+    int64_t window;
+  };
+
   void TearDown() override {
     unsetenv("PARTITA_CUDA_ATTENTION");
     unsetenv("PARTITA_EMULATOR_COPIES");
+    unsetenv("PARTITA_EMULATOR_SHARED_BYTES");
+    if (usual)
+      std::swap(gpu, usual);
+    usual.reset();
   }
+  /// Runs the cases on `device` until the test ends.
+  void runOn(std::unique_ptr<Device> device) {
+    usual = std::move(device);
+    std::swap(gpu, usual);
+  }
+  /// The usual device while a test runs on another.
+  std::unique_ptr<Device> usual;
   /// The cases with `family`'s kernels, and on the emulator their
-  /// asynchronous copies landing at `copiesLand` (wait or issue).
-  void checkFamily(const char *family, const char *copiesLand) {
+  /// asynchronous copies landing at `copiesLand` (wait or issue); `only`
+  /// instead of the usual shapes where given.
+  void checkFamily(const char *family, const char *copiesLand,
+                   std::vector<Shape> only = {}) {
     setenv("PARTITA_CUDA_ATTENTION", family, 1);
     setenv("PARTITA_EMULATOR_COPIES", copiesLand, 1);
-    struct Shape {
-      int64_t s, heads, kv, d;
-      bool causal;
-      int64_t window;
-    };
     // With bf16 buffers, heads up to 128 run on tensor cores, which round P
     // and dS to bf16 for their products: the tolerance allows that on top of
-    // the outputs' rounding. Heads of 16, 20 and 80 fill part of their tiles
-    // (20 is loaded a value at a time); 256 runs on CUDA cores. Each family
+    // the outputs' rounding. Heads of 16, 21 and 80 fill part of their tiles
+    // (21 is loaded, and its dq summed, a value at a time); 256 runs on CUDA
+    // cores. Each family
     // of tensor-core kernels (PARTITA_CUDA_ATTENTION) is a test of its own, so
     // that a GPU's results say which one fails.
-    for (Shape a :
-         {Shape{100, 4, 2, 16, true, 0}, Shape{130, 2, 2, 64, true, 0},
-          Shape{70, 4, 1, 128, false, 0}, Shape{150, 4, 2, 32, true, 16},
-          Shape{200, 4, 2, 128, true, 50}, Shape{90, 4, 2, 20, true, 0},
-          Shape{80, 2, 1, 80, true, 30}, Shape{70, 2, 2, 256, true, 0}}) {
+    std::vector<Shape> usualShapes = {
+        {100, 4, 2, 16, true, 0},   {130, 2, 2, 64, true, 0},
+        {70, 4, 1, 128, false, 0},  {150, 4, 2, 32, true, 16},
+        {200, 4, 2, 128, true, 50}, {90, 4, 2, 21, true, 0},
+        {80, 2, 1, 80, true, 30},   {70, 2, 2, 256, true, 0}};
+    for (Shape a : only.empty() ? usualShapes : only) {
       SCOPED_TRACE(std::string(family) + ", copies land at " + copiesLand);
       json p = {{"num_heads", a.heads},
                 {"num_kv_heads", a.kv},
@@ -683,8 +699,10 @@ protected:
       backward.bf16Tolerance = 2e-2;
       backward.f32Ins = {5};
       check(backward);
-      // A plan that keeps no log-sum-exp: the backward finds it first.
+      // A plan that keeps no log-sum-exp: the backward finds it first; and
+      // dq added to, as dk is.
       backward.ins.pop_back();
+      backward.accumulate[0] = true;
       check(backward);
     }
   }
@@ -703,6 +721,17 @@ TEST_F(CudaAttention, RegisterKernels) {
 TEST_F(CudaAttention, RegisterKernelsSummingDq) {
   checkFamily("mma-atomic", "wait");
   checkFamily("mma-atomic", "issue");
+}
+
+// Where a block may have 99 KiB of shared memory (sm_86, sm_89; on the
+// emulator, PARTITA_EMULATOR_SHARED_BYTES), every kernel of the
+// register-resident families launches for heads of 128, which only they
+// run on tensor cores there; a GPU with more runs the cases as above.
+TEST_F(CudaAttention, RegisterKernelsFitBlocksOf99KiB) {
+  setenv("PARTITA_EMULATOR_SHARED_BYTES", "101376", 1);
+  runOn(createCudaDevice(0, GemmPrecision::FP32));
+  for (const char *family : {"mma", "mma-atomic"})
+    checkFamily(family, "wait", {{150, 4, 2, 128, true, 0}});
 }
 
 TEST_F(CudaKernels, Elementwise) {

@@ -5,13 +5,15 @@
 // barriers the others never reach and a shuffle over lanes that returned
 // stop the process, an asynchronous copy lands only at the wait for its
 // group, a launch a GPU refuses is refused, a stream's work runs
-// only when something needs it (in the late order), and an NCCL operation
+// only when something needs it (in the late order), an NCCL operation
 // in flight lands as soon as it arrives (late) or when its stream is
-// needed (eager).
+// needed (eager), and an 8-byte atomic off 8 bytes stops the process.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Prelude.h"
+
+#include "cuda/KernelSupport.cuh"
 
 #include <gtest/gtest.h>
 
@@ -119,6 +121,22 @@ TEST(CudaEmulatorDeathTest, AShuffleOverLanesThatReturnedStops) {
         cudaDeviceSynchronize();
       },
       "with 31 of its 32 lanes running: undefined on the GPU");
+}
+
+__global__ void addPairKernel(float *at) { atomicAddPair(at, 1.0f, 2.0f); }
+
+TEST(CudaEmulatorDeathTest, AnEightByteAtomicOffEightBytesStops) {
+  alignas(8) float sums[4] = {};
+  launchKernel(addPairKernel, 1, 2, 0, nullptr, sums + 2);
+  cudaDeviceSynchronize();
+  EXPECT_EQ(std::vector<float>(sums, sums + 4),
+            std::vector<float>({0.0f, 0.0f, 2.0f, 4.0f}));
+  EXPECT_DEATH(
+      {
+        launchKernel(addPairKernel, 1, 1, 0, nullptr, sums + 1);
+        cudaDeviceSynchronize();
+      },
+      "an 8-byte atomic add at an address off 8 bytes");
 }
 
 /// Thread t copies 16 bytes, in two groups (threads 0-1, then 2-3), and

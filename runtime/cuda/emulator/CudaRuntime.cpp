@@ -64,6 +64,23 @@ constexpr int kSharedBytesOptIn = 227 * 1024;
 constexpr int kDevices = 8;
 constexpr size_t kDefaultDynamicShared = 48 * 1024;
 
+/// The shared memory a block may opt into: an H100's, or
+/// PARTITA_EMULATOR_SHARED_BYTES to emulate a GPU with less (101376, 99
+/// KiB, for sm_86 and sm_89).
+int sharedBytesOptIn() {
+  const char *set = std::getenv("PARTITA_EMULATOR_SHARED_BYTES");
+  if (!set)
+    return kSharedBytesOptIn;
+  char *end = nullptr;
+  long bytes = std::strtol(set, &end, 10);
+  if (*set == '\0' || *end != '\0' || bytes < long(kDefaultDynamicShared) ||
+      bytes > kSharedBytesOptIn)
+    fail(std::string("PARTITA_EMULATOR_SHARED_BYTES must be a number of "
+                     "bytes from 49152 to 232448, got \"") +
+         set + "\"");
+  return int(bytes);
+}
+
 struct State {
   std::mutex mutex;
   /// Live allocations: start -> bytes.
@@ -302,14 +319,14 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr,
     return fails(cudaErrorInvalidDevice);
   if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin)
     return fails(cudaErrorInvalidValue);
-  *value = kSharedBytesOptIn;
+  *value = sharedBytesOptIn();
   return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
                                  int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
-      value > kSharedBytesOptIn)
+      value > sharedBytesOptIn())
     return fails(cudaErrorInvalidValue);
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
