@@ -259,6 +259,28 @@ if memory is not None and "memory_bound" in memory:
     lines.append(f"memory-bound kernels on the block's shapes, against a "
                  f"copy's {memory['copy_gbytes_per_s']:.0f} GB/s: {rates}")
 
+# The choice of default attention kernels (attentionKernels): each family
+# by the bf16 block's step, those whose kernel cases pass first.
+failing_cases = result.get("kernel_tests", {}).get("failing", [])
+ranked = sorted(
+    ((result[run]["step_time_s"], family,
+      f"CudaAttention.{case}" not in failing_cases)
+     for family, run, case in (
+         ("wmma", "llama3-8b-block", "WmmaKernels"),
+         ("mma", "llama3-8b-block-mma", "RegisterKernels"),
+         ("mma-atomic", "llama3-8b-block-mma-atomic",
+          "RegisterKernelsSummingDq"))
+     if run in result),
+    key=lambda row: (not row[2], row[0]))
+if ranked:
+    result["attention_families_by_step"] = [
+        {"family": family, "step_time_s": seconds, "kernel_case_passes": ok}
+        for seconds, family, ok in ranked]
+    lines.append("attention families by the block's step: " + ", ".join(
+        f"{family} {seconds * 1e3:.1f} ms"
+        + ("" if ok else " (its kernel case fails)")
+        for seconds, family, ok in ranked))
+
 ar = os.path.join(out, "allreduce.json")
 if os.path.exists(ar):
     try:
