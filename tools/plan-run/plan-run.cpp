@@ -76,7 +76,9 @@ struct Options {
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
-               "rank.\n";
+               "rank.\n"
+               "  On GPUs, PARTITA_CUDA_ATTENTION=wmma|mma|mma-atomic picks "
+               "the tensor-core\n  attention kernels (docs/gpu.md).\n";
   std::exit(error.empty() ? 0 : 2);
 }
 
