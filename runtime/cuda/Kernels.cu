@@ -1091,6 +1091,12 @@ bool backwardOnTensorCores(const AttentionShape &s, In dout, In q, In k, In v) {
   return dout.bf16 && attentionOnTensorCores(s, q, k, v);
 }
 
+/// Floats of the backward's row statistics: D, and the log-sum-exp where
+/// the forward kept none.
+int64_t rowStatistics(const AttentionShape &s, bool lseKept) {
+  return (lseKept ? 1 : 2) * s.b * s.heads * s.s;
+}
+
 /// Where dq's f32 sums start in attentionBackward's workspace, past the
 /// row statistics (16-byte aligned); -1 where the backward takes none.
 int64_t queryGradientSums(const AttentionShape &s, In dout, In q, In k, In v,
@@ -1098,7 +1104,7 @@ int64_t queryGradientSums(const AttentionShape &s, In dout, In q, In k, In v,
   if (attentionKernels() != AttentionKernels::RegistersSummedDq ||
       !backwardOnTensorCores(s, dout, q, k, v))
     return -1;
-  return ((lseKept ? 1 : 2) * s.b * s.heads * s.s + 3) / 4 * 4;
+  return (rowStatistics(s, lseKept) + 3) / 4 * 4;
 }
 
 } // namespace
@@ -1106,9 +1112,8 @@ int64_t queryGradientSums(const AttentionShape &s, In dout, In q, In k, In v,
 int64_t attentionBackwardWorkspace(const AttentionShape &s, In dout, In q, In k,
                                    In v, bool lseKept) {
   int64_t sums = queryGradientSums(s, dout, q, k, v, lseKept);
-  if (sums < 0)
-    return (lseKept ? 1 : 2) * s.b * s.heads * s.s;
-  return sums + s.b * s.s * s.heads * s.d;
+  return sums < 0 ? rowStatistics(s, lseKept)
+                  : sums + s.b * s.s * s.heads * s.d;
 }
 
 void attentionBackward(const AttentionShape &s, In dout, In q, In k, In v, In o,
