@@ -173,6 +173,15 @@ __device__ __forceinline__ void forEachPack(int64_t n, Visit visit) {
     visit(i, int(min(int64_t(kPack), n - i)));
 }
 
+/// visit(j, count) for each of this thread's packs of the block's row of
+/// n elements: packs t, t + blockDim.x, ... (elements [j, j + count)).
+template <typename Visit>
+__device__ __forceinline__ void forEachRowPack(int64_t n, Visit visit) {
+  for (int64_t j = int64_t(threadIdx.x) * kPack; j < n;
+       j += int64_t(blockDim.x) * kPack)
+    visit(j, int(min(int64_t(kPack), n - j)));
+}
+
 /// An attention launch's shape on the device, with the softmax scale.
 struct AttentionDims {
   int64_t b, s, heads, kvHeads, d;

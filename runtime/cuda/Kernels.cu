@@ -161,20 +161,29 @@ __global__ void storeSumsKernel(const float *sums, int64_t period, Out out,
   GRID_STRIDE(c, outCount) store(out, c, c < period ? sums[c] : 0.0f);
 }
 
+/// A thread per pack of a block of `inner` elements: block (i, j) of src,
+/// [a][b] blocks, to block (j, i) of dst.
 __global__ void transposeBlocksKernel(In src, Out dst, int64_t a, int64_t b,
                                       int64_t inner) {
-  int64_t n = a * b * inner;
-  GRID_STRIDE(e, n) {
-    int64_t i = e / (b * inner), j = (e / inner) % b, k = e % inner;
-    store(dst, (j * a + i) * inner + k, load(src, e));
+  int64_t packsPerBlock = packsOf(inner);
+  GRID_STRIDE(u, a * b * packsPerBlock) {
+    int64_t block = u / packsPerBlock, k = u % packsPerBlock * kPack;
+    int64_t i = block / b, j = block % b;
+    int count = packCount(inner - k);
+    storePack(dst, (j * a + i) * inner + k, count,
+              loadPack(src, block * inner + k, count));
   }
 }
 
+/// A thread per pack of an output row of `width` columns.
 __global__ void sliceColumnsKernel(In x, int64_t outer, int64_t inner,
                                    int64_t begin, int64_t width, Out y) {
-  GRID_STRIDE(e, outer * width) {
-    int64_t o = e / width, k = e % width;
-    store(y, e, load(x, o * inner + begin + k));
+  int64_t packsPerRow = packsOf(width);
+  GRID_STRIDE(u, outer * packsPerRow) {
+    int64_t o = u / packsPerRow, k = u % packsPerRow * kPack;
+    int count = packCount(width - k);
+    storePack(y, o * width + k, count,
+              loadPack(x, o * inner + begin + k, count));
   }
 }
 
@@ -231,15 +240,16 @@ __device__ float blockMax(float v, float *shared) {
 
 // -- Norms -------------------------------------------------------------------
 //
-// A block per row (forward) or slab of rows (backward). The forward's
-// thread t owns packs t, t + blockDim, ... (columns 8 t to 8 t + 7, ...)
-// of its row, P of them (at most kNormPacks, as the row's width needs:
-// registers for more would cost blocks an SM); the backward's owns columns
-// t, t + blockDim, ..., at most kNormColumnsPerThread, so that it can keep
-// their dw and db sums in registers and add them to the f32 sums once per
-// slab.
+// A block per row (forward) or slab of kNormRowsPerBlock rows (backward).
+// Thread t owns packs t, t + blockDim, ... (columns 8 t to 8 t + 7, ...)
+// of a row, P of them (at most kNormPacks, as the row's width needs:
+// registers for more would cost blocks an SM), and keeps the row's x in
+// registers from the statistics to the output, so that x is read once.
 
 constexpr int kNormPacks = kNormColumnsPerThread / kPack;
+/// At most this many packs a thread, the backward keeps a row's packs in
+/// registers.
+constexpr int kNormBackwardPacks = 2;
 
 /// The first column of this thread's pack c of a row.
 __device__ __forceinline__ int64_t normColumn(int c) {
@@ -267,16 +277,12 @@ __device__ void rowStatistics(Sum sum, Deviations deviations, int64_t h,
   inv = 1.0 / sqrt(blockSum(deviations(mean), shared) / h + eps);
 }
 
-/// x is read once: its packs stay in registers from the statistics to the
-/// output.
+/// rowStatistics of a row of which this thread holds the packs xs (zeros
+/// past h).
 template <int P>
-__global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
-                           bool rms) {
-  __shared__ double shared[32];
-  int64_t row0 = blockIdx.x * h;
-  Pack xs[P];
-  loadRow(x, row0, h, xs);
-  double mean, inv;
+__device__ void packStatistics(const Pack (&xs)[P], int64_t h, bool rms,
+                               double eps, double *shared, double &mean,
+                               double &inv) {
   rowStatistics(
       [&] {
         double s = 0;
@@ -298,6 +304,17 @@ __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
         return s;
       },
       h, rms, eps, shared, mean, inv);
+}
+
+template <int P>
+__global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
+                           bool rms) {
+  __shared__ double shared[32];
+  int64_t row0 = blockIdx.x * h;
+  Pack xs[P];
+  loadRow(x, row0, h, xs);
+  double mean, inv;
+  packStatistics(xs, h, rms, eps, shared, mean, inv);
 #pragma unroll
   for (int c = 0; c < P; ++c) {
     int64_t j = normColumn(c);
@@ -314,12 +331,80 @@ __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
   }
 }
 
-/// dx per row; dw and db summed into sums[0, h) and sums[h, 2h). Column by
-/// column: packs of x, dy and w beside the dw and db sums would take more
-/// registers than 512 threads a block have (ptxas spilled a kilobyte).
+/// dx per row; dw and db summed over the block's rows in registers, then
+/// added to sums[0, h) and sums[h, 2h). x stays in registers; dy and w are
+/// read again for dx (from L1: a block reads a row at a time), since
+/// beside x and the sums they would cost registers 512 threads a block do
+/// not have.
+template <int P, bool WithBias>
 __global__ void __launch_bounds__(kNormThreads)
-    normBackwardKernel(In dy, In x, In w, Out dx, bool withBias, int64_t rows,
-                       int64_t h, double eps, bool rms, float *sums) {
+    normBackwardKernel(In dy, In x, In w, Out dx, int64_t rows, int64_t h,
+                       double eps, bool rms, float *sums) {
+  static_assert(P <= kNormBackwardPacks, "wider rows go column by column");
+  __shared__ double shared[32];
+  Pack dwPart[P] = {}, dbPart[WithBias ? P : 1] = {};
+  int64_t begin = blockIdx.x * kNormRowsPerBlock;
+  int64_t end = min(rows, begin + kNormRowsPerBlock);
+  for (int64_t r = begin; r < end; ++r) {
+    int64_t row0 = r * h;
+    Pack xs[P];
+    loadRow(x, row0, h, xs);
+    double mean, inv;
+    packStatistics(xs, h, rms, eps, shared, mean, inv);
+    // Element by element in f32, the row's sums in f64. Past h, dy and w
+    // load as zeros, so dxhat and the sums' terms are 0.
+    float rowMean = float(mean), rowInv = float(inv), dot = 0, sum = 0;
+#pragma unroll
+    for (int c = 0; c < P; ++c) {
+      int64_t j = normColumn(c);
+      int count = packCount(h - j);
+      Pack g = loadPack(dy, row0 + j, count), wj = loadPack(w, j, count),
+           xc = xs[c];
+      EACH_ELEMENT(e) {
+        float xhat = (xc.v[e] - rowMean) * rowInv, dxhat = g.v[e] * wj.v[e];
+        dot += dxhat * xhat;
+        sum += dxhat;
+        dwPart[c].v[e] += g.v[e] * xhat;
+        if constexpr (WithBias)
+          dbPart[c].v[e] += g.v[e];
+      }
+    }
+    float dotMean = float(blockSum(double(dot), shared) / h);
+    float sumMean = rms ? 0.0f : float(blockSum(double(sum), shared) / h);
+#pragma unroll
+    for (int c = 0; c < P; ++c) {
+      int64_t j = normColumn(c);
+      int count = packCount(h - j);
+      Pack g = loadPack(dy, row0 + j, count), wj = loadPack(w, j, count),
+           xc = xs[c];
+      EACH_ELEMENT(e) {
+        float xhat = (xc.v[e] - rowMean) * rowInv, dxhat = g.v[e] * wj.v[e];
+        g.v[e] = rowInv * (dxhat - dotMean * xhat - sumMean);
+      }
+      storePack(dx, row0 + j, count, g);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < P; ++c) {
+    int64_t j = normColumn(c);
+    EACH_ELEMENT(e) {
+      if (j + e < h) {
+        atomicAdd(sums + j + e, dwPart[c].v[e]);
+        if constexpr (WithBias)
+          atomicAdd(sums + h + j + e, dbPart[c].v[e]);
+      }
+    }
+  }
+}
+
+/// normBackwardKernel for rows of more than 2 packs a thread, column by
+/// column after the statistics: there, packs beside the dw and db sums
+/// spill under the 128 registers 512 threads a block have (ptxas: 64 to
+/// 740 bytes for 3 or 4 packs, with x kept or read again).
+__global__ void __launch_bounds__(kNormThreads)
+    normBackwardColumnsKernel(In dy, In x, In w, Out dx, bool withBias,
+                              int64_t rows, int64_t h, double eps, bool rms,
+                              float *sums) {
   __shared__ double shared[32];
   float dwPart[kNormColumnsPerThread], dbPart[kNormColumnsPerThread];
   for (int c = 0; c < kNormColumnsPerThread; ++c)
@@ -383,38 +468,54 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // -- Rotary ------------------------------------------------------------------
 
+/// A thread per pack of a (row, head)'s rotated pairs (columns i and
+/// half + i) or of its columns past them, which are copied.
 __global__ void rotaryKernel(In x, Out y, int64_t b, int64_t s, int64_t heads,
                              int64_t d, int64_t rd, const double *invFreq,
                              float sign) {
-  int64_t half = rd / 2, width = heads * d;
-  // One thread per (row, head, column of the rotated half) and one per
-  // column outside the rotated part.
-  int64_t perHead = half + (d - 2 * half), n = b * s * heads * perHead;
-  GRID_STRIDE(e, n) {
-    int64_t row = e / (heads * perHead), hh = (e / perHead) % heads;
-    int64_t i = e % perHead, t = row % s;
-    int64_t base = row * width + hh * d;
-    if (i >= half) { // not rotated
-      int64_t at = base + 2 * half + (i - half);
-      store(y, at, load(x, at));
+  int64_t half = rd / 2, rest = d - 2 * half;
+  int64_t rotatedPacks = packsOf(half), perHead = rotatedPacks + packsOf(rest);
+  GRID_STRIDE(u, b * s * heads * perHead) {
+    int64_t head = u / perHead, p = u % perHead, t = head / heads % s;
+    int64_t base = head * d;
+    if (p >= rotatedPacks) {
+      int64_t i = (p - rotatedPacks) * kPack, at = base + 2 * half + i;
+      int count = packCount(rest - i);
+      storePack(y, at, count, loadPack(x, at, count));
       continue;
     }
-    double angle = double(t) * invFreq[i];
-    float cs = float(cos(angle)), sn = sign * float(sin(angle));
-    float x1 = load(x, base + i), x2 = load(x, base + half + i);
-    store(y, base + i, x1 * cs - x2 * sn);
-    store(y, base + half + i, x2 * cs + x1 * sn);
+    int64_t i = p * kPack;
+    int count = packCount(half - i);
+    Pack x1 = loadPack(x, base + i, count),
+         x2 = loadPack(x, base + half + i, count);
+    EACH_ELEMENT(e) {
+      double sn = 0, cs = 1;
+      if (e < count)
+        sincos(double(t) * invFreq[i + e], &sn, &cs);
+      float c = float(cs), n = sign * float(sn), a = x1.v[e];
+      x1.v[e] = a * c - x2.v[e] * n;
+      x2.v[e] = x2.v[e] * c + a * n;
+    }
+    storePack(y, base + i, count, x1);
+    storePack(y, base + half + i, count, x2);
   }
 }
 
 // -- Embedding ---------------------------------------------------------------
 
+/// A thread per pack of a token's row.
 __global__ void embeddingKernel(In table, const int32_t *tokens, int64_t count,
                                 int64_t rows, int64_t h, int64_t start,
                                 Out y) {
-  GRID_STRIDE(e, count * h) {
-    int64_t t = e / h, j = e % h, local = int64_t(tokens[t]) - start;
-    store(y, e, local >= 0 && local < rows ? load(table, local * h + j) : 0.0f);
+  int64_t packsPerRow = packsOf(h);
+  GRID_STRIDE(u, count * packsPerRow) {
+    int64_t t = u / packsPerRow, j = u % packsPerRow * kPack;
+    int64_t local = int64_t(tokens[t]) - start;
+    int n = packCount(h - j);
+    Pack p{};
+    if (local >= 0 && local < rows)
+      p = loadPack(table, local * h + j, n);
+    storePack(y, t * h + j, n, p);
   }
 }
 
@@ -431,27 +532,27 @@ __global__ void tokenKeysKernel(const int32_t *tokens, int64_t count,
   }
 }
 
-/// A block per run of equal sorted keys and slice of blockDim.x columns
-/// (blockIdx.y): the run's dy rows summed, in token order, into that row of
-/// dtable.
+/// A block per run of equal sorted keys and slice of blockDim.x packs of
+/// columns (blockIdx.y): the run's dy rows summed, in token order, into
+/// that row of dtable.
 __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
                                         const uint32_t *positions,
                                         int64_t count, int64_t rows, int64_t h,
                                         Out dtable) {
-  int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x;
+  int64_t j = (blockIdx.y * int64_t(blockDim.x) + threadIdx.x) * kPack;
   if (j >= h)
     return;
+  int n = packCount(h - j);
   for (int64_t first = blockIdx.x; first < count; first += gridDim.x) {
     uint32_t key = keys[first];
     if (key >= rows || (first > 0 && keys[first - 1] == key))
       continue;
-    int64_t end = first + 1;
-    while (end < count && keys[end] == key)
-      ++end;
-    float s = 0;
-    for (int64_t p = first; p < end; ++p)
-      s += load(dy, int64_t(positions[p]) * h + j);
-    store(dtable, int64_t(key) * h + j, s);
+    Pack s{};
+    for (int64_t p = first; p < count && keys[p] == key; ++p) {
+      Pack g = loadPack(dy, int64_t(positions[p]) * h + j, n);
+      EACH_ELEMENT(e) s.v[e] += g.v[e];
+    }
+    storePack(dtable, int64_t(key) * h + j, n, s);
   }
 }
 
@@ -716,12 +817,23 @@ void launchAttentionBackward(const AttentionDims &a, In dout, In q, In k, In v,
 
 // -- Cross-entropy -----------------------------------------------------------
 
+/// Columns of a cross-entropy row within the vocabulary (past them, the
+/// last rank's part of the table is padding).
+__device__ int64_t ceValidColumns(const CrossEntropyShape &c) {
+  return min(c.v, c.vocabSize - c.start);
+}
+
 __global__ void ceMaxKernel(CrossEntropyShape c, In logits, Out max) {
   __shared__ float shared[32];
-  int64_t r = blockIdx.x, valid = min(c.v, c.vocabSize - c.start);
+  int64_t r = blockIdx.x;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
-    m = fmaxf(m, load(logits, r * c.v + j));
+  forEachRowPack(ceValidColumns(c), [&](int64_t j, int count) {
+    Pack p = loadPack(logits, r * c.v + j, count);
+    EACH_ELEMENT(e) {
+      if (e < count)
+        m = fmaxf(m, p.v[e]);
+    }
+  });
   m = blockMax(m, shared);
   if (threadIdx.x == 0)
     store(max, r, m);
@@ -730,10 +842,15 @@ __global__ void ceMaxKernel(CrossEntropyShape c, In logits, Out max) {
 __global__ void ceStatsKernel(CrossEntropyShape c, In logits, In max,
                               const int32_t *labels, Out stats) {
   __shared__ double shared[32];
-  int64_t r = blockIdx.x, valid = min(c.v, c.vocabSize - c.start);
+  int64_t r = blockIdx.x;
   double rowMax = load(max, r), s = 0;
-  for (int64_t j = threadIdx.x; j < valid; j += blockDim.x)
-    s += exp(double(load(logits, r * c.v + j)) - rowMax);
+  forEachRowPack(ceValidColumns(c), [&](int64_t j, int count) {
+    Pack p = loadPack(logits, r * c.v + j, count);
+    EACH_ELEMENT(e) {
+      if (e < count)
+        s += exp(double(p.v[e]) - rowMax);
+    }
+  });
   s = blockSum(s, shared);
   if (threadIdx.x == 0) {
     int64_t local = int64_t(labels[r]) - c.start;
@@ -755,18 +872,24 @@ __global__ void __launch_bounds__(1024)
     store(loss, 0, float(scale * s));
 }
 
+/// A block per row (grid-stride): the row's maximum, sum and label are
+/// read once, its logits a pack a thread.
 __global__ void ceBackwardKernel(CrossEntropyShape c, In logits, In max,
                                  In stats, const int32_t *labels, float scale,
                                  Out dlogits) {
-  GRID_STRIDE(e, c.rows * c.v) {
-    int64_t r = e / c.v, j = e % c.v;
-    float g = c.start + j < c.vocabSize
-                  ? scale * expf(load(logits, e) - load(max, r)) /
-                        load(stats, 2 * r)
-                  : 0.0f;
-    if (j == int64_t(labels[r]) - c.start)
-      g -= scale;
-    store(dlogits, e, g);
+  int64_t valid = ceValidColumns(c);
+  for (int64_t r = blockIdx.x; r < c.rows; r += gridDim.x) {
+    float rowMax = load(max, r), sum = load(stats, 2 * r);
+    int64_t row0 = r * c.v, label = int64_t(labels[r]) - c.start;
+    forEachRowPack(c.v, [&](int64_t j, int count) {
+      Pack p = loadPack(logits, row0 + j, count);
+      EACH_ELEMENT(e) {
+        p.v[e] = j + e < valid ? scale * expf(p.v[e] - rowMax) / sum : 0.0f;
+        if (j + e == label)
+          p.v[e] -= scale;
+      }
+      storePack(dlogits, row0 + j, count, p);
+    });
   }
 }
 
@@ -930,17 +1053,33 @@ void transposeBlocks(In src, Out dst, int64_t a, int64_t b, int64_t inner,
                       cudaMemcpyDeviceToDevice, stream);
     return;
   }
-  launchKernel(transposeBlocksKernel, blocksFor(n), kThreads, 0, stream, src,
-               dst, a, b, inner);
+  launchKernel(transposeBlocksKernel, blocksFor(a * b * packsOf(inner)),
+               kThreads, 0, stream, src, dst, a, b, inner);
 }
 
 void sliceColumns(In x, int64_t outer, int64_t inner, int64_t begin,
                   int64_t width, Out y, cudaStream_t stream) {
-  launchKernel(sliceColumnsKernel, blocksFor(outer * width), kThreads, 0,
-               stream, x, outer, inner, begin, width, y);
+  launchKernel(sliceColumnsKernel, blocksFor(outer * packsOf(width)), kThreads,
+               0, stream, x, outer, inner, begin, width, y);
 }
 
 int64_t maxNormWidth() { return kMaxNormWidth; }
+
+/// f(std::integral_constant<int, P>) for P, the packs a thread of the
+/// norm kernels takes of a row of h columns on `threads` threads.
+template <typename F> void byRowPacks(int64_t h, int threads, F f) {
+  switch ((packsOf(h) + threads - 1) / threads) {
+  case 1:
+    return f(std::integral_constant<int, 1>());
+  case 2:
+    return f(std::integral_constant<int, 2>());
+  case 3:
+    return f(std::integral_constant<int, 3>());
+  default:
+    static_assert(kNormPacks == 4, "a case per pack count");
+    return f(std::integral_constant<int, 4>());
+  }
+}
 
 void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
           bool rms, cudaStream_t stream) {
@@ -951,17 +1090,8 @@ void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
     launchKernel(kernel, unsigned(rows), threads, 0, stream, x, w, b, y, h, eps,
                  rms);
   };
-  switch ((packsOf(h) + threads - 1) / threads) {
-  case 1:
-    return launch(normKernel<1>);
-  case 2:
-    return launch(normKernel<2>);
-  case 3:
-    return launch(normKernel<3>);
-  default:
-    static_assert(kNormPacks == 4, "a case per pack count");
-    return launch(normKernel<4>);
-  }
+  byRowPacks(h, threads,
+             [&](auto P) { launch(normKernel<decltype(P)::value>); });
 }
 
 void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
@@ -973,8 +1103,20 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
   if (rows > 0) {
     unsigned blocks =
         unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
-    launchKernel(normBackwardKernel, blocks, kNormThreads, 0, stream, dy, x, w,
-                 dx, withBias, rows, h, eps, rms, workspace);
+    int threads = normThreads(h);
+    int64_t packs = (packsOf(h) + threads - 1) / threads;
+    static_assert(kNormBackwardPacks == 2, "a kernel per pack count");
+    if (packs > kNormBackwardPacks) {
+      launchKernel(normBackwardColumnsKernel, blocks, kNormThreads, 0, stream,
+                   dy, x, w, dx, withBias, rows, h, eps, rms, workspace);
+    } else {
+      auto kernel = packs == 1 ? withBias ? normBackwardKernel<1, true>
+                                          : normBackwardKernel<1, false>
+                    : withBias ? normBackwardKernel<2, true>
+                               : normBackwardKernel<2, false>;
+      launchKernel(kernel, blocks, threads, 0, stream, dy, x, w, dx, rows, h,
+                   eps, rms, workspace);
+    }
   }
   launchKernel(storeSumsKernel, blocksFor(h), kThreads, 0, stream, workspace, h,
                dw, h);
@@ -986,15 +1128,16 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
 void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
             int64_t rd, const double *invFreq, float sign,
             cudaStream_t stream) {
-  int64_t n = b * s * heads * (rd / 2 + d - rd / 2 * 2);
-  launchKernel(rotaryKernel, blocksFor(n), kThreads, 0, stream, x, y, b, s,
+  int64_t half = rd / 2;
+  int64_t packs = b * s * heads * (packsOf(half) + packsOf(d - 2 * half));
+  launchKernel(rotaryKernel, blocksFor(packs), kThreads, 0, stream, x, y, b, s,
                heads, d, rd, invFreq, sign);
 }
 
 void embedding(In table, const int32_t *tokens, int64_t count, int64_t rows,
                int64_t h, int64_t start, Out y, cudaStream_t stream) {
-  launchKernel(embeddingKernel, blocksFor(count * h), kThreads, 0, stream,
-               table, tokens, count, rows, h, start, y);
+  launchKernel(embeddingKernel, blocksFor(count * packsOf(h)), kThreads, 0,
+               stream, table, tokens, count, rows, h, start, y);
 }
 
 namespace {
@@ -1068,7 +1211,7 @@ void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
     throw std::runtime_error(std::string("sorting the embedding's tokens: ") +
                              cudaGetErrorString(sorted));
   dim3 blocks(unsigned(std::min<int64_t>(count, kMaxBlocks)),
-              unsigned((h + kThreads - 1) / kThreads));
+              unsigned((packsOf(h) + kThreads - 1) / kThreads));
   launchKernel(embeddingBackwardKernel, blocks, kThreads, 0, stream, dy,
                w.keys[1], w.positions[1], count, rows, h, dtable);
 }
@@ -1164,8 +1307,11 @@ void crossEntropyLoss(In max, In stats, int64_t rows, double scale, Out loss,
 void crossEntropyBackward(const CrossEntropyShape &c, In logits, In max,
                           In stats, const int32_t *labels, float scale,
                           Out dlogits, cudaStream_t stream) {
-  launchKernel(ceBackwardKernel, blocksFor(c.rows * c.v), kThreads, 0, stream,
-               c, logits, max, stats, labels, scale, dlogits);
+  if (c.rows == 0)
+    return;
+  launchKernel(ceBackwardKernel,
+               unsigned(std::min<int64_t>(c.rows, kMaxBlocks)), kThreads, 0,
+               stream, c, logits, max, stats, labels, scale, dlogits);
 }
 
 void sumSquares(const std::vector<SquaresTerm> &terms, double *acc64,

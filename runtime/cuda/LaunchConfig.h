@@ -36,7 +36,9 @@ inline unsigned blocksFor(int64_t n, int threads = kThreads) {
 /// thread keep too few bytes in flight to fill an H100's memory bandwidth.
 constexpr int kPack = 8;
 /// Packs of n elements, the last one partial.
-inline int64_t packsOf(int64_t n) { return (n + kPack - 1) / kPack; }
+PARTITA_HOST_DEVICE inline int64_t packsOf(int64_t n) {
+  return (n + kPack - 1) / kPack;
+}
 /// Blocks for n elements, a pack per thread.
 inline unsigned blocksForPacks(int64_t n, int threads = kThreads) {
   return blocksFor(packsOf(n), threads);
@@ -48,7 +50,7 @@ inline unsigned blocksForPacks(int64_t n, int threads = kThreads) {
 constexpr int kNormThreads = 512, kNormColumnsPerThread = 32;
 constexpr int64_t kNormRowsPerBlock = 16;
 constexpr int64_t kMaxNormWidth = int64_t(kNormThreads) * kNormColumnsPerThread;
-/// Threads of the forward norm over h columns: a pack each, in whole
+/// Threads of the norm kernels over h columns: a pack each, in whole
 /// warps, at most kNormThreads.
 inline int normThreads(int64_t h) {
   int64_t packs = packsOf(h);

@@ -549,6 +549,17 @@ TEST_F(CudaKernels, Embeddings) {
            {{64, 32}},
            {acc},
            {{"vocab_parts", 1}}});
+  // Rows of 13: packs start off 16 bytes and the last one is partial.
+  check({"embedding",
+         {normal({64, 13}), integers({2, 50}, 64)},
+         {{2, 50, 13}},
+         {},
+         {{"vocab_parts", 1}}});
+  check({"embedding_bwd",
+         {normal({2, 50, 13}), integers({2, 50}, 64)},
+         {{64, 13}},
+         {},
+         {{"vocab_parts", 1}}});
   // Rank 1's half of the table: the other half's tokens are skipped.
   Case tpBackward{"embedding_bwd",
                   {normal({2, 50, 32}), integers({2, 50}, 64)},
@@ -604,6 +615,14 @@ TEST_F(CudaKernels, Norms) {
            {},
            5e-5});
   }
+  // A layer norm without a bias.
+  check({"layer_norm_bwd",
+         {normal({37, 300}), normal({37, 300}), normal({300})},
+         {{37, 300}, {300}},
+         {},
+         {{"eps", 1e-5}},
+         {},
+         5e-5});
   check({"bias_add", {normal({5, 7, 24}), normal({24})}, {{5, 7, 24}}});
   // A bias of 13: a pack of 8 elements wraps around it.
   check({"bias_add", {normal({5, 7, 13}), normal({13})}, {{5, 7, 13}}, {true}});
@@ -623,6 +642,13 @@ TEST_F(CudaKernels, Rotary) {
   for (const char *kernel : {"rotary", "rotary_bwd"}) {
     check({kernel, {normal({2, 300, 64})}, {{2, 300, 64}}, {}, plain});
     check({kernel, {normal({2, 300, 128})}, {{2, 300, 128}}, {true}, partial});
+    // Heads of 20 rotating 12 columns: the pairs' packs are partial, and
+    // heads start off 16 bytes.
+    check({kernel,
+           {normal({2, 30, 60})},
+           {{2, 30, 60}},
+           {},
+           {{"num_heads", 3}, {"rotary_dim", 12}, {"theta", 10000.0}}});
   }
 }
 
@@ -801,6 +827,22 @@ TEST_F(CudaKernels, CrossEntropy) {
                   rank1};
   ceBackward.f32Ins = {1, 2};
   check(ceBackward);
+  // Rank 0's part of 256 rows, all within the vocabulary: rows of whole
+  // packs, 16-byte aligned.
+  json p0 = {{"vocab_parts", 2}, {"vocab_size", 512}, {"scale", 1.0 / 96}};
+  Tensor logits0 = normal({rows, 256}, 3),
+         labels0 = integers({rows}, int32_t(512));
+  Case max0{"ce_max", {logits0}, {{rows}}, {}, p0};
+  max0.f32Outs = {0};
+  check(max0);
+  Case stats0{"ce_stats", {logits0, max, labels0}, {{rows, 2}}, {}, p0};
+  stats0.f32Ins = {1};
+  stats0.f32Outs = {0};
+  check(stats0);
+  Case backward0{
+      "ce_bwd", {logits0, max, stats, labels0}, {{rows, 256}}, {}, p0};
+  backward0.f32Ins = {1, 2};
+  check(backward0);
 }
 
 TEST_F(CudaKernels, Optimizer) {
@@ -895,6 +937,29 @@ TEST_F(CudaKernels, CopyRows) {
   std::vector<uint16_t> got(want.size());
   gpu->download(got.data(), to, int64_t(got.size() * 2));
   EXPECT_EQ(got, want);
+}
+
+// Rank blocks reordered as collectives reorder them, [3][4] blocks of 13
+// f32 elements to [4][3], set and added to, from and to an element past a
+// 16-byte boundary: as on the CPU.
+TEST_F(CudaKernels, TransposeBlocks) {
+  int64_t n = 3 * 4 * 13;
+  Tensor source = normal({n}), initial = normal({n});
+  auto *from = static_cast<float *>(gpu->allocateArena((n + 1) * 4));
+  auto *to = static_cast<float *>(gpu->allocateArena((n + 1) * 4));
+  gpu->upload(from + 1, source.f.data(), n * 4);
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulating" : "setting");
+    std::vector<float> want = initial.f, got(n);
+    gpu->upload(to + 1, initial.f.data(), n * 4);
+    gpu->transposeBlocks(to + 1, from + 1, 3, 4, 13, accumulate,
+                         Stream::Compute);
+    cpu->transposeBlocks(want.data(), source.f.data(), 3, 4, 13, accumulate,
+                         Stream::Compute);
+    gpu->synchronize();
+    gpu->download(got.data(), to + 1, n * 4);
+    EXPECT_EQ(got, want);
+  }
 }
 
 // bf16 buffers: the GPU's rounding is the host's, bit for bit, both ways.
