@@ -141,18 +141,24 @@ __global__ void addPeriodicKernel(In x, In bias, int64_t period, Out y,
 }
 
 /// Column sums of a [rows][period] matrix into `sums` (f32), a slab of rows
-/// per blockIdx.y.
+/// per blockIdx.y and a pack of columns a thread.
 __global__ void sumPeriodicKernel(In x, int64_t period, int64_t rows,
                                   int64_t rowsPerSlab, float *sums) {
-  int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kPack;
   if (c >= period)
     return;
+  int count = packCount(period - c);
   int64_t begin = blockIdx.y * rowsPerSlab;
   int64_t end = min(rows, begin + rowsPerSlab);
-  float s = 0;
-  for (int64_t r = begin; r < end; ++r)
-    s += load(x, r * period + c);
-  atomicAdd(sums + c, s);
+  Pack s{};
+  for (int64_t r = begin; r < end; ++r) {
+    Pack p = loadPack(x, r * period + c, count);
+    EACH_ELEMENT(e) s.v[e] += p.v[e];
+  }
+  EACH_ELEMENT(e) {
+    if (e < count)
+      atomicAdd(sums + c + e, s.v[e]);
+  }
 }
 
 /// out[c] (+)= sums[c] for c < period, and 0 after it.
@@ -1033,7 +1039,7 @@ void sumPeriodic(In x, int64_t period, int64_t n, Out out, int64_t outCount,
   // At least 256 rows a slab, and at most 65535 slabs (gridDim.y).
   int64_t rows = n / period;
   int64_t rowsPerSlab = std::max<int64_t>(256, (rows + 65534) / 65535);
-  dim3 grid(unsigned((period + kThreads - 1) / kThreads),
+  dim3 grid(unsigned((packsOf(period) + kThreads - 1) / kThreads),
             unsigned((rows + rowsPerSlab - 1) / rowsPerSlab));
   if (rows > 0)
     launchKernel(sumPeriodicKernel, grid, kThreads, 0, stream, x, period, rows,

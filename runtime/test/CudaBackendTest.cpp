@@ -631,6 +631,7 @@ TEST_F(CudaKernels, Norms) {
          {normal({5, 70, 24})},
          {{5, 70, 24}, {24}},
          {false, true}});
+  check({"bias_add_bwd", {normal({5, 70, 13})}, {{5, 70, 13}, {13}}});
 }
 
 TEST_F(CudaKernels, Rotary) {
