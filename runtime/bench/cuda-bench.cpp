@@ -16,8 +16,9 @@
 // TFLOP/s count the causal half of the products, as
 // bench/gpu/torch_attention.py does for PyTorch's. The memory-bound
 // kernels run on that block's shapes over T tokens in bf16 (AdamW and the
-// gradient norm over its parameters, with f32 moments and master copy), or
-// on a block of hidden size H shaped like it:
+// gradient norm over its parameters, with f32 moments and master copy;
+// the cross-entropy over Llama-3's vocabulary), or on a block of hidden
+// size H shaped like it:
 // the bytes each reads and writes, over its time, against a
 // device-to-device copy's.
 //
@@ -34,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -317,6 +319,59 @@ json memoryBench(int64_t tokens, int64_t hidden) {
   cuda::Out total = bf16(res, "sum");
   measure("add", 3 * 2 * res,
           [&] { cuda::sum(addends, 2, total, res, stream); });
+
+  // The block's RMSNorm and its backward, and rotary on its queries (heads
+  // of 128, or one head under that, all columns rotated, Llama-3's theta).
+  cuda::Out x = bf16(res, "norm input"), normed = bf16(res, "norm output"),
+            w = bf16(hidden, "norm weight"),
+            dnormed = bf16(res, "norm output gradient"),
+            dx = bf16(res, "norm input gradient"),
+            dw = bf16(hidden, "norm weight gradient");
+  float *normSums =
+      deviceArray<float>(cuda::normBackwardWorkspace(hidden), "norm sums");
+  allocations.push_back(normSums);
+  measure("rms_norm", 2 * (2 * res + hidden), [&] {
+    cuda::norm(cuda::asInput(x), cuda::asInput(w), cuda::In(), normed, tokens,
+               hidden, 1e-5, true, stream);
+  });
+  measure("rms_norm_bwd", 2 * (3 * res + 2 * hidden), [&] {
+    cuda::normBackward(cuda::asInput(dnormed), cuda::asInput(x),
+                       cuda::asInput(w), dx, dw, cuda::Out(), tokens, hidden,
+                       1e-5, true, normSums, stream);
+  });
+  int64_t headDim = std::min<int64_t>(128, hidden);
+  std::vector<double> frequencies(headDim / 2);
+  for (size_t i = 0; i < frequencies.size(); ++i)
+    frequencies[i] = std::pow(500000.0, -2.0 * double(i) / double(headDim));
+  auto *invFreq = deviceArray<double>(headDim / 2, "rotary frequencies");
+  allocations.push_back(invFreq);
+  cuda::check(cudaMemcpy(invFreq, frequencies.data(), headDim / 2 * 8,
+                         cudaMemcpyHostToDevice),
+              "rotary frequencies");
+  measure("rotary", 2 * 2 * res, [&] {
+    cuda::rotary(cuda::asInput(x), normed, 1, tokens, hidden / headDim, headDim,
+                 headDim, invFreq, 1.0f, stream);
+  });
+
+  // The cross-entropy's passes over the logits, with a vocabulary as much
+  // larger than the hidden size as Llama-3's (128256 for 4096).
+  int64_t vocab = hidden * 128256 / 4096, logitCount = tokens * vocab;
+  cuda::CrossEntropyShape ce{tokens, vocab, 0, vocab};
+  cuda::Out logits = bf16(logitCount, "logits"),
+            dlogits = bf16(logitCount, "logit gradients");
+  cuda::Out rowMax{values(4 * tokens, "row maxima"), false, false},
+      stats{values(8 * tokens, "row sums"), false, false};
+  auto *labels = deviceArray<int32_t>(tokens, "labels");
+  allocations.push_back(labels);
+  measure("ce_stats", 2 * logitCount, [&] {
+    cuda::crossEntropyStats(ce, cuda::asInput(logits), cuda::asInput(rowMax),
+                            labels, stats, stream);
+  });
+  measure("ce_bwd", 2 * 2 * logitCount, [&] {
+    cuda::crossEntropyBackward(ce, cuda::asInput(logits), cuda::asInput(rowMax),
+                               cuda::asInput(stats), labels, 1.0f / tokens,
+                               dlogits, stream);
+  });
 
   // The block's parameters, updated in place.
   std::vector<int64_t> sizes = {
