@@ -86,20 +86,32 @@ __device__ __forceinline__ void store(Out y, int64_t i, float v) {
   }
 }
 
-/// at[0] += x and at[1] += y atomically (at 8-byte aligned): one 8-byte
-/// atomic on sm_90 and later, two 4-byte ones before.
-__device__ __forceinline__ void atomicAddPair(float *at, float x, float y) {
+/// Whether atomicAddQuad is one instruction: on sm_90 and later, and on
+/// the emulator, so that its tests cover that path (the other, an atomic a
+/// value, is also the one for operands off 16 bytes everywhere).
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) ||                        \
+    defined(PARTITA_CUDA_EMULATOR)
+constexpr bool kQuadAtomics = true;
+#else
+constexpr bool kQuadAtomics = false;
+#endif
+
+/// at[0, 4) += v atomically (at 16-byte aligned): one 16-byte atomic on
+/// sm_90 and later, four 4-byte ones before.
+__device__ __forceinline__ void atomicAddQuad(float *at, float4 v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2 *>(at), make_float2(x, y));
+  atomicAdd(reinterpret_cast<float4 *>(at), v);
 #else
 #ifdef PARTITA_CUDA_EMULATOR
-  // sm_90's 8-byte atomic faults where sm_80's two would not.
-  if (reinterpret_cast<uintptr_t>(at) % 8 != 0)
+  // sm_90's 16-byte atomic faults where 4-byte ones would not.
+  if (reinterpret_cast<uintptr_t>(at) % 16 != 0)
     ::partita::runtime::cuda::emulator::fail(
-        "an 8-byte atomic add at an address off 8 bytes");
+        "a 16-byte atomic add at an address off 16 bytes");
 #endif
-  atomicAdd(at, x);
-  atomicAdd(at + 1, y);
+  atomicAdd(at, v.x);
+  atomicAdd(at + 1, v.y);
+  atomicAdd(at + 2, v.z);
+  atomicAdd(at + 3, v.w);
 #endif
 }
 

@@ -670,6 +670,32 @@ __device__ void addQueryGradient(const AttentionDims &a, const bf16 *dsT,
     float part[kColumns / 8][4];
     zeroTiles(part);
     accumulate<kColumns>(part, ds, ks + c0, L::ldh);
+    if (kQuadAtomics && a.d % 4 == 0) {
+      // Lanes 2i and 2i + 1 hold 4 neighbouring columns of rows g and g + 8
+      // (g = lane / 4) between them: the even lane gathers row g's, the odd
+      // lane row g + 8's, and each adds its 4 by one atomic. Every row
+      // starts, and so does each lane's first column, on 4 floats.
+      bool odd = lane % 2;
+      int64_t gathered = odd ? row[1] : row[0]; // a select, not a local array
+      float *at = dqSum + base + gathered * stride;
+#pragma unroll
+      for (int n = 0; n < kColumns / 8; ++n) {
+        float x[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          x[e] = part[n][e] * a.scale;
+        float given[2] = {odd ? x[0] : x[2], odd ? x[1] : x[3]}, got[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          got[e] = __shfl_xor_sync(kFullWarp, given[e], 1);
+        int c = c0 + tileColumn(lane, n, 0) / 4 * 4;
+        if (gathered < limit && c < a.d)
+          atomicAddQuad(at + c, odd ? make_float4(got[0], got[1], x[2], x[3])
+                                    : make_float4(x[0], x[1], got[0], got[1]));
+      }
+      continue;
+    }
+    // Else an atomic a value.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       if (row[r] >= limit)
@@ -681,13 +707,9 @@ __device__ void addQueryGradient(const AttentionDims &a, const bf16 *dsT,
         float x = part[n][2 * r] * a.scale, y = part[n][2 * r + 1] * a.scale;
         if (c >= a.d)
           continue;
-        if (a.d % 2 == 0) { // c is even, and so is every row's start
-          atomicAddPair(at + c, x, y);
-        } else {
-          atomicAdd(at + c, x);
-          if (c + 1 < a.d)
-            atomicAdd(at + c + 1, y);
-        }
+        atomicAdd(at + c, x);
+        if (c + 1 < a.d)
+          atomicAdd(at + c + 1, y);
       }
     }
   }

@@ -686,16 +686,18 @@ protected:
     setenv("PARTITA_EMULATOR_COPIES", copiesLand, 1);
     // With bf16 buffers, heads up to 128 run on tensor cores, which round P
     // and dS to bf16 for their products: the tolerance allows that on top of
-    // the outputs' rounding. Heads of 16, 21 and 80 fill part of their tiles
-    // (21 is loaded, and its dq summed, a value at a time); 256 runs on CUDA
-    // cores. Each family
+    // the outputs' rounding. Heads of 16, 18, 21 and 80 fill part of their
+    // tiles (18 and 21 are loaded a value at a time; the one-pass backward
+    // sums dq 4 values an atomic where heads are a multiple of 4, else 2
+    // for 18 and 1 for 21); 256 runs on CUDA cores. Each family
     // of tensor-core kernels (PARTITA_CUDA_ATTENTION) is a test of its own, so
     // that a GPU's results say which one fails.
     std::vector<Shape> usualShapes = {
         {100, 4, 2, 16, true, 0},   {130, 2, 2, 64, true, 0},
         {70, 4, 1, 128, false, 0},  {150, 4, 2, 32, true, 16},
         {200, 4, 2, 128, true, 50}, {90, 4, 2, 21, true, 0},
-        {80, 2, 1, 80, true, 30},   {70, 2, 2, 256, true, 0}};
+        {80, 2, 1, 80, true, 30},   {70, 2, 2, 256, true, 0},
+        {60, 2, 1, 18, true, 0}};
     for (Shape a : only.empty() ? usualShapes : only) {
       SCOPED_TRACE(std::string(family) + ", copies land at " + copiesLand);
       json p = {{"num_heads", a.heads},

@@ -123,20 +123,22 @@ TEST(CudaEmulatorDeathTest, AShuffleOverLanesThatReturnedStops) {
       "with 31 of its 32 lanes running: undefined on the GPU");
 }
 
-__global__ void addPairKernel(float *at) { atomicAddPair(at, 1.0f, 2.0f); }
+__global__ void addQuadKernel(float *at) {
+  atomicAddQuad(at, make_float4(1.0f, 2.0f, 3.0f, 4.0f));
+}
 
-TEST(CudaEmulatorDeathTest, AnEightByteAtomicOffEightBytesStops) {
-  alignas(8) float sums[4] = {};
-  launchKernel(addPairKernel, 1, 2, 0, nullptr, sums + 2);
+TEST(CudaEmulatorDeathTest, ASixteenByteAtomicOffSixteenBytesStops) {
+  alignas(16) float sums[8] = {};
+  launchKernel(addQuadKernel, 1, 2, 0, nullptr, sums + 4);
   cudaDeviceSynchronize();
-  EXPECT_EQ(std::vector<float>(sums, sums + 4),
-            std::vector<float>({0.0f, 0.0f, 2.0f, 4.0f}));
+  EXPECT_EQ(std::vector<float>(sums, sums + 8),
+            std::vector<float>({0, 0, 0, 0, 2, 4, 6, 8}));
   EXPECT_DEATH(
       {
-        launchKernel(addPairKernel, 1, 1, 0, nullptr, sums + 1);
+        launchKernel(addQuadKernel, 1, 1, 0, nullptr, sums + 2);
         cudaDeviceSynchronize();
       },
-      "an 8-byte atomic add at an address off 8 bytes");
+      "a 16-byte atomic add at an address off 16 bytes");
 }
 
 /// Thread t copies 16 bytes, in two groups (threads 0-1, then 2-3), and
