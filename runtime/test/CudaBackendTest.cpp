@@ -650,6 +650,13 @@ TEST_F(CudaKernels, Rotary) {
            {{2, 30, 60}},
            {},
            {{"num_heads", 3}, {"rotary_dim", 12}, {"theta", 10000.0}}});
+    // 10 heads of 8: a thread takes up to 8 heads, so two groups, the
+    // second of 2.
+    check({kernel,
+           {normal({2, 30, 80})},
+           {{2, 30, 80}},
+           {},
+           {{"num_heads", 10}, {"rotary_dim", 8}, {"theta", 10000.0}}});
   }
 }
 
