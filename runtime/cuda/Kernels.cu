@@ -1,10 +1,11 @@
 //===- Kernels.cu - CUDA kernels of the plan format -----------------------===//
 //
-// f32 arithmetic (double where the CPU kernels use double) on f32 or bf16
-// operands read in place, so that a plan's losses on the GPU track the CPU
-// backend's in either dtype. Every kernel writes each output element from
-// one thread, after reading what that element depends on, so outputs may
-// alias inputs element for element.
+// f32 arithmetic (double where the CPU kernels use double, but for the
+// cross-entropy's exponentials and the norm backward's terms of each
+// element) on f32 or bf16 operands read in place, so that a plan's losses
+// on the GPU track the CPU backend's in either dtype. Every kernel writes each
+// output element from one thread, after reading what that element depends on,
+// so outputs may alias inputs element for element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -250,7 +251,9 @@ __device__ float blockMax(float v, float *shared) {
 // Thread t owns packs t, t + blockDim, ... (columns 8 t to 8 t + 7, ...)
 // of a row, P of them (at most kNormPacks, as the row's width needs:
 // registers for more would cost blocks an SM), and keeps the row's x in
-// registers from the statistics to the output, so that x is read once.
+// registers from the statistics to the output, so that x is read once;
+// but for the backward of rows over kNormBackwardPacks packs a thread,
+// which goes column by column (normBackwardColumnsKernel).
 
 constexpr int kNormPacks = kNormColumnsPerThread / kPack;
 /// At most this many packs a thread, the backward keeps a row's packs in
@@ -1116,7 +1119,7 @@ template <typename F> void byRowPacks(int64_t h, int threads, F f) {
 
 void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
           bool rms, cudaStream_t stream) {
-  if (rows == 0)
+  if (rows == 0 || h == 0)
     return;
   int threads = normThreads(h);
   auto launch = [&](auto kernel) {
@@ -1133,7 +1136,7 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
   bool withBias = db.data != nullptr;
   cudaMemsetAsync(workspace, 0, normBackwardWorkspace(h) * sizeof(float),
                   stream);
-  if (rows > 0) {
+  if (rows > 0 && h > 0) {
     unsigned blocks =
         unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
     int threads = normThreads(h);

@@ -582,14 +582,19 @@ TEST_F(CudaKernels, Embeddings) {
   slice.ctx.groupRank = 1;
   slice.ctx.groupSize = 2;
   check(slice);
+  // Rows of 15 from column 15: partial packs, off 16 bytes.
+  slice.ins = {normal({3, 6, 5})};
+  slice.outs = {{3, 3, 5}};
+  check(slice);
 }
 
 TEST_F(CudaKernels, Norms) {
-  // Rows of 100 start off 16 bytes in bf16 and end in a partial pack; the
-  // forward's threads take 1 to 4 packs of a row (4096, 6000, 8200, and
-  // 16384, the widest row the kernels take).
-  for (int64_t h : {int64_t(64), int64_t(100), int64_t(200), int64_t(4096),
-                    int64_t(6000), int64_t(8200), cuda::kMaxNormWidth}) {
+  // Rows of 100 and 4100 start off 16 bytes in bf16 and end in a partial
+  // pack; threads take 1 to 4 packs of a row (4096, 4100 and 6000, 8200,
+  // and 16384, the widest row the kernels take).
+  for (int64_t h :
+       {int64_t(64), int64_t(100), int64_t(200), int64_t(4096), int64_t(4100),
+        int64_t(6000), int64_t(8200), cuda::kMaxNormWidth}) {
     check({"rms_norm",
            {normal({37, h}), normal({h})},
            {{37, h}},
@@ -643,11 +648,11 @@ TEST_F(CudaKernels, Rotary) {
   for (const char *kernel : {"rotary", "rotary_bwd"}) {
     check({kernel, {normal({2, 300, 64})}, {{2, 300, 64}}, {}, plain});
     check({kernel, {normal({2, 300, 128})}, {{2, 300, 128}}, {true}, partial});
-    // Heads of 20 rotating 12 columns: the pairs' packs are partial, and
-    // heads start off 16 bytes.
+    // Heads of 22 rotating 12 columns: the pairs' packs and the copied
+    // columns' are partial, and heads start off 16 bytes.
     check({kernel,
-           {normal({2, 30, 60})},
-           {{2, 30, 60}},
+           {normal({2, 30, 66})},
+           {{2, 30, 66}},
            {},
            {{"num_heads", 3}, {"rotary_dim", 12}, {"theta", 10000.0}}});
     // 10 heads of 8: a thread takes up to 8 heads, so two groups, the
@@ -695,8 +700,8 @@ protected:
     // and dS to bf16 for their products: the tolerance allows that on top of
     // the outputs' rounding. Heads of 16, 18, 21 and 80 fill part of their
     // tiles (18 and 21 are loaded a value at a time; the one-pass backward
-    // sums dq 4 values an atomic where heads are a multiple of 4, else 2
-    // for 18 and 1 for 21); 256 runs on CUDA cores. Each family
+    // sums dq 4 values an atomic where heads are a multiple of 4, else one
+    // a value); 256 runs on CUDA cores. Each family
     // of tensor-core kernels (PARTITA_CUDA_ATTENTION) is a test of its own, so
     // that a GPU's results say which one fails.
     std::vector<Shape> usualShapes = {

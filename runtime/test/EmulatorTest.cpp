@@ -7,7 +7,7 @@
 // group, a launch a GPU refuses is refused, a stream's work runs
 // only when something needs it (in the late order), an NCCL operation
 // in flight lands as soon as it arrives (late) or when its stream is
-// needed (eager), and an 8-byte atomic off 8 bytes stops the process.
+// needed (eager), and a 16-byte atomic off 16 bytes stops the process.
 //
 //===----------------------------------------------------------------------===//
 
