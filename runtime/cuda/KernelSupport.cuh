@@ -87,8 +87,8 @@ __device__ __forceinline__ void store(Out y, int64_t i, float v) {
 }
 
 /// Whether atomicAddQuad is one instruction: on sm_90 and later, and on
-/// the emulator, so that its tests cover that path (the other, an atomic a
-/// value, is also the one for operands off 16 bytes everywhere).
+/// the emulator, so that its tests cover that path (kernels fall back to
+/// an atomic a value where 16-byte ones would not be aligned).
 #if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900) ||                        \
     defined(PARTITA_CUDA_EMULATOR)
 constexpr bool kQuadAtomics = true;

@@ -361,7 +361,9 @@ __global__ void __launch_bounds__(kNormThreads)
     double mean, inv;
     packStatistics(xs, h, rms, eps, shared, mean, inv);
     // Element by element in f32, the row's sums in f64. Past h, dy and w
-    // load as zeros, so dxhat and the sums' terms are 0.
+    // load as zeros, so dxhat and the sums' terms are 0. The two passes
+    // below form the terms alike but stay written out: a shared loop over
+    // them spilled 24 to 40 bytes with 2 packs and a bias (ptxas).
     float rowMean = float(mean), rowInv = float(inv), dot = 0, sum = 0;
 #pragma unroll
     for (int c = 0; c < P; ++c) {
@@ -477,12 +479,6 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // -- Rotary ------------------------------------------------------------------
 
-/// Heads a thread of the rotary kernel takes: it forms a pack's angles
-/// once for all of them, since by arithmetic an H200 takes about twice as
-/// long for 8 f64 sines and cosines as for the 64 bytes of a head's pack
-/// pair to move.
-constexpr int64_t kRotaryHeadsPerThread = 8;
-
 /// A thread per pack of a row's rotated pairs (columns i and half + i of
 /// each head) or of the columns past them, which are copied, in up to
 /// kRotaryHeadsPerThread heads.
@@ -491,8 +487,7 @@ __global__ void rotaryKernel(In x, Out y, int64_t b, int64_t s, int64_t heads,
                              float sign) {
   int64_t half = rd / 2, rest = d - 2 * half;
   int64_t rotatedPacks = packsOf(half), perRow = rotatedPacks + packsOf(rest);
-  int64_t headGroups =
-      (heads + kRotaryHeadsPerThread - 1) / kRotaryHeadsPerThread;
+  int64_t headGroups = rotaryHeadGroups(heads);
   GRID_STRIDE(u, b * s * headGroups * perRow) {
     int64_t p = u % perRow, group = u / perRow % headGroups;
     int64_t row = u / perRow / headGroups, t = row % s;
@@ -1165,10 +1160,8 @@ void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
             int64_t rd, const double *invFreq, float sign,
             cudaStream_t stream) {
   int64_t half = rd / 2;
-  int64_t headGroups =
-      (heads + kRotaryHeadsPerThread - 1) / kRotaryHeadsPerThread;
   int64_t threads =
-      b * s * headGroups * (packsOf(half) + packsOf(d - 2 * half));
+      b * s * rotaryHeadGroups(heads) * (packsOf(half) + packsOf(d - 2 * half));
   launchKernel(rotaryKernel, blocksFor(threads), kThreads, 0, stream, x, y, b,
                s, heads, d, rd, invFreq, sign);
 }
