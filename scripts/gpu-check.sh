@@ -6,7 +6,8 @@
 #   2. with several GPUs, the multi-rank plans of the equivalence matrix;
 #   3. benchmarks: our GEMM path against plain cuBLAS; each family of our
 #      tensor-core attention kernels (PARTITA_CUDA_ATTENTION) against
-#      PyTorch's fused attention on the block's shape; forward + backward
+#      PyTorch's fused attention on the block's shape, and cuDNN's fused
+#      attention (PARTITA_CUDA_ATTENTION=cudnn); forward + backward
 #      time and MFU of a Llama-3-8B-shaped block (seq 8192, with each
 #      family) and of a GPT-2 small step; the memory-bound kernels'
 #      bandwidth against a device-to-device copy's; NCCL all-reduce bus bandwidth
@@ -196,7 +197,7 @@ for d in cpu cuda; do
   run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
     --steps 20 --device "$d" --log-json "$out/head128-$d.jsonl" || status=1
 done
-for kernels in mma mma-atomic; do
+for kernels in mma mma-atomic cudnn; do
   run "head128-cuda-$kernels" 120 env PARTITA_CUDA_ATTENTION=$kernels \
     "$bin/plan-run" "$plans/small-llama-head128.json" --steps 20 \
     --device cuda --log-json "$out/head128-cuda-$kernels.jsonl" || status=1
@@ -230,13 +231,15 @@ run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
 # The memory-bound kernels' bandwidth against a device-to-device copy's.
 run memory 60 "$bin/partita-cuda-bench" memory && cp "$out/memory.log" "$out/memory.json"
 # A -mma run is its plan with the register-resident attention kernels, a
-# -mma-atomic one with their one-pass backward (last: the newest, skipped
-# first when time runs short).
-for model in llama3-8b-block llama3-8b-block-mma gpt2-small \
-  llama3-8b-block-f32 gpt2-small-f32 llama3-8b-block-mma-atomic; do
+# -mma-atomic one with their one-pass backward, a -cudnn one with cuDNN's
+# fused attention (the likeliest fastest, so second; the f32 runs and the
+# newest of our own kernels last, skipped first when time runs short).
+for model in llama3-8b-block llama3-8b-block-cudnn llama3-8b-block-mma \
+  gpt2-small llama3-8b-block-f32 gpt2-small-f32 llama3-8b-block-mma-atomic; do
   case "$model" in
   *-mma-atomic) kernels=mma-atomic ;;
   *-mma) kernels=mma ;;
+  *-cudnn) kernels=cudnn ;;
   *) kernels=wmma ;;
   esac
   run "$model" 120 env PARTITA_CUDA_ATTENTION=$kernels "$bin/plan-run" \

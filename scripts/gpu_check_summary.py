@@ -99,6 +99,9 @@ bf16_run("head128", "small_llama_head128_bf16_mma",
 bf16_run("head128", "small_llama_head128_bf16_mma_atomic",
          "small Llama, heads of 128 in bf16 (register-resident attention, "
          "one-pass backward)", "cuda-mma-atomic")
+bf16_run("head128", "small_llama_head128_bf16_cudnn",
+         "small Llama, heads of 128 in bf16 (cuDNN's fused attention)",
+         "cuda-cudnn")
 
 for s in ("dp2", "tp2", "pp2", "zero3"):
     a, b = log(f"equiv-{s}-cpu.jsonl"), log(f"equiv-{s}-cuda.jsonl")
@@ -124,14 +127,15 @@ if os.path.exists(gemm):
 # The models in bf16 (the runtime's bf16 path: bf16 GEMMs on bf16 buffers,
 # tensor-core attention) and in f32 buffers (f32 kernels, bf16 GEMMs).
 # A -mma run is its plan with the register-resident attention kernels, a
-# -mma-atomic one with their one-pass backward.
-for model in ("llama3-8b-block", "llama3-8b-block-mma", "gpt2-small",
-              "llama3-8b-block-f32", "gpt2-small-f32",
-              "llama3-8b-block-mma-atomic"):
+# -mma-atomic one with their one-pass backward, a -cudnn one with cuDNN's
+# fused attention.
+for model in ("llama3-8b-block", "llama3-8b-block-cudnn",
+              "llama3-8b-block-mma", "gpt2-small", "llama3-8b-block-f32",
+              "gpt2-small-f32", "llama3-8b-block-mma-atomic"):
     steps = log(f"{model}.jsonl")
     if len(steps) < 2:
         continue
-    plan_name = re.sub(r"-mma(-atomic)?$", "", model)
+    plan_name = re.sub(r"-(mma(-atomic)?|cudnn)$", "", model)
     plan = json.load(open(os.path.join(plans, f"{plan_name}.json")))
     predicted = plan["predicted"]
     dtype = plan.get("training", {}).get("dtype", "f32")
@@ -217,7 +221,8 @@ if reference is not None:
                 f"({reference['backward_tflops']:.0f})")
         for model, kernels in (("llama3-8b-block", "wmma"),
                                ("llama3-8b-block-mma", "mma"),
-                               ("llama3-8b-block-mma-atomic", "mma-atomic")):
+                               ("llama3-8b-block-mma-atomic", "mma-atomic"),
+                               ("llama3-8b-block-cudnn", "cudnn")):
             ours = result.get(model, {}).get("attention_ms")
             if ours:
                 line += (f"; ours ({kernels}) forward {ours['forward']:.2f} "
@@ -269,7 +274,8 @@ ranked = sorted(
          ("wmma", "llama3-8b-block", "WmmaKernels"),
          ("mma", "llama3-8b-block-mma", "RegisterKernels"),
          ("mma-atomic", "llama3-8b-block-mma-atomic",
-          "RegisterKernelsSummingDq"))
+          "RegisterKernelsSummingDq"),
+         ("cudnn", "llama3-8b-block-cudnn", "CudnnKernels"))
      if run in result),
     key=lambda row: (not row[2], row[0]))
 if ranked:

@@ -219,6 +219,12 @@ json attentionBench(int64_t seq) {
   cudaStream_t stream;
   cuda::check(cudaStreamCreate(&stream), "a stream");
   double flop = 2.0 * b * heads * seq * seq * d;
+  auto timings = [&](double forwardMs, double backwardMs) {
+    return json{{"forward_ms", forwardMs},
+                {"backward_ms", backwardMs},
+                {"forward_tflops", flop / forwardMs / 1e9},
+                {"backward_tflops", 2 * flop / backwardMs / 1e9}};
+  };
   json families = json::object();
   for (const char *family : {"wmma", "mma", "mma-atomic"}) {
     setenv("PARTITA_CUDA_ATTENTION", family, 1);
@@ -243,12 +249,42 @@ json attentionBench(int64_t seq) {
         },
         stream);
     cuda::check(cudaGetLastError(), std::string(family) + " attention");
-    families[family] = {{"forward_ms", forwardMs},
-                        {"backward_ms", backwardMs},
-                        {"forward_tflops", flop / forwardMs / 1e9},
-                        {"backward_tflops", 2 * flop / backwardMs / 1e9}};
+    families[family] = timings(forwardMs, backwardMs);
   }
   unsetenv("PARTITA_CUDA_ATTENTION");
+  // cuDNN's fused engines, in a workspace of their own.
+  if (cuda::cudnnBuilt()) {
+    cuda::CudnnAttention cudnn;
+    void *scratch = nullptr;
+    int64_t scratchBytes = 0;
+    auto grow = [&](int64_t bytes) {
+      if (bytes > scratchBytes) {
+        cuda::check(cudaStreamSynchronize(stream), "the cuDNN workspace");
+        cudaFree(scratch);
+        scratch = deviceArray<char>(bytes, "the cuDNN workspace");
+        scratchBytes = bytes;
+      }
+      return scratch;
+    };
+    double forwardMs = timeMs(
+        [&] {
+          cudnn.forward(shape, {q, true}, {k, true}, {v, true},
+                        {o, true, false}, lse, grow, stream);
+        },
+        stream);
+    double backwardMs = timeMs(
+        [&] {
+          cudnn.backward(shape, {dout, true}, {q, true}, {k, true}, {v, true},
+                         {o, true}, lse, {dq, true, false}, {dk, true, false},
+                         {dv, true, false}, grow, stream);
+        },
+        stream);
+    cuda::check(cudaGetLastError(), "cuDNN attention");
+    families["cudnn"] = timings(forwardMs, backwardMs);
+    cudaFree(scratch);
+  } else {
+    families["cudnn"] = {{"skipped", "this build has no cuDNN"}};
+  }
   for (void *p :
        std::vector<void *>{q, k, v, o, dout, dq, dk, dv, lse, workspace})
     cudaFree(p);

@@ -316,10 +316,13 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
   check(cudaMalloc(reinterpret_cast<void **>(&sumAccumulator), sizeof(double)),
         "a reduction scalar");
   matmul = new Gemm(precision, computeStream);
+  if (attentionKernels() == AttentionKernels::Cudnn)
+    cudnnAttention = std::make_unique<CudnnAttention>();
 }
 
 CudaDevice::~CudaDevice() {
   cudaDeviceSynchronize();
+  cudnnAttention.reset();
   delete matmul;
   for (void *p : allocations)
     cudaFree(p);
@@ -712,11 +715,20 @@ void CudaDevice::launchKernel(const std::string &name,
           ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
     // The log-sum-exp of each query row: the forward's second output, the
     // backward's sixth input (f32), in plans that keep it.
-    if (forward) {
-      attention(a, in(0), in(1), in(2), out(0),
-                outs.size() > 1 ? outs[1].f : nullptr, s);
+    float *lse = forward ? (outs.size() > 1 ? outs[1].f : nullptr)
+                         : (ins.size() > 5 ? ins[5].f : nullptr);
+    auto bytes = [&](int64_t n) { return workspace(n); };
+    if (forward && cudnnAttention &&
+        CudnnAttention::takes(a, {in(0), in(1), in(2)}, {out(0)})) {
+      cudnnAttention->forward(a, in(0), in(1), in(2), out(0), lse, bytes, s);
+    } else if (forward) {
+      attention(a, in(0), in(1), in(2), out(0), lse, s);
+    } else if (cudnnAttention && lse &&
+               CudnnAttention::takes(a, {in(0), in(1), in(2), in(3), in(4)},
+                                     {out(0), out(1), out(2)})) {
+      cudnnAttention->backward(a, in(0), in(1), in(2), in(3), in(4), lse,
+                               out(0), out(1), out(2), bytes, s);
     } else {
-      const float *lse = ins.size() > 5 ? ins[5].f : nullptr;
       attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0),
                         out(1), out(2),
                         floats(attentionBackwardWorkspace(

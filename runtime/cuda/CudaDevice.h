@@ -3,6 +3,7 @@
 #ifndef PARTITA_RUNTIME_CUDA_CUDADEVICE_H
 #define PARTITA_RUNTIME_CUDA_CUDADEVICE_H
 
+#include "CudnnAttention.h"
 #include "Kernels.h"
 #include "partita/runtime/Cuda.h"
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -129,6 +131,8 @@ private:
   /// By lane (Stream::commLane); null where never used.
   std::vector<cudaStream_t> commStreams;
   Gemm *matmul = nullptr;
+  /// With PARTITA_CUDA_ATTENTION=cudnn: the launches cuDNN takes.
+  std::unique_ptr<CudnnAttention> cudnnAttention;
   std::list<void *> allocations;
   void *scratch = nullptr;
   int64_t scratchBytes = 0;

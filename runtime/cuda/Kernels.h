@@ -129,10 +129,15 @@ bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// ldmatrix, as FlashAttention-2 does); `mma-atomic` is `mma` with a
 /// one-pass backward, which sums dq over the key blocks by f32 atomics, as
 /// FlashAttention-2 does: 5 tile products to the two-pass backward's 7, in
-/// dq's size of f32 workspace, not reproducible bit for bit run to run.
-/// Another value is an error.
-enum class AttentionKernels { Wmma, Registers, RegistersSummedDq };
+/// dq's size of f32 workspace, not reproducible bit for bit run to run;
+/// `cudnn` runs the launches cuDNN takes on its fused engines
+/// (CudnnAttention.h, where the device runs them) and the others on
+/// `wmma`. Another value is an error.
+enum class AttentionKernels { Wmma, Registers, RegistersSummedDq, Cudnn };
 AttentionKernels attentionKernels();
+/// The family of our own kernels that runs: `cudnn`'s launches that cuDNN
+/// does not take run on `wmma`.
+AttentionKernels ownAttentionKernels();
 /// Flash-style attention: O(s) memory per row, the s x s scores never
 /// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d]. Unless
 /// null, `lse` ([b, heads, s] f32) gets each query row's log-sum-exp of

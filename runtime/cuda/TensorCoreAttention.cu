@@ -852,7 +852,7 @@ void forward(const AttentionDims &a, In q, In k, In v, Out o, float *lse,
            lse);
   };
   // mma and mma-atomic share the register-resident forward.
-  bool registers = attentionKernels() != AttentionKernels::Wmma;
+  bool registers = ownAttentionKernels() != AttentionKernels::Wmma;
   if (registers && o.data)
     run(registerForwardKernel<D, true>, L::registerForwardBytes);
   else if (registers)
@@ -879,7 +879,8 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v,
     launch(kernel, keyGrid, bytes, stream, a, bf16s(dout), bf16s(q), bf16s(k),
            bf16s(v), dk, dv, lse, rowDot, sums...);
   };
-  switch (attentionKernels()) {
+  switch (ownAttentionKernels()) {
+  case AttentionKernels::Cudnn:
   case AttentionKernels::Wmma:
     queries(queryGradientKernel<D>, L::queryBytes);
     keys(keyGradientKernel<D>, L::keyBytes);
@@ -913,15 +914,22 @@ AttentionKernels attentionKernels() {
     return AttentionKernels::Registers;
   if (std::string(choice) == "mma-atomic")
     return AttentionKernels::RegistersSummedDq;
+  if (std::string(choice) == "cudnn")
+    return AttentionKernels::Cudnn;
   throw std::runtime_error(std::string("PARTITA_CUDA_ATTENTION=") + choice +
-                           ": expected wmma, mma or mma-atomic");
+                           ": expected wmma, mma, mma-atomic or cudnn");
+}
+
+AttentionKernels ownAttentionKernels() {
+  AttentionKernels kernels = attentionKernels();
+  return kernels == AttentionKernels::Cudnn ? AttentionKernels::Wmma : kernels;
 }
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {
   if (!q.bf16 || !k.bf16 || !v.bf16 || a.d > kMaxTcHeadDim)
     return false;
   // The dk, dv kernel takes the most.
-  AttentionKernels kernels = attentionKernels();
+  AttentionKernels kernels = ownAttentionKernels();
   int bytes = 0;
   byHeadDimBucket<kMaxTcHeadDim>(a.d, [&](auto D) {
     using L = TcLayout<decltype(D)::value>;

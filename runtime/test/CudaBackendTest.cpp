@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cuda/CudnnAttention.h"
 #include "cuda/Kernels.h"
 #include "cuda/LaunchConfig.h"
 #include "partita/runtime/Bf16.h"
@@ -168,14 +169,17 @@ TEST(CudaHost, AttentionKernelsComeFromTheEnvironment) {
   EXPECT_EQ(attentionKernels(), AttentionKernels::RegistersSummedDq);
   setenv("PARTITA_CUDA_ATTENTION", "wmma", 1);
   EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
+  // cuDNN's launches aside, the rest run on wmma.
+  setenv("PARTITA_CUDA_ATTENTION", "cudnn", 1);
+  EXPECT_EQ(attentionKernels(), AttentionKernels::Cudnn);
+  EXPECT_EQ(ownAttentionKernels(), AttentionKernels::Wmma);
   setenv("PARTITA_CUDA_ATTENTION", "flash", 1);
   try {
     attentionKernels();
     ADD_FAILURE() << "PARTITA_CUDA_ATTENTION=flash was taken";
   } catch (const std::runtime_error &e) {
-    EXPECT_STREQ(e.what(),
-                 "PARTITA_CUDA_ATTENTION=flash: expected wmma, mma or "
-                 "mma-atomic");
+    EXPECT_STREQ(e.what(), "PARTITA_CUDA_ATTENTION=flash: expected wmma, mma, "
+                           "mma-atomic or cudnn");
   }
   unsetenv("PARTITA_CUDA_ATTENTION");
 }
@@ -740,6 +744,10 @@ protected:
       backward.bf16Tolerance = 2e-2;
       backward.f32Ins = {5};
       check(backward);
+      // Every gradient written, as plans write them (and cuDNN takes).
+      Case written = backward;
+      written.accumulate = {false, false, false};
+      check(written);
       // A plan that keeps no log-sum-exp: the backward finds it first; and
       // dq added to, as dk is.
       backward.ins.pop_back();
@@ -762,6 +770,17 @@ TEST_F(CudaAttention, RegisterKernels) {
 TEST_F(CudaAttention, RegisterKernelsSummingDq) {
   checkFamily("mma-atomic", "wait");
   checkFamily("mma-atomic", "issue");
+}
+
+// cuDNN's fused engines (CudnnAttention.h) where they take the launch:
+// bf16, heads a multiple of 8 without a window, gradients written; wmma
+// elsewhere.
+TEST_F(CudaAttention, CudnnKernels) {
+  if (!partita::runtime::cuda::cudnnBuilt())
+    GTEST_SKIP() << "this build has no cuDNN";
+  setenv("PARTITA_CUDA_ATTENTION", "cudnn", 1);
+  runOn(createCudaDevice(0, GemmPrecision::FP32));
+  checkFamily("cudnn", "wait");
 }
 
 // Where a block may have 99 KiB of shared memory (sm_86, sm_89; on the

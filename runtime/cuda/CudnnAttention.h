@@ -1,0 +1,76 @@
+//===- CudnnAttention.h - attention on cuDNN's fused engines ----*- C++ -*-===//
+//
+// The `cudnn` family of PARTITA_CUDA_ATTENTION: attention forward and
+// backward on cuDNN's fused flash-attention engines, described through
+// cuDNN's graph API (backend descriptors) as the scaled dot product, causal
+// mask, softmax with its log-sum-exp, and the two products, which cuDNN
+// fuses into one kernel each way. A plan per shape, chosen by cuDNN's
+// heuristics, is built once and kept. Launches it does not take run on our
+// own kernels (Kernels.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITA_RUNTIME_CUDA_CUDNNATTENTION_H
+#define PARTITA_RUNTIME_CUDA_CUDNNATTENTION_H
+
+#include "Kernels.h"
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+namespace partita::runtime::cuda {
+
+/// Whether this build has cuDNN (found beside CUDA, or in the nvidia-cudnn
+/// wheel of a GPU machine's PyTorch).
+bool cudnnBuilt();
+
+/// cuDNN's attention on one device.
+class CudnnAttention {
+public:
+  /// Device memory for a call, in bytes; the pointer stays valid until the
+  /// call's work on its stream is done.
+  using Workspace = std::function<void *(int64_t bytes)>;
+
+  /// A cuDNN handle on the current device; throws with cuDNN's reason where
+  /// it cannot (no cuDNN in this build, or none that runs here).
+  CudnnAttention();
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention &) = delete;
+  CudnnAttention &operator=(const CudnnAttention &) = delete;
+
+  /// Whether cuDNN takes a launch of these operands and results: all
+  /// bf16, results overwritten (not added to), a head dimension that is a
+  /// multiple of 8 up to 128, no sliding window.
+  static bool takes(const AttentionShape &a, std::initializer_list<In> operands,
+                    std::initializer_list<Out> results);
+
+  /// attention() (Kernels.h) on cuDNN: o and, unless null, lse.
+  void forward(const AttentionShape &a, In q, In k, In v, Out o, float *lse,
+               const Workspace &workspace, cudaStream_t stream);
+  /// attentionBackward() on cuDNN, from the forward's `lse` (not null).
+  void backward(const AttentionShape &a, In dout, In q, In k, In v, In o,
+                const float *lse, Out dq, Out dk, Out dv,
+                const Workspace &workspace, cudaStream_t stream);
+
+private:
+  struct State;
+  std::unique_ptr<State> state;
+};
+
+/// What a machine without a GPU can learn of the graphs: given cuDNN's
+/// description of a GPU (its device-property JSON), how many of the engine
+/// configurations cuDNN's heuristics propose for the forward or backward
+/// graph of `a` it accepts, building their kernels up to loading them
+/// (which needs a driver). `statuses` lists each configuration's outcome.
+struct CudnnSupport {
+  int candidates = 0, accepted = 0;
+  std::string statuses;
+};
+CudnnSupport cudnnAttentionSupport(const std::string &deviceJson,
+                                   const AttentionShape &a, bool backward);
+
+} // namespace partita::runtime::cuda
+
+#endif // PARTITA_RUNTIME_CUDA_CUDNNATTENTION_H
