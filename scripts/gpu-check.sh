@@ -112,6 +112,22 @@ if [[ -n "$deps" ]]; then
     ln -s mpirun.openmpi "$deps/usr/bin/mpirun"
 fi
 
+# cuDNN and NCCL may come from the wheels of the machine's PyTorch (CMake
+# looks there when they are not beside CUDA): cuDNN loads its engine
+# libraries, and NVRTC for the engines it compiles, from the loader's path.
+wheel_libs=$(python3 - 2> /dev/null <<'PY'
+import importlib, os
+for name in ("nvidia.cudnn", "nvidia.nccl", "nvidia.cuda_nvrtc"):
+    try:
+        print(os.path.join(list(importlib.import_module(name).__path__)[0], "lib"))
+    except Exception:
+        pass
+PY
+)
+wheel_libs=$(echo "$wheel_libs" | paste -sd: -)
+[[ -n "$wheel_libs" ]] &&
+  export LD_LIBRARY_PATH="$wheel_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
 # 1. Build: the runtime alone (no MLIR needed), with CUDA (the CPU emulator
 # of the CUDA backend is of no use where the GPU is).
 start=$(date +%s)
