@@ -77,8 +77,9 @@ struct Options {
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
                "rank.\n"
-               "  On GPUs, PARTITA_CUDA_ATTENTION=wmma|mma|mma-atomic picks "
-               "the tensor-core\n  attention kernels (docs/gpu.md).\n";
+               "  On GPUs, PARTITA_CUDA_ATTENTION=wmma|mma|mma-atomic|cudnn "
+               "picks the tensor-core\n  attention kernels, or cuDNN's fused "
+               "attention (docs/gpu.md).\n";
   std::exit(error.empty() ? 0 : 2);
 }
 
