@@ -477,6 +477,13 @@ struct Bindings {
     uids.push_back(uid);
     pointers.push_back(const_cast<void *>(p));
   }
+  /// What both graphs take: q, k, v and o.
+  void bindAttention(In q, In k, In v, const void *o) {
+    bind(kQ, q.data);
+    bind(kK, k.data);
+    bind(kV, v.data);
+    bind(kO, o);
+  }
 };
 
 void execute(cudnnHandle_t handle, const Descriptor &plan, Bindings &b,
@@ -621,10 +628,7 @@ void CudnnAttention::forward(const AttentionShape &a, In q, In k, In v, Out o,
       workspace(planBytes + (lse ? 0 : aligned(statsBytes(a)))));
   Scalars scalars(a);
   Bindings b;
-  b.bind(kQ, q.data);
-  b.bind(kK, k.data);
-  b.bind(kV, v.data);
-  b.bind(kO, o.data);
+  b.bindAttention(q, k, v, o.data);
   b.bind(kStats, lse ? static_cast<void *>(lse) : scratch + planBytes);
   scalars.bind(b, a, false);
   check(cudnnSetStream(state->handle, stream), "setting the stream");
@@ -653,10 +657,7 @@ void CudnnAttention::backward(const AttentionShape &a, In dout, In q, In k,
   }
   Scalars scalars(a);
   Bindings b;
-  b.bind(kQ, q.data);
-  b.bind(kK, k.data);
-  b.bind(kV, v.data);
-  b.bind(kO, o.data);
+  b.bindAttention(q, k, v, o.data);
   b.bind(kDo, dout.data);
   b.bind(kStats, lse);
   b.bind(kDq, dq.data);
