@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 
@@ -308,6 +309,9 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
                              std::to_string(count));
   attentionKernels(); // a bad PARTITA_CUDA_ATTENTION stops the run here
   check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
+  // Before anything is allocated, so that its error leaks nothing.
+  if (attentionKernels() == AttentionKernels::Cudnn)
+    cudnnAttention = std::make_unique<CudnnAttention>();
   check(cudaDeviceGetAttribute(&sharedBytesOptIn,
                                cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
         "the shared memory a block may have");
@@ -316,8 +320,6 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
   check(cudaMalloc(reinterpret_cast<void **>(&sumAccumulator), sizeof(double)),
         "a reduction scalar");
   matmul = new Gemm(precision, computeStream);
-  if (attentionKernels() == AttentionKernels::Cudnn)
-    cudnnAttention = std::make_unique<CudnnAttention>();
 }
 
 CudaDevice::~CudaDevice() {
@@ -718,16 +720,29 @@ void CudaDevice::launchKernel(const std::string &name,
     float *lse = forward ? (outs.size() > 1 ? outs[1].f : nullptr)
                          : (ins.size() > 5 ? ins[5].f : nullptr);
     auto bytes = [&](int64_t n) { return workspace(n); };
-    if (forward && cudnnAttention &&
-        CudnnAttention::takes(a, {in(0), in(1), in(2)}, {out(0)})) {
+    bool onCudnn = false;
+    if (cudnnAttention) {
+      std::string why =
+          forward
+              ? cudnnAttention->refusal(a, {in(0), in(1), in(2)}, {out(0)}, lse,
+                                        false)
+              : cudnnAttention->refusal(a, {in(0), in(1), in(2), in(3), in(4)},
+                                        {out(0), out(1), out(2)}, lse, true);
+      onCudnn = why.empty();
+      // Said once per reason, so that a run on `cudnn` shows what fell back.
+      if (!onCudnn && cudnnRefusals.insert(name + ": " + why).second)
+        std::fprintf(stderr,
+                     "plan-run: note: cuDNN does not take %s (%s); the wmma "
+                     "kernels run it\n",
+                     name.c_str(), why.c_str());
+    }
+    if (onCudnn && forward) {
       cudnnAttention->forward(a, in(0), in(1), in(2), out(0), lse, bytes, s);
-    } else if (forward) {
-      attention(a, in(0), in(1), in(2), out(0), lse, s);
-    } else if (cudnnAttention && lse &&
-               CudnnAttention::takes(a, {in(0), in(1), in(2), in(3), in(4)},
-                                     {out(0), out(1), out(2)})) {
+    } else if (onCudnn) {
       cudnnAttention->backward(a, in(0), in(1), in(2), in(3), in(4), lse,
                                out(0), out(1), out(2), bytes, s);
+    } else if (forward) {
+      attention(a, in(0), in(1), in(2), out(0), lse, s);
     } else {
       attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0),
                         out(1), out(2),

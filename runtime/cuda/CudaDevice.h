@@ -14,6 +14,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -133,6 +134,8 @@ private:
   Gemm *matmul = nullptr;
   /// With PARTITA_CUDA_ATTENTION=cudnn: the launches cuDNN takes.
   std::unique_ptr<CudnnAttention> cudnnAttention;
+  /// Why cuDNN did not take launches, each said once.
+  std::set<std::string> cudnnRefusals;
   std::list<void *> allocations;
   void *scratch = nullptr;
   int64_t scratchBytes = 0;

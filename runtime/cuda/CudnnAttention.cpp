@@ -16,7 +16,8 @@
 
 #include <cudnn.h>
 
-#include <cmath>
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -211,18 +212,17 @@ public:
         .finalize("the reshape operation");
     operation(std::move(op));
   }
-  /// y = the `mode` reduction of x over the dimensions where y has size 1.
+  /// y = the `mode` reduction of x: over the dimensions where y has size
+  /// 1, and over groups of consecutive indices where y's size divides x's.
   void reduction(cudnnReduceTensorOp_t mode, const Descriptor &x,
                  const Descriptor &y) {
     Descriptor r(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
     r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
           &mode)
         .setType(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_DATA_FLOAT);
-    if (cudnnGetVersion() >= 91100) {
-      bool deterministic = false;
-      r.set(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1,
-            &deterministic);
-    }
+    bool deterministic = false;
+    r.set(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, 1,
+          &deterministic);
     r.finalize("reduction");
     Descriptor op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
     op.setDescriptor(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x)
@@ -458,15 +458,10 @@ void backwardGraph(Graph &g, const AttentionShape &a) {
   summedOverGroups(dST, q, dk);
 
   // dq = dS k, summed in f32 and rounded once.
-  const Descriptor &k = g.intermediate(keyRows);
+  const Descriptor &k = g.tensor(0, keyRows, rowStrides(a, a.kvHeads));
   g.reshape(kT, k);
   g.matmul(dS, k, dqSums);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dqSums, nullptr, dq);
-}
-
-/// The scores' scale, as the CPU backend and our kernels take it.
-float softmaxScale(const AttentionShape &a) {
-  return 1.0f / std::sqrt(float(a.d));
 }
 
 /// The operands by unique id, and the workspace, for one execution.
@@ -486,6 +481,9 @@ struct Bindings {
   }
 };
 
+/// The plans executed in this process (CudnnAttention::executions).
+std::atomic<int64_t> executed{0};
+
 void execute(cudnnHandle_t handle, const Descriptor &plan, Bindings &b,
              void *workspace) {
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
@@ -498,6 +496,7 @@ void execute(cudnnHandle_t handle, const Descriptor &plan, Bindings &b,
       .finalize("the variant pack");
   check(cudnnBackendExecute(handle, plan.get(), pack.get()),
         "running the attention plan");
+  ++executed;
 }
 
 /// A plan and the workspace it runs in.
@@ -533,7 +532,7 @@ int64_t statsBytes(const AttentionShape &a) {
 /// The graphs' by-value scalars, which must outlive the execution.
 struct Scalars {
   float scale, negativeInfinity = -INFINITY, one = 1.0f;
-  explicit Scalars(const AttentionShape &a) : scale(softmaxScale(a)) {}
+  explicit Scalars(const AttentionShape &a) : scale(attentionScale(a.d)) {}
   void bind(Bindings &b, const AttentionShape &a, bool backward) {
     b.bind(kScale, &scale);
     if (backward)
@@ -557,39 +556,60 @@ struct CudnnAttention::State {
     auto found = plans.find(keyOf(a, backward));
     if (found != plans.end())
       return found->second;
-    Descriptor graph = buildGraph(a, backward, handle);
-    Target target{handle, nullptr};
-    Plan plan;
-    std::string statuses;
-    for (auto &config : proposals(graph, target)) {
-      cudnnStatus_t status = makePlan(*config, target, plan.plan);
-      if (status == CUDNN_STATUS_SUCCESS)
-        break;
-      statuses += std::string(statuses.empty() ? "" : ", ") +
-                  cudnnGetErrorString(status);
-      plan.plan.reset();
-    }
     std::string what = std::string(backward ? "backward" : "forward") +
                        " of b=" + std::to_string(a.b) +
                        ", s=" + std::to_string(a.s) +
                        ", heads=" + std::to_string(a.heads) + "/" +
                        std::to_string(a.kvHeads) + ", d=" + std::to_string(a.d);
+    const char *instead = "; PARTITA_CUDA_ATTENTION=wmma runs our own kernels";
+    Plan plan;
+    std::string statuses;
+    try {
+      Descriptor graph = buildGraph(a, backward, handle);
+      Target target{handle, nullptr};
+      for (auto &config : proposals(graph, target)) {
+        cudnnStatus_t status = makePlan(*config, target, plan.plan);
+        if (status == CUDNN_STATUS_SUCCESS)
+          break;
+        statuses += std::string(statuses.empty() ? "" : "; ") +
+                    cudnnGetErrorString(status) + " " + lastError();
+        plan.plan.reset();
+      }
+      int64_t count = 0;
+      if (plan.plan)
+        check(cudnnBackendGetAttribute(
+                  plan.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                  CUDNN_TYPE_INT64, 1, &count, &plan.workspaceBytes),
+              "the plan's workspace");
+    } catch (const std::runtime_error &e) {
+      throw std::runtime_error(std::string(e.what()) + ", for the " + what +
+                               instead);
+    }
     if (!plan.plan)
-      throw std::runtime_error(
-          "cuDNN attention: no engine runs the " + what +
-          (statuses.empty() ? " (the heuristics proposed none)"
-                            : " (the proposals: " + statuses + ")") +
-          "; PARTITA_CUDA_ATTENTION=wmma runs our own kernels");
-    int64_t count = 0;
-    check(cudnnBackendGetAttribute(
-              plan.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-              CUDNN_TYPE_INT64, 1, &count, &plan.workspaceBytes),
-          "the workspace of the " + what);
+      throw std::runtime_error("cuDNN attention: no engine runs the " + what +
+                               (statuses.empty()
+                                    ? " (the heuristics proposed none)"
+                                    : " (the proposals: " + statuses + ")") +
+                               instead);
     return plans.emplace(keyOf(a, backward), std::move(plan)).first->second;
   }
 };
 
 CudnnAttention::CudnnAttention() : state(std::make_unique<State>()) {
+  // cuDNN runs with its own version or a later one of the same major.
+  size_t loaded = cudnnGetVersion();
+  if (loaded < CUDNN_VERSION || loaded / 10000 != CUDNN_MAJOR)
+    throw std::runtime_error("cuDNN attention: built with cuDNN " +
+                             std::to_string(CUDNN_VERSION) + " but cuDNN " +
+                             std::to_string(loaded) + " is loaded");
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                             device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
+                             device) != cudaSuccess)
+    throw std::runtime_error("cuDNN attention: no current CUDA device");
+  capability = major * 10 + minor;
   check(cudnnCreate(&state->handle), "creating a handle");
 }
 
@@ -599,24 +619,57 @@ CudnnAttention::~CudnnAttention() {
     cudnnDestroy(state->handle);
 }
 
-bool CudnnAttention::takes(const AttentionShape &a,
-                           std::initializer_list<In> operands,
-                           std::initializer_list<Out> results) {
+std::string CudnnAttention::shapeRefusal(const AttentionShape &a,
+                                         int capability, bool backward) {
+  size_t version = cudnnGetVersion();
+  int64_t widest = capability == 90 ? 256 : 128;
+  if (a.d % 8 != 0 || a.d > widest)
+    return "heads of " + std::to_string(a.d) + ": cuDNN takes multiples of " +
+           "8 up to " + std::to_string(widest) + " here";
+  if (a.window != 0)
+    return "a sliding window";
+  if (a.heads % a.kvHeads != 0 || a.s < 2)
+    return "heads " + std::to_string(a.heads) + "/" +
+           std::to_string(a.kvHeads) + " over " + std::to_string(a.s) +
+           " positions";
+  // Before 9.16 the backward needs keys in whole tiles (or a padding mask).
+  if (backward && version < 91600 && a.s % 128 != 0)
+    return "a backward over " + std::to_string(a.s) + " positions with cuDNN " +
+           std::to_string(version) + " (before 9.16: multiples of 128)";
+  return "";
+}
+
+std::string CudnnAttention::refusal(const AttentionShape &a,
+                                    std::initializer_list<In> operands,
+                                    std::initializer_list<Out> results,
+                                    const float *lse, bool backward) const {
+  // The graphs declare every tensor 16-byte aligned.
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
   for (In x : operands)
     if (!x.bf16)
-      return false;
+      return "f32 operands";
+  for (Out y : results) {
+    if (!y.bf16)
+      return "f32 results";
+    if (y.acc)
+      return "results added to, not written";
+  }
+  if (backward && !lse)
+    return "a backward without the forward's log-sum-exp";
+  for (In x : operands)
+    if (!aligned(x.data))
+      return "an operand off 16 bytes";
   for (Out y : results)
-    if (!y.bf16 || y.acc || !y.data)
-      return false;
-  // cuDNN 9.10.0 and 9.10.1 are refused for attention; up to 9.15 the
-  // backward needs keys in whole tiles of 128 (or a padding mask).
-  size_t version = cudnnGetVersion();
-  if ((version >= 91000 && version < 91002) ||
-      (version < 91600 && a.s % 128 != 0))
-    return false;
-  return a.d % 8 == 0 && a.d <= 128 && a.window == 0 &&
-         a.heads % a.kvHeads == 0 && a.s > 1;
+    if (!y.data || !aligned(y.data))
+      return "a result off 16 bytes";
+  if (lse && !aligned(lse))
+    return "a log-sum-exp off 16 bytes";
+  return shapeRefusal(a, capability, backward);
 }
+
+int64_t CudnnAttention::executions() { return executed.load(); }
 
 void CudnnAttention::forward(const AttentionShape &a, In q, In k, In v, Out o,
                              float *lse, const Workspace &workspace,
@@ -646,15 +699,7 @@ void CudnnAttention::backward(const AttentionShape &a, In dout, In q, In k,
   char *scratch =
       static_cast<char *>(workspace(planBytes + rowDotBytes + dqSumsBytes));
   char *dqSums = scratch + planBytes + rowDotBytes;
-  // cuDNN clears dq's sums itself from 9.6 on.
-  if (cudnnGetVersion() < 90600) {
-    cudaError_t cleared =
-        cudaMemsetAsync(dqSums, 0, size_t(dqSumsBytes), stream);
-    if (cleared != cudaSuccess)
-      throw std::runtime_error(std::string("cuDNN attention: clearing dq's "
-                                           "sums: ") +
-                               cudaGetErrorString(cleared));
-  }
+  // cuDNN clears dq's sums itself (from 9.6 on; the build needs 9.11).
   Scalars scalars(a);
   Bindings b;
   b.bindAttention(q, k, v, o.data);
@@ -712,10 +757,16 @@ bool cudnnBuilt() { return false; }
 struct CudnnAttention::State {};
 CudnnAttention::CudnnAttention() { unavailable(); }
 CudnnAttention::~CudnnAttention() = default;
-bool CudnnAttention::takes(const AttentionShape &, std::initializer_list<In>,
-                           std::initializer_list<Out>) {
-  return false;
+std::string CudnnAttention::refusal(const AttentionShape &,
+                                    std::initializer_list<In>,
+                                    std::initializer_list<Out>, const float *,
+                                    bool) const {
+  return "this build has no cuDNN";
 }
+std::string CudnnAttention::shapeRefusal(const AttentionShape &, int, bool) {
+  return "this build has no cuDNN";
+}
+int64_t CudnnAttention::executions() { return 0; }
 void CudnnAttention::forward(const AttentionShape &, In, In, In, Out, float *,
                              const Workspace &, cudaStream_t) {
   unavailable();

@@ -40,11 +40,24 @@ public:
   CudnnAttention(const CudnnAttention &) = delete;
   CudnnAttention &operator=(const CudnnAttention &) = delete;
 
-  /// Whether cuDNN takes a launch of these operands and results: all
-  /// bf16, results overwritten (not added to), a head dimension that is a
-  /// multiple of 8 up to 128, no sliding window.
-  static bool takes(const AttentionShape &a, std::initializer_list<In> operands,
-                    std::initializer_list<Out> results);
+  /// Why cuDNN does not take a launch of these operands and results, ""
+  /// where it does: every operand and result bf16 and 16-byte aligned (the
+  /// log-sum-exp `lse` too), results written (not added to), the backward
+  /// given the forward's `lse`, and a shape shapeRefusal() takes.
+  std::string refusal(const AttentionShape &a,
+                      std::initializer_list<In> operands,
+                      std::initializer_list<Out> results, const float *lse,
+                      bool backward) const;
+  /// The shape's part of refusal() on a GPU of compute capability
+  /// `capability` (major x 10 + minor) with this process's cuDNN: heads a
+  /// multiple of 8 up to 128 (256 on sm_90), grouped evenly, no sliding
+  /// window, and a backward over sequences in whole tiles of 128 before
+  /// cuDNN 9.16.
+  static std::string shapeRefusal(const AttentionShape &a, int capability,
+                                  bool backward);
+  /// The cuDNN attention plans this process has executed (tests check that
+  /// cuDNN, not a fallback, ran).
+  static int64_t executions();
 
   /// attention() (Kernels.h) on cuDNN: o and, unless null, lse.
   void forward(const AttentionShape &a, In q, In k, In v, Out o, float *lse,
@@ -55,6 +68,7 @@ public:
                 const Workspace &workspace, cudaStream_t stream);
 
 private:
+  int capability = 0;
   struct State;
   std::unique_ptr<State> state;
 };

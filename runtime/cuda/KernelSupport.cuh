@@ -247,7 +247,7 @@ void byHeadDimBucket(int64_t d, Run run) {
 
 inline AttentionDims attentionDims(const AttentionShape &s) {
   return {s.b, s.s,      s.heads,  s.kvHeads,
-          s.d, s.causal, s.window, float(1.0 / std::sqrt(double(s.d)))};
+          s.d, s.causal, s.window, attentionScale(s.d)};
 }
 
 /// The tensor-core attention, for launches attentionOnTensorCores takes.

@@ -1276,7 +1276,7 @@ int64_t rowStatistics(const AttentionShape &s, bool lseKept) {
 /// row statistics (16-byte aligned); -1 where the backward takes none.
 int64_t queryGradientSums(const AttentionShape &s, In dout, In q, In k, In v,
                           bool lseKept) {
-  if (attentionKernels() != AttentionKernels::RegistersSummedDq ||
+  if (ownAttentionKernels() != AttentionKernels::RegistersSummedDq ||
       !backwardOnTensorCores(s, dout, q, k, v))
     return -1;
   return (rowStatistics(s, lseKept) + 3) / 4 * 4;

@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -116,6 +117,11 @@ struct AttentionShape {
 };
 /// The head dimension the attention kernels take at most.
 int64_t maxHeadDim();
+/// The scores' scale, 1 / sqrt(d), as every attention family takes it (so
+/// that one family's log-sum-exp serves another's backward).
+inline float attentionScale(int64_t d) {
+  return float(1.0 / std::sqrt(double(d)));
+}
 /// Whether attention runs on tensor cores (TensorCoreAttention.cu): bf16
 /// q, k and v (and dO) with head dimension up to 128, where the GPU gives a
 /// block the chosen kernels' shared memory (sm_80 and sm_90 do; sm_86 and

@@ -778,9 +778,16 @@ TEST_F(CudaAttention, RegisterKernelsSummingDq) {
 TEST_F(CudaAttention, CudnnKernels) {
   if (!partita::runtime::cuda::cudnnBuilt())
     GTEST_SKIP() << "this build has no cuDNN";
+  using partita::runtime::cuda::CudnnAttention;
   setenv("PARTITA_CUDA_ATTENTION", "cudnn", 1);
   runOn(createCudaDevice(0, GemmPrecision::FP32));
+  int64_t before = CudnnAttention::executions();
   checkFamily("cudnn", "wait");
+  // Sequences in whole tiles of 128, which every cuDNN 9 takes both ways.
+  checkFamily("cudnn", "wait",
+              {{128, 4, 2, 64, true, 0}, {256, 4, 1, 128, false, 0}});
+  EXPECT_GT(CudnnAttention::executions(), before)
+      << "cuDNN ran none of the launches (plan-run's notes say why)";
 }
 
 // Where a block may have 99 KiB of shared memory (sm_86, sm_89; on the

@@ -19,6 +19,7 @@
 namespace {
 
 using partita::runtime::cuda::AttentionShape;
+using partita::runtime::cuda::CudnnAttention;
 using partita::runtime::cuda::cudnnAttentionSupport;
 
 /// cuDNN's device properties (the fields of its JSON) for a GPU of
@@ -55,15 +56,16 @@ std::vector<Gpu> gpus() {
                                 41943040, 85899345920)}};
 }
 
+AttentionShape shape(int64_t b, int64_t s, int64_t heads, int64_t kvHeads,
+                     int64_t d) {
+  AttentionShape a{};
+  a.b = b, a.s = s, a.heads = heads, a.kvHeads = kvHeads, a.d = d;
+  a.causal = true;
+  return a;
+}
+
 /// The GPU check's attention shapes (scripts/gpu-plans.sh).
 std::vector<std::pair<const char *, AttentionShape>> shapes() {
-  auto shape = [](int64_t b, int64_t s, int64_t heads, int64_t kvHeads,
-                  int64_t d) {
-    AttentionShape a{};
-    a.b = b, a.s = s, a.heads = heads, a.kvHeads = kvHeads, a.d = d;
-    a.causal = true;
-    return a;
-  };
   return {{"llama3-8b-block", shape(1, 8192, 32, 8, 128)},
           {"gpt2-small", shape(8, 1024, 12, 12, 64)},
           {"small-llama-head128", shape(4, 200, 2, 1, 128)},
@@ -73,6 +75,8 @@ std::vector<std::pair<const char *, AttentionShape>> shapes() {
 void expectAccepted(bool backward) {
   for (const Gpu &gpu : gpus())
     for (const auto &[name, a] : shapes()) {
+      // Shapes the runtime hands to cuDNN, with this cuDNN.
+      EXPECT_EQ(CudnnAttention::shapeRefusal(a, 80, backward), "") << name;
       auto support = cudnnAttentionSupport(gpu.json, a, backward);
       std::printf("%s, %s %s: %d of %d proposals accepted (%s)\n", gpu.name,
                   name, backward ? "backward" : "forward", support.accepted,
@@ -86,5 +90,29 @@ void expectAccepted(bool backward) {
 
 TEST(CudnnGraphs, AnEngineTakesTheForward) { expectAccepted(false); }
 TEST(CudnnGraphs, AnEngineTakesTheBackward) { expectAccepted(true); }
+
+// Heads of 256 run on cuDNN on sm_90 only (CudnnAttention::shapeRefusal).
+TEST(CudnnGraphs, HeadsOf256OnHopper) {
+  AttentionShape a = shape(2, 1024, 8, 8, 256);
+  EXPECT_EQ(CudnnAttention::shapeRefusal(a, 90, true), "");
+  EXPECT_NE(CudnnAttention::shapeRefusal(a, 80, true), "");
+  for (bool backward : {false, true})
+    EXPECT_GT(cudnnAttentionSupport(gpus()[0].json, a, backward).accepted, 0)
+        << (backward ? "backward" : "forward");
+}
+
+// The check tells graphs apart: heads of 12 (not a multiple of 8) build a
+// graph that no engine accepts, which loading (the step without a driver)
+// never reaches.
+TEST(CudnnGraphs, AGraphNoEngineTakesIsRefused) {
+  for (const Gpu &gpu : gpus())
+    for (bool backward : {false, true}) {
+      auto support =
+          cudnnAttentionSupport(gpu.json, shape(2, 256, 4, 4, 12), backward);
+      EXPECT_EQ(support.accepted, 0)
+          << gpu.name << (backward ? " backward" : " forward") << ": "
+          << support.statuses;
+    }
+}
 
 } // namespace
