@@ -100,6 +100,7 @@ enum Uid : int64_t {
   kScale,
   kNegativeInfinity,
   kOne,
+  kWindow,
   kDo,
   kDq,
   kDk,
@@ -141,9 +142,16 @@ public:
                                  cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     return tensor(0, dims, packed(dims), type);
   }
-  /// An f32 scalar passed by value (a host pointer in the variant pack).
-  const Descriptor &scalar(int64_t uid) {
-    return tensor(uid, {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_FLOAT, true);
+  /// A scalar passed by value (a host pointer in the variant pack), one
+  /// tensor however often it is asked for.
+  const Descriptor &scalar(int64_t uid,
+                           cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    auto found = scalars.find(uid);
+    if (found != scalars.end())
+      return *found->second;
+    const Descriptor &t = tensor(uid, {1, 1, 1, 1}, {1, 1, 1, 1}, type, true);
+    scalars[uid] = &t;
+    return t;
   }
   static Dims packed(const Dims &dims) {
     Dims strides(dims.size(), 1);
@@ -254,6 +262,7 @@ private:
 
   std::vector<std::unique_ptr<Descriptor>> owned;
   std::vector<cudnnBackendDescriptor_t> ops;
+  std::map<int64_t, const Descriptor *> scalars;
   int64_t nextVirtual = kFirstVirtual;
 };
 
@@ -332,21 +341,50 @@ Dims statsStrides(const AttentionShape &a) {
   return {a.heads * a.s, a.s, 1, 1};
 }
 
-/// Scores where the key is past the query (causal) become -inf: keep
-/// x[.., i, j] where i >= j.
-const Descriptor &causalMask(Graph &g, const Descriptor &x, const Dims &dims) {
+/// x with the scores `keep` rejects set to -inf.
+const Descriptor &masked(Graph &g, const Descriptor &x, const Descriptor &keep,
+                         const Dims &dims) {
+  const Descriptor &y = g.intermediate(dims);
+  const Descriptor &negativeInfinity = g.scalar(kNegativeInfinity);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, &negativeInfinity, y, &keep);
+  return y;
+}
+
+/// The query (row) and key (column) index of each score of x.
+std::pair<const Descriptor *, const Descriptor *>
+indices(Graph &g, const Descriptor &x, const Dims &dims) {
   const Descriptor &row = g.intermediate(dims, CUDNN_DATA_INT32);
   const Descriptor &column = g.intermediate(dims, CUDNN_DATA_INT32);
-  const Descriptor &keep = g.intermediate(dims, CUDNN_DATA_BOOLEAN);
-  const Descriptor &masked = g.intermediate(dims);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, row, nullptr, 2);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, x, nullptr, column, nullptr, 3);
-  g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &column, keep, nullptr, -1,
-              CUDNN_DATA_BOOLEAN);
-  const Descriptor &negativeInfinity = g.scalar(kNegativeInfinity);
-  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, x, &negativeInfinity, masked,
-              &keep);
-  return masked;
+  return {&row, &column};
+}
+
+/// The masks of a.causal and a.window on scores x, as cuDNN's composite
+/// band masks form them: causal keeps key j of query i where i >= j, the
+/// window where j + window > i.
+const Descriptor &masks(Graph &g, const AttentionShape &a, const Descriptor &x,
+                        const Dims &dims) {
+  const Descriptor *y = &x;
+  if (a.causal) {
+    auto [row, column] = indices(g, *y, dims);
+    const Descriptor &keep = g.intermediate(dims, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, *row, column, keep, nullptr, -1,
+                CUDNN_DATA_BOOLEAN);
+    y = &masked(g, *y, keep, dims);
+  }
+  if (a.window > 0) {
+    auto [row, column] = indices(g, *y, dims);
+    const Descriptor &window = g.scalar(kWindow, CUDNN_DATA_INT32);
+    const Descriptor &reach = g.intermediate(dims, CUDNN_DATA_INT32);
+    g.pointwise(CUDNN_POINTWISE_ADD, *column, &window, reach, nullptr, 3,
+                CUDNN_DATA_INT32);
+    const Descriptor &keep = g.intermediate(dims, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_CMP_GT, reach, row, keep, nullptr, -1,
+                CUDNN_DATA_BOOLEAN);
+    y = &masked(g, *y, keep, dims);
+  }
+  return *y;
 }
 
 /// o = softmax(scale q k^T [masked]) v, and each row's log-sum-exp in
@@ -368,8 +406,7 @@ void forwardGraph(Graph &g, const AttentionShape &a) {
   const Descriptor &products = g.intermediate(scores);
   g.matmul(q, kT, products);
   const Descriptor *x = &g.apply(CUDNN_POINTWISE_MUL, products, &scale, scores);
-  if (a.causal)
-    x = &causalMask(g, *x, scores);
+  x = &masks(g, a, *x, scores);
   const Descriptor &max = g.intermediate(rows);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, *x, max);
   const Descriptor &shifted = g.apply(CUDNN_POINTWISE_SUB, *x, &max, scores);
@@ -425,8 +462,7 @@ void backwardGraph(Graph &g, const AttentionShape &a) {
   g.matmul(q, kT, s);
   const Descriptor &scaled = g.apply(CUDNN_POINTWISE_MUL, s, &scale, scores);
   const Descriptor *x = &g.apply(CUDNN_POINTWISE_SUB, scaled, &stats, scores);
-  if (a.causal)
-    x = &causalMask(g, *x, scores);
+  x = &masks(g, a, *x, scores);
   const Descriptor &p = g.apply(CUDNN_POINTWISE_EXP, *x, nullptr, scores);
 
   // dv = P^T dO, summed over each group's query heads.
@@ -532,13 +568,17 @@ int64_t statsBytes(const AttentionShape &a) {
 /// The graphs' by-value scalars, which must outlive the execution.
 struct Scalars {
   float scale, negativeInfinity = -INFINITY, one = 1.0f;
-  explicit Scalars(const AttentionShape &a) : scale(attentionScale(a.d)) {}
+  int32_t window;
+  explicit Scalars(const AttentionShape &a)
+      : scale(attentionScale(a.d)), window(int32_t(a.window)) {}
   void bind(Bindings &b, const AttentionShape &a, bool backward) {
     b.bind(kScale, &scale);
     if (backward)
       b.bind(kOne, &one);
-    if (a.causal)
+    if (a.causal || a.window > 0)
       b.bind(kNegativeInfinity, &negativeInfinity);
+    if (a.window > 0)
+      b.bind(kWindow, &window);
   }
 };
 
@@ -626,8 +666,6 @@ std::string CudnnAttention::shapeRefusal(const AttentionShape &a,
   if (a.d % 8 != 0 || a.d > widest)
     return "heads of " + std::to_string(a.d) + ": cuDNN takes multiples of " +
            "8 up to " + std::to_string(widest) + " here";
-  if (a.window != 0)
-    return "a sliding window";
   if (a.heads % a.kvHeads != 0 || a.s < 2)
     return "heads " + std::to_string(a.heads) + "/" +
            std::to_string(a.kvHeads) + " over " + std::to_string(a.s) +

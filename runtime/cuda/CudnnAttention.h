@@ -50,9 +50,8 @@ public:
                       bool backward) const;
   /// The shape's part of refusal() on a GPU of compute capability
   /// `capability` (major x 10 + minor) with this process's cuDNN: heads a
-  /// multiple of 8 up to 128 (256 on sm_90), grouped evenly, no sliding
-  /// window, and a backward over sequences in whole tiles of 128 before
-  /// cuDNN 9.16.
+  /// multiple of 8 up to 128 (256 on sm_90), grouped evenly, and a
+  /// backward over sequences in whole tiles of 128 before cuDNN 9.16.
   static std::string shapeRefusal(const AttentionShape &a, int capability,
                                   bool backward);
   /// The cuDNN attention plans this process has executed (tests check that

@@ -64,12 +64,19 @@ AttentionShape shape(int64_t b, int64_t s, int64_t heads, int64_t kvHeads,
   return a;
 }
 
-/// The GPU check's attention shapes (scripts/gpu-plans.sh).
+AttentionShape windowed(AttentionShape a, int64_t window) {
+  a.window = window;
+  return a;
+}
+
+/// The GPU check's attention shapes (scripts/gpu-plans.sh), and a
+/// Mistral-7B-shaped one with a sliding window.
 std::vector<std::pair<const char *, AttentionShape>> shapes() {
   return {{"llama3-8b-block", shape(1, 8192, 32, 8, 128)},
           {"gpt2-small", shape(8, 1024, 12, 12, 64)},
           {"small-llama-head128", shape(4, 200, 2, 1, 128)},
-          {"tiny-llama-bf16", shape(8, 128, 4, 2, 16)}};
+          {"tiny-llama-bf16", shape(8, 128, 4, 2, 16)},
+          {"mistral-window", windowed(shape(1, 4096, 32, 8, 128), 1024)}};
 }
 
 void expectAccepted(bool backward) {
