@@ -243,6 +243,10 @@ if kernels is not None:
             lines.append(f"attention kernels ({family}): skipped: "
                          f"{row['skipped']}")
             continue
+        if family == "cudnn" and kernels.get("cudnn_version"):
+            version = kernels["cudnn_version"]
+            family = (f"cudnn, cuDNN {version // 10000}.{version // 100 % 100}"
+                      f".{version % 100}")
         line = (f"attention kernels ({family}) on the block's shape: forward "
                 f"{row['forward_ms']:.2f} ms ({row['forward_tflops']:.0f} "
                 f"TFLOP/s causal), backward {row['backward_ms']:.2f} ms "

@@ -306,7 +306,8 @@ json attentionBench(int64_t seq) {
             {"head_dim", d},
             {"causal", true},
             {"dtype", "bf16"}}},
-          {"attention", families}};
+          {"attention", families},
+          {"cudnn_version", cuda::cudnnVersion()}};
 }
 
 json memoryBench(int64_t tokens, int64_t hidden) {

@@ -585,6 +585,7 @@ struct Scalars {
 } // namespace
 
 bool cudnnBuilt() { return true; }
+int64_t cudnnVersion() { return int64_t(cudnnGetVersion()); }
 
 struct CudnnAttention::State {
   cudnnHandle_t handle = nullptr;
@@ -792,6 +793,7 @@ namespace {
 } // namespace
 
 bool cudnnBuilt() { return false; }
+int64_t cudnnVersion() { return 0; }
 struct CudnnAttention::State {};
 CudnnAttention::CudnnAttention() { unavailable(); }
 CudnnAttention::~CudnnAttention() = default;

@@ -25,6 +25,9 @@ namespace partita::runtime::cuda {
 /// Whether this build has cuDNN (found beside CUDA, or in the nvidia-cudnn
 /// wheel of a GPU machine's PyTorch).
 bool cudnnBuilt();
+/// The cuDNN this process loaded (major x 10000 + minor x 100 + patch), 0
+/// without cuDNN.
+int64_t cudnnVersion();
 
 /// cuDNN's attention on one device.
 class CudnnAttention {
