@@ -147,6 +147,13 @@ say "building the runtime with CUDA in $build"
 }
 bin="$build/bin"
 say "built in $(($(date +%s) - start)) s"
+# The cudnn family's runs need cuDNN in the build (docs/gpu.md).
+families=(mma mma-atomic)
+if grep -q '^PARTITA_HAVE_CUDNN:INTERNAL=ON' "$build/CMakeCache.txt"; then
+  families+=(cudnn)
+else
+  say "the cudnn attention runs are skipped: this build has no cuDNN (see $out/configure.log)"
+fi
 
 if [[ -z "$plans" ]]; then
   plans="$out/plans"
@@ -213,7 +220,7 @@ for d in cpu cuda; do
   run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
     --steps 20 --device "$d" --log-json "$out/head128-$d.jsonl" || status=1
 done
-for kernels in mma mma-atomic cudnn; do
+for kernels in "${families[@]}"; do
   run "head128-cuda-$kernels" 120 env PARTITA_CUDA_ATTENTION=$kernels \
     "$bin/plan-run" "$plans/small-llama-head128.json" --steps 20 \
     --device cuda --log-json "$out/head128-cuda-$kernels.jsonl" || status=1
@@ -255,7 +262,9 @@ for model in llama3-8b-block llama3-8b-block-cudnn llama3-8b-block-mma \
   case "$model" in
   *-mma-atomic) kernels=mma-atomic ;;
   *-mma) kernels=mma ;;
-  *-cudnn) kernels=cudnn ;;
+  *-cudnn)
+    kernels=cudnn
+    [[ " ${families[*]} " == *" cudnn "* ]] || continue ;;
   *) kernels=wmma ;;
   esac
   run "$model" 120 env PARTITA_CUDA_ATTENTION=$kernels "$bin/plan-run" \
