@@ -112,22 +112,6 @@ if [[ -n "$deps" ]]; then
     ln -s mpirun.openmpi "$deps/usr/bin/mpirun"
 fi
 
-# cuDNN and NCCL may come from the wheels of the machine's PyTorch (CMake
-# looks there when they are not beside CUDA): cuDNN loads its engine
-# libraries, and NVRTC for the engines it compiles, from the loader's path.
-wheel_libs=$(python3 - 2> /dev/null <<'PY'
-import importlib, os
-for name in ("nvidia.cudnn", "nvidia.nccl", "nvidia.cuda_nvrtc"):
-    try:
-        print(os.path.join(list(importlib.import_module(name).__path__)[0], "lib"))
-    except Exception:
-        pass
-PY
-)
-wheel_libs=$(echo "$wheel_libs" | paste -sd: -)
-[[ -n "$wheel_libs" ]] &&
-  export LD_LIBRARY_PATH="$wheel_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
 # 1. Build: the runtime alone (no MLIR needed), with CUDA (the CPU emulator
 # of the CUDA backend is of no use where the GPU is).
 start=$(date +%s)
@@ -147,12 +131,22 @@ say "building the runtime with CUDA in $build"
 }
 bin="$build/bin"
 say "built in $(($(date +%s) - start)) s"
+# The cuDNN and NCCL the build linked (beside CUDA, or from the wheels of
+# the machine's PyTorch) come first on the loader's path: cuDNN loads its
+# engine libraries from it, and NVRTC for the engines it compiles.
+linked=$(sed -n 's/^PARTITA_\(CUDNN\|NCCL\)_LIBRARY:FILEPATH=\(\/.*\)$/\2/p' \
+  "$build/CMakeCache.txt" | xargs -r -n1 dirname)
+nvrtc=$(python3 -c 'import nvidia.cuda_nvrtc as n; print(list(n.__path__)[0] + "/lib")' 2> /dev/null)
+libs=$(printf '%s\n' $linked $nvrtc | awk '!seen[$0]++' | paste -sd: -)
+[[ -n "$libs" ]] && export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The cudnn family's runs need cuDNN in the build (docs/gpu.md).
 families=(mma mma-atomic)
 if grep -q '^PARTITA_HAVE_CUDNN:INTERNAL=ON' "$build/CMakeCache.txt"; then
   families+=(cudnn)
 else
-  say "the cudnn attention runs are skipped: this build has no cuDNN (see $out/configure.log)"
+  why="this build has no cuDNN (CMake's line on it: $build/CMakeCache.txt, configure.log)"
+  say "the cudnn attention runs are skipped: $why"
+  echo "$why" > "$out/cudnn-skipped.txt"
 fi
 
 if [[ -z "$plans" ]]; then

@@ -41,7 +41,6 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -194,6 +193,58 @@ json gemmBench(int64_t tokens) {
 }
 #endif
 
+/// cuDNN's fused attention on `shape`, in a workspace of its own, through
+/// `timings(forwardMs, backwardMs)`; why not, in its row, where it cannot
+/// run (so that the other families' times still come back).
+template <typename Timings>
+json cudnnAttentionTimes(const cuda::AttentionShape &shape,
+                         const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                         const __nv_bfloat16 *v, __nv_bfloat16 *o,
+                         const __nv_bfloat16 *dout, __nv_bfloat16 *dq,
+                         __nv_bfloat16 *dk, __nv_bfloat16 *dv, float *lse,
+                         cudaStream_t stream, const Timings &timings) {
+  if (!cuda::cudnnBuilt())
+    return {{"skipped", "this build has no cuDNN"}};
+  void *scratch = nullptr;
+  int64_t scratchBytes = 0;
+  try {
+    cuda::CudnnAttention cudnn;
+    std::string why = cudnn.refusal(
+        shape, {{q, true}, {k, true}, {v, true}, {o, true}, {dout, true}},
+        {{dq, true, false}, {dk, true, false}, {dv, true, false}}, lse, true);
+    if (!why.empty())
+      return {{"skipped", why}};
+    auto grow = [&](int64_t bytes) {
+      if (bytes > scratchBytes) {
+        cuda::check(cudaStreamSynchronize(stream), "the cuDNN workspace");
+        cudaFree(scratch);
+        scratch = deviceArray<char>(bytes, "the cuDNN workspace");
+        scratchBytes = bytes;
+      }
+      return scratch;
+    };
+    double forwardMs = timeMs(
+        [&] {
+          cudnn.forward(shape, {q, true}, {k, true}, {v, true},
+                        {o, true, false}, lse, grow, stream);
+        },
+        stream);
+    double backwardMs = timeMs(
+        [&] {
+          cudnn.backward(shape, {dout, true}, {q, true}, {k, true}, {v, true},
+                         {o, true}, lse, {dq, true, false}, {dk, true, false},
+                         {dv, true, false}, grow, stream);
+        },
+        stream);
+    cuda::check(cudaGetLastError(), "cuDNN attention");
+    cudaFree(scratch);
+    return timings(forwardMs, backwardMs);
+  } catch (const std::exception &e) {
+    cudaFree(scratch);
+    return {{"skipped", std::string("failed: ") + e.what()}};
+  }
+}
+
 json attentionBench(int64_t seq) {
   int64_t b = 1, heads = 32, kvHeads = 8, d = 128;
   int sharedBytes = 0;
@@ -253,47 +304,8 @@ json attentionBench(int64_t seq) {
     families[family] = timings(forwardMs, backwardMs);
   }
   unsetenv("PARTITA_CUDA_ATTENTION");
-  // cuDNN's fused engines, in a workspace of their own.
-  std::string cudnnRefusal = "this build has no cuDNN";
-  std::unique_ptr<cuda::CudnnAttention> cudnnAttention;
-  if (cuda::cudnnBuilt()) {
-    cudnnAttention = std::make_unique<cuda::CudnnAttention>();
-    cudnnRefusal = cudnnAttention->refusal(
-        shape, {{q, true}, {k, true}, {v, true}, {o, true}, {dout, true}},
-        {{dq, true, false}, {dk, true, false}, {dv, true, false}}, lse, true);
-  }
-  if (cudnnRefusal.empty()) {
-    cuda::CudnnAttention &cudnn = *cudnnAttention;
-    void *scratch = nullptr;
-    int64_t scratchBytes = 0;
-    auto grow = [&](int64_t bytes) {
-      if (bytes > scratchBytes) {
-        cuda::check(cudaStreamSynchronize(stream), "the cuDNN workspace");
-        cudaFree(scratch);
-        scratch = deviceArray<char>(bytes, "the cuDNN workspace");
-        scratchBytes = bytes;
-      }
-      return scratch;
-    };
-    double forwardMs = timeMs(
-        [&] {
-          cudnn.forward(shape, {q, true}, {k, true}, {v, true},
-                        {o, true, false}, lse, grow, stream);
-        },
-        stream);
-    double backwardMs = timeMs(
-        [&] {
-          cudnn.backward(shape, {dout, true}, {q, true}, {k, true}, {v, true},
-                         {o, true}, lse, {dq, true, false}, {dk, true, false},
-                         {dv, true, false}, grow, stream);
-        },
-        stream);
-    cuda::check(cudaGetLastError(), "cuDNN attention");
-    families["cudnn"] = timings(forwardMs, backwardMs);
-    cudaFree(scratch);
-  } else {
-    families["cudnn"] = {{"skipped", cudnnRefusal}};
-  }
+  families["cudnn"] = cudnnAttentionTimes(shape, q, k, v, o, dout, dq, dk, dv,
+                                          lse, stream, timings);
   for (void *p :
        std::vector<void *>{q, k, v, o, dout, dq, dk, dv, lse, workspace})
     cudaFree(p);

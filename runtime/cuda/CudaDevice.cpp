@@ -732,7 +732,7 @@ void CudaDevice::launchKernel(const std::string &name,
       // Said once per reason, so that a run on `cudnn` shows what fell back.
       if (!onCudnn && cudnnRefusals.insert(name + ": " + why).second)
         std::fprintf(stderr,
-                     "plan-run: note: cuDNN does not take %s (%s); the wmma "
+                     "plan-run: note: cuDNN does not take %s (%s); our own "
                      "kernels run it\n",
                      name.c_str(), why.c_str());
     }

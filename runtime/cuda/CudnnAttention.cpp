@@ -147,10 +147,14 @@ public:
   const Descriptor &scalar(int64_t uid,
                            cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     auto found = scalars.find(uid);
-    if (found != scalars.end())
-      return *found->second;
+    if (found != scalars.end()) {
+      if (found->second.second != type)
+        throw std::logic_error("cuDNN attention: scalar " +
+                               std::to_string(uid) + " of two types");
+      return *found->second.first;
+    }
     const Descriptor &t = tensor(uid, {1, 1, 1, 1}, {1, 1, 1, 1}, type, true);
-    scalars[uid] = &t;
+    scalars[uid] = {&t, type};
     return t;
   }
   static Dims packed(const Dims &dims) {
@@ -262,7 +266,7 @@ private:
 
   std::vector<std::unique_ptr<Descriptor>> owned;
   std::vector<cudnnBackendDescriptor_t> ops;
-  std::map<int64_t, const Descriptor *> scalars;
+  std::map<int64_t, std::pair<const Descriptor *, cudnnDataType_t>> scalars;
   int64_t nextVirtual = kFirstVirtual;
 };
 
@@ -360,6 +364,11 @@ indices(Graph &g, const Descriptor &x, const Dims &dims) {
   return {&row, &column};
 }
 
+/// Whether a.window masks anything: a window of s or more keys does not.
+bool windowed(const AttentionShape &a) {
+  return a.window > 0 && a.window < a.s;
+}
+
 /// The masks of a.causal and a.window on scores x, as cuDNN's composite
 /// band masks form them: causal keeps key j of query i where i >= j, the
 /// window where j + window > i.
@@ -373,12 +382,12 @@ const Descriptor &masks(Graph &g, const AttentionShape &a, const Descriptor &x,
                 CUDNN_DATA_BOOLEAN);
     y = &masked(g, *y, keep, dims);
   }
-  if (a.window > 0) {
+  if (windowed(a)) {
+    // The window in f32, as cudnn-frontend gives a top-left band's bound.
     auto [row, column] = indices(g, *y, dims);
-    const Descriptor &window = g.scalar(kWindow, CUDNN_DATA_INT32);
-    const Descriptor &reach = g.intermediate(dims, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_ADD, *column, &window, reach, nullptr, 3,
-                CUDNN_DATA_INT32);
+    const Descriptor &window = g.scalar(kWindow);
+    const Descriptor &reach = g.intermediate(dims);
+    g.pointwise(CUDNN_POINTWISE_ADD, *column, &window, reach, nullptr, 3);
     const Descriptor &keep = g.intermediate(dims, CUDNN_DATA_BOOLEAN);
     g.pointwise(CUDNN_POINTWISE_CMP_GT, reach, row, keep, nullptr, -1,
                 CUDNN_DATA_BOOLEAN);
@@ -541,10 +550,12 @@ struct Plan {
   int64_t workspaceBytes = 0;
 };
 
+/// What a plan depends on: the graph's shape and masks (the window's
+/// length is a by-value scalar).
 using ShapeKey =
-    std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+    std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool>;
 ShapeKey keyOf(const AttentionShape &a, bool backward) {
-  return {backward, a.b, a.s, a.heads, a.kvHeads, a.d, a.causal};
+  return {backward, a.b, a.s, a.heads, a.kvHeads, a.d, a.causal, windowed(a)};
 }
 
 Descriptor buildGraph(const AttentionShape &a, bool backward,
@@ -567,17 +578,16 @@ int64_t statsBytes(const AttentionShape &a) {
 
 /// The graphs' by-value scalars, which must outlive the execution.
 struct Scalars {
-  float scale, negativeInfinity = -INFINITY, one = 1.0f;
-  int32_t window;
+  float scale, negativeInfinity = -INFINITY, one = 1.0f, window;
   explicit Scalars(const AttentionShape &a)
-      : scale(attentionScale(a.d)), window(int32_t(a.window)) {}
+      : scale(attentionScale(a.d)), window(float(a.window)) {}
   void bind(Bindings &b, const AttentionShape &a, bool backward) {
     b.bind(kScale, &scale);
     if (backward)
       b.bind(kOne, &one);
-    if (a.causal || a.window > 0)
+    if (a.causal || windowed(a))
       b.bind(kNegativeInfinity, &negativeInfinity);
-    if (a.window > 0)
+    if (windowed(a))
       b.bind(kWindow, &window);
   }
 };
@@ -671,6 +681,10 @@ std::string CudnnAttention::shapeRefusal(const AttentionShape &a,
     return "heads " + std::to_string(a.heads) + "/" +
            std::to_string(a.kvHeads) + " over " + std::to_string(a.s) +
            " positions";
+  // cuDNN 9.14.0 gets a non-causal window over more than 1024 keys wrong.
+  if (version == 91400 && !a.causal && windowed(a) && a.s > 1024)
+    return "a non-causal window over " + std::to_string(a.s) +
+           " positions with cuDNN 9.14.0";
   // Before 9.16 the backward needs keys in whole tiles (or a padding mask).
   if (backward && version < 91600 && a.s % 128 != 0)
     return "a backward over " + std::to_string(a.s) + " positions with cuDNN " +

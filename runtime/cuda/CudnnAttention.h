@@ -53,8 +53,10 @@ public:
                       bool backward) const;
   /// The shape's part of refusal() on a GPU of compute capability
   /// `capability` (major x 10 + minor) with this process's cuDNN: heads a
-  /// multiple of 8 up to 128 (256 on sm_90), grouped evenly, and a
-  /// backward over sequences in whole tiles of 128 before cuDNN 9.16.
+  /// multiple of 8 up to 128 (256 on sm_90), grouped evenly, a backward
+  /// over sequences in whole tiles of 128 before cuDNN 9.16, and with 9.14.0
+  /// no non-causal window over more than 1024 keys (what cudnn-frontend
+  /// refuses).
   static std::string shapeRefusal(const AttentionShape &a, int capability,
                                   bool backward);
   /// The cuDNN attention plans this process has executed (tests check that

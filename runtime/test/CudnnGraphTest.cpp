@@ -82,8 +82,15 @@ std::vector<std::pair<const char *, AttentionShape>> shapes() {
 void expectAccepted(bool backward) {
   for (const Gpu &gpu : gpus())
     for (const auto &[name, a] : shapes()) {
-      // Shapes the runtime hands to cuDNN, with this cuDNN.
-      EXPECT_EQ(CudnnAttention::shapeRefusal(a, 80, backward), "") << name;
+      // Shapes the runtime hands to cuDNN, but for the backward over
+      // sequences off 128 that cuDNN before 9.16 gets wrong.
+      std::string why = CudnnAttention::shapeRefusal(a, 80, backward);
+      if (!why.empty()) {
+        EXPECT_TRUE(backward && a.s % 128 != 0 &&
+                    partita::runtime::cuda::cudnnVersion() < 91600)
+            << name << ": " << why;
+        continue;
+      }
       auto support = cudnnAttentionSupport(gpu.json, a, backward);
       std::printf("%s, %s %s: %d of %d proposals accepted (%s)\n", gpu.name,
                   name, backward ? "backward" : "forward", support.accepted,
