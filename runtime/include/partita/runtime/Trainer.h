@@ -132,6 +132,8 @@ public:
       for (const auto &[what, s] : device.takeLaunchSeconds())
         seconds[what] += s;
   }
+  /// Forgets launchSeconds so far (a run's first step, which sets up).
+  void clearLaunchSeconds() { seconds.clear(); }
 
 private:
   /// A view of elements in the arena, with the vector calls the executor
