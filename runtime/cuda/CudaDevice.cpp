@@ -729,7 +729,8 @@ void CudaDevice::launchKernel(const std::string &name,
               : cudnnAttention->refusal(a, {in(0), in(1), in(2), in(3), in(4)},
                                         {out(0), out(1), out(2)}, lse, true);
       onCudnn = why.empty();
-      // Said once per reason, so that a run on `cudnn` shows what fell back.
+      // Said once per kernel and reason, so that a run on `cudnn` shows what
+      // fell back.
       if (!onCudnn && cudnnRefusals.insert(name + ": " + why).second)
         std::fprintf(stderr,
                      "plan-run: note: cuDNN does not take %s (%s); our own "
