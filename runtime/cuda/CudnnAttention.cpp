@@ -438,8 +438,7 @@ void backwardGraph(Graph &g, const AttentionShape &a) {
   const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16;
   Dims scores{a.b, a.heads, a.s, a.s}, rows = statsDims(a);
   Dims queryRows = rowDims(a, a.heads), keyRows = rowDims(a, a.kvHeads);
-  // The transposed scores: [b, heads, keys, queries] over the same values.
-  Dims transposedScores{a.b, a.heads, a.s, a.s};
+  // The scores transposed, [b, heads, keys, queries], over the same values.
   Dims transposedScoreStrides{a.heads * a.s * a.s, a.s * a.s, 1, a.s};
   const Descriptor &q = g.tensor(kQ, queryRows, rowStrides(a, a.heads), bf16);
   const Descriptor &kT = g.tensor(kK, transposedDims(a, a.kvHeads),
@@ -475,8 +474,7 @@ void backwardGraph(Graph &g, const AttentionShape &a) {
   const Descriptor &p = g.apply(CUDNN_POINTWISE_EXP, *x, nullptr, scores);
 
   // dv = P^T dO, summed over each group's query heads.
-  const Descriptor &pT =
-      g.tensor(0, transposedScores, transposedScoreStrides, bf16);
+  const Descriptor &pT = g.tensor(0, scores, transposedScoreStrides, bf16);
   g.reshape(p, pT);
   auto summedOverGroups = [&](const Descriptor &lhs, const Descriptor &rhs,
                               const Descriptor &out) {
@@ -497,8 +495,7 @@ void backwardGraph(Graph &g, const AttentionShape &a) {
   const Descriptor &dS = g.apply(CUDNN_POINTWISE_MUL, weighted, &scale, scores);
 
   // dk = dS^T q, summed over each group's query heads.
-  const Descriptor &dST =
-      g.tensor(0, transposedScores, transposedScoreStrides, bf16);
+  const Descriptor &dST = g.tensor(0, scores, transposedScoreStrides, bf16);
   g.reshape(dS, dST);
   summedOverGroups(dST, q, dk);
 
@@ -569,7 +566,7 @@ Descriptor buildGraph(const AttentionShape &a, bool backward,
 }
 
 /// Bytes rounded up to 256, so that what follows stays aligned.
-int64_t aligned(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+int64_t paddedTo256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 /// One f32 per query row.
 int64_t statsBytes(const AttentionShape &a) {
@@ -729,9 +726,9 @@ void CudnnAttention::forward(const AttentionShape &a, In q, In k, In v, Out o,
                              cudaStream_t stream) {
   const Plan &plan = state->planFor(a, false);
   // The statistics are the graph's output whether kept or not.
-  int64_t planBytes = aligned(plan.workspaceBytes);
+  int64_t planBytes = paddedTo256(plan.workspaceBytes);
   char *scratch = static_cast<char *>(
-      workspace(planBytes + (lse ? 0 : aligned(statsBytes(a)))));
+      workspace(planBytes + (lse ? 0 : paddedTo256(statsBytes(a)))));
   Scalars scalars(a);
   Bindings b;
   b.bindAttention(q, k, v, o.data);
@@ -746,8 +743,8 @@ void CudnnAttention::backward(const AttentionShape &a, In dout, In q, In k,
                               Out dv, const Workspace &workspace,
                               cudaStream_t stream) {
   const Plan &plan = state->planFor(a, true);
-  int64_t planBytes = aligned(plan.workspaceBytes);
-  int64_t rowDotBytes = aligned(statsBytes(a));
+  int64_t planBytes = paddedTo256(plan.workspaceBytes);
+  int64_t rowDotBytes = paddedTo256(statsBytes(a));
   int64_t dqSumsBytes = statsBytes(a) * a.d;
   char *scratch =
       static_cast<char *>(workspace(planBytes + rowDotBytes + dqSumsBytes));
