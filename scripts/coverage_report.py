@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The coverage table of scripts/coverage.sh.
+
+  coverage_report.py BUILD SOURCES REPORT
+
+Runs gcov (JSON output) on every .gcda under BUILD and, for each file under
+SOURCES, counts the lines that ran. A line inside a template counts once
+for each instantiation (gcov's function of the line), summed over the
+objects that compiled it; a line outside functions, once. Prints the table
+and writes it, with each line that did not run under its function's name,
+to REPORT.
+"""
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def gcov_files(build):
+    for directory, _, names in os.walk(build):
+        for name in names:
+            if name.endswith(".gcda"):
+                yield os.path.join(directory, name)
+
+
+def counts(build, sources):
+    """{(file, function, line): count} over every object's gcov data."""
+    total = collections.Counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        for data in gcov_files(build):
+            subprocess.run(
+                ["gcov", "--json-format", "-o", os.path.dirname(data), data],
+                cwd=scratch, check=True, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+            for name in os.listdir(scratch):
+                path = os.path.join(scratch, name)
+                with gzip.open(path, "rt") as f:
+                    report = json.load(f)
+                os.remove(path)
+                for entry in report["files"]:
+                    source = os.path.realpath(
+                        os.path.join(report["current_working_directory"],
+                                     entry["file"]))
+                    if not source.startswith(sources + os.sep):
+                        continue
+                    for line in entry["lines"]:
+                        key = (os.path.relpath(source, sources),
+                               line.get("function_name", ""),
+                               line["line_number"])
+                        total[key] += line["count"]
+    return total
+
+
+def demangled(names):
+    if not names:
+        return {}
+    # -p: without the parameters' types (template arguments stay).
+    out = subprocess.run(["c++filt", "-p"], input="\n".join(names), text=True,
+                         capture_output=True, check=True).stdout.splitlines()
+    return dict(zip(names, out))
+
+
+def main():
+    build, sources, report = sys.argv[1:4]
+    # gcov runs in a scratch directory.
+    build, sources = os.path.realpath(build), os.path.realpath(sources)
+    total = counts(build, sources)
+    if not total:
+        sys.exit("coverage_report: no gcov data for %s under %s" %
+                 (sources, build))
+    files = collections.defaultdict(lambda: [0, 0])
+    missed = collections.defaultdict(list)
+    for (source, function, line), count in sorted(total.items()):
+        files[source][1] += 1
+        if count:
+            files[source][0] += 1
+        else:
+            missed[(source, function)].append(line)
+    names = demangled(sorted({f for _, f in missed if f}))
+    ran = sum(r for r, _ in files.values())
+    lines = sum(n for _, n in files.values())
+    table = ["%-44s %7s %7s %7s" % ("file", "lines", "ran", "")]
+    for source, (r, n) in sorted(files.items()):
+        table.append("%-44s %7d %7d %6.1f%%" % (source, n, r, 100.0 * r / n))
+    table.append("%-44s %7d %7d %6.1f%%" % ("all", lines, ran,
+                                            100.0 * ran / lines))
+    print("\n".join(table))
+    with open(report, "w") as f:
+        f.write("\n".join(table) + "\n\nlines that did not run\n")
+        for (source, function), numbers in sorted(missed.items()):
+            f.write("%s: %s: %s\n" % (source, names.get(function, function)
+                                      or "(outside functions)",
+                                      " ".join(map(str, numbers))))
+    print("coverage.sh: lines that did not run: %s" % report)
+
+
+if __name__ == "__main__":
+    main()
