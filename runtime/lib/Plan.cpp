@@ -28,8 +28,10 @@ class Reader {
 public:
   explicit Reader(std::string file) : file(std::move(file)) {}
 
+  /// `path` is a JSON pointer; the document's root ("") is left out.
   [[noreturn]] void fail(const std::string &path, const std::string &what) {
-    throw std::runtime_error(file + ": " + path + ": " + what);
+    throw std::runtime_error(file + ": " + (path.empty() ? "" : path + ": ") +
+                             what);
   }
   const json &at(const json &object, const std::string &path, const char *key) {
     if (!object.is_object() || !object.contains(key))

@@ -87,6 +87,10 @@ Options parse(int argc, char **argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    // `flag` alone or as `flag=VALUE` (not a longer option it begins).
+    auto is = [&](const char *flag) {
+      return a == flag || a.rfind(std::string(flag) + "=", 0) == 0;
+    };
     auto value = [&](const char *flag) -> std::string {
       std::string prefix = std::string(flag) + "=";
       if (a.rfind(prefix, 0) == 0)
@@ -107,18 +111,18 @@ Options parse(int argc, char **argv) {
     };
     if (a == "-h" || a == "--help")
       usage("");
-    else if (a.rfind("--steps", 0) == 0)
+    else if (is("--steps"))
       o.steps = integer("--steps", 1, "a positive integer");
-    else if (a.rfind("--log-json", 0) == 0)
+    else if (is("--log-json"))
       o.logJson = value("--log-json");
-    else if (a.rfind("--save-params", 0) == 0)
+    else if (is("--save-params"))
       o.saveParams = value("--save-params");
-    else if (a.rfind("--checkpoint-dir", 0) == 0)
+    else if (is("--checkpoint-dir"))
       o.checkpointDir = value("--checkpoint-dir");
-    else if (a.rfind("--checkpoint-every", 0) == 0)
+    else if (is("--checkpoint-every"))
       o.checkpointEvery =
           integer("--checkpoint-every", 1, "a positive integer");
-    else if (a.rfind("--collective-timeout", 0) == 0) {
+    else if (is("--collective-timeout")) {
       std::string v = value("--collective-timeout");
       char *end;
       o.collectiveTimeout = std::strtod(v.c_str(), &end);
@@ -129,32 +133,32 @@ Options parse(int argc, char **argv) {
         usage("--collective-timeout must be seconds from 0 (never) to 1e7, "
               "got \"" +
               v + "\"");
-    } else if (a.rfind("--collective-chunk", 0) == 0)
+    } else if (is("--collective-chunk"))
       o.collectiveChunk =
           integer("--collective-chunk", 1, "a positive number of elements");
-    else if (a.rfind("--max-restarts", 0) == 0)
+    else if (is("--max-restarts"))
       o.maxRestarts = integer("--max-restarts", 0, "an integer >= 0");
-    else if (a.rfind("--trace", 0) == 0)
+    else if (is("--trace"))
       o.trace = value("--trace");
     else if (a == "--resume")
       o.resume = true;
     else if (a == "--profile")
       o.profile = true;
-    else if (a.rfind("--data-dtype", 0) == 0) {
+    else if (is("--data-dtype")) {
       std::string v = value("--data-dtype");
       if (v != "u16" && v != "u32")
         usage("--data-dtype must be u16 or u32, got \"" + v + "\"");
       o.dataBytes = v == "u16" ? 2 : 4;
       o.dataDtypeGiven = true;
-    } else if (a.rfind("--data", 0) == 0)
+    } else if (is("--data"))
       o.data = value("--data");
-    else if (a.rfind("--hostfile", 0) == 0)
+    else if (is("--hostfile"))
       o.hostfile = value("--hostfile");
-    else if (a.rfind("--device", 0) == 0) {
+    else if (is("--device")) {
       o.device = value("--device");
       if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
         usage("--device must be auto, cpu or cuda, got \"" + o.device + "\"");
-    } else if (a.rfind("--gemm-precision", 0) == 0) {
+    } else if (is("--gemm-precision")) {
       o.gemmPrecision = value("--gemm-precision");
       if (o.gemmPrecision != "fp32" && o.gemmPrecision != "tf32" &&
           o.gemmPrecision != "bf16")
@@ -699,6 +703,7 @@ int main(int argc, char **argv) {
         if (log.is_open()) {
           log << "{\"step\": " << s + 1 << ", \"loss\": " << jsonNumber(r.loss)
               << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
+              << ", \"lr\": " << jsonNumber(plan.optimizer.learningRate(s))
               << ", \"step_time_s\": " << seconds
               << ", \"tokens_per_s\": " << tokens / seconds
               << ", \"collective_calls\": " << r.collectiveCalls
