@@ -267,6 +267,9 @@ std::string manifestProblem(const nlohmann::json &m) {
   if (!is("steps", &nlohmann::json::is_number_integer) ||
       m["steps"].get<int64_t>() < 0)
     return "manifest.json: steps is not a count of steps";
+  // Absent in checkpoints from before it was recorded (f32).
+  if (m.contains("dtype") && m["dtype"] != "f32" && m["dtype"] != "bf16")
+    return "manifest.json: dtype is neither f32 nor bf16";
   return "";
 }
 
