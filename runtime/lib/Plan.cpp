@@ -360,6 +360,15 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
 
 } // namespace
 
+std::string ParameterSpec::stateBufferStem() const {
+  std::string buffer = holders.front().buffer;
+  const std::string shard = ".shard";
+  if (buffer.size() > shard.size() &&
+      buffer.compare(buffer.size() - shard.size(), shard.size(), shard) == 0)
+    buffer.resize(buffer.size() - shard.size());
+  return buffer;
+}
+
 double Optimizer::learningRate(int64_t step) const {
   if (step < warmupSteps)
     return lr * double(step + 1) / double(warmupSteps);
@@ -404,9 +413,15 @@ void checkOptimizer(Reader &r, const Optimizer &o) {
 /// zeros), and the token embedding's table has the vocabulary's rows.
 void checkParameterBuffers(Reader &r, const Plan &plan) {
   std::map<std::pair<int64_t, std::string>, const ParameterSpec *> holderOf;
+  // The optimizer's buffers each rank's parameters have (the Trainer's
+  // names for them).
+  std::set<std::pair<int64_t, std::string>> states;
   for (const ParameterSpec &p : plan.parameters)
-    for (const ParameterHolder &h : p.holders)
+    for (const ParameterHolder &h : p.holders) {
       holderOf[{h.ppRank, h.buffer}] = &p;
+      for (const char *prefix : {"adam_m.", "adam_v.", "master."})
+        states.insert({h.ppRank, prefix + p.stateBufferStem()});
+    }
   for (const Program &program : plan.programs) {
     std::string at = "/programs/" + std::to_string(program.ppRank);
     for (size_t k = 0; k < program.buffers.size(); ++k) {
@@ -417,6 +432,13 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
                "parameter buffer " + b.name +
                    " is no parameter's in /parameters (it would start as "
                    "zeros)");
+      if (b.kind == BufferKind::OptimizerState &&
+          !states.count({program.ppRank, b.name}))
+        r.fail(at + "/buffers/" + std::to_string(k),
+               "optimizer state " + b.name +
+                   " is no parameter's adam_m., adam_v. or master. buffer "
+                   "(by which names master weights start from the "
+                   "parameter's values and checkpoints keep the states)");
     }
     // The parameter's global rows are the vocabulary; a table gathered for
     // the launch (ZeRO-3) holds it padded to a multiple of vocab_parts.

@@ -1098,18 +1098,12 @@ std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
 }
 
 std::string Trainer::stateBuffer(const ParameterSpec &p, StateKind kind) const {
-  std::string buffer = p.holders.front().buffer;
   if (kind == StateKind::Value)
-    return buffer;
-  // Optimizer states are named after the whole parameter's buffer.
-  const std::string shard = ".shard";
-  if (buffer.size() > shard.size() &&
-      buffer.compare(buffer.size() - shard.size(), shard.size(), shard) == 0)
-    buffer.resize(buffer.size() - shard.size());
+    return p.holders.front().buffer;
   return (kind == StateKind::AdamM   ? "adam_m."
           : kind == StateKind::AdamV ? "adam_v."
                                      : "master.") +
-         buffer;
+         p.stateBufferStem();
 }
 
 std::map<std::string, std::vector<float>> Trainer::gatherParameters() {

@@ -150,6 +150,10 @@ struct ParameterSpec {
   double initStd = 0;
   int64_t tpDim = -1, tpParts = 1;
   std::vector<ParameterHolder> holders;
+  /// The name the optimizer's buffers of this parameter take after their
+  /// prefix (adam_m., adam_v., master.): the whole parameter's buffer, also
+  /// where ranks hold shards of it.
+  std::string stateBufferStem() const;
 };
 
 struct Coordinates {
