@@ -10,29 +10,13 @@
 #   scripts/sanitize.sh [LIT_FILTER]   (a regular expression of test names)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${BUILD_DIR:-$root/build}"
 sanitize="${SANITIZE_DIR:-$root/build-sanitize}"
 filter="${1:-.}"
+source "$root/scripts/runtime-variant.sh"
 
-if [ ! -x "$build/bin/plan-opt" ]; then
-  echo "sanitize.sh: $build/bin/plan-opt is missing: run scripts/build.sh first" >&2
-  exit 1
-fi
-flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-cmake -S "$root" -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" > /dev/null
-targets=(plan-run partita-runtime-tests partita-guarded-run partita-comm-check
-         partita-gemm-bench)
-# (grep without -q reads all of ninja's list: pipefail would take a
-# listing cut short for a missing target.)
-if ninja -C "$sanitize" -t targets all | grep '^partita-cuda-emulated-run:' > /dev/null; then
-  targets+=(partita-cuda-emulated-run partita-cuda-emulated-tests
-           partita-cuda-emulated-bench)
-fi
-ninja -C "$sanitize" -j "${JOBS:-$(nproc)}" "${targets[@]}"
-ln -sf "$build/bin/plan-opt" "$sanitize/bin/plan-opt"
+build_runtime_variant sanitize.sh "$sanitize" RelWithDebInfo \
+  "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+  "-fsanitize=address,undefined"
 
 # The emulator switches between fibers, which ASan's stack-use-after-return
 # check does not follow; leaks at exit (MPI's) are not the runtime's.

@@ -152,7 +152,8 @@ struct ParameterSpec {
   std::vector<ParameterHolder> holders;
   /// The name the optimizer's buffers of this parameter take after their
   /// prefix (adam_m., adam_v., master.): the whole parameter's buffer, also
-  /// where ranks hold shards of it.
+  /// where ranks hold shards of it. The plan's load makes sure there is a
+  /// holder.
   std::string stateBufferStem() const;
 };
 
