@@ -419,7 +419,7 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
   for (const ParameterSpec &p : plan.parameters)
     for (const ParameterHolder &h : p.holders) {
       holderOf[{h.ppRank, h.buffer}] = &p;
-      for (const char *prefix : {"adam_m.", "adam_v.", "master."})
+      for (const char *prefix : kOptimizerStatePrefixes)
         states.insert({h.ppRank, prefix + p.stateBufferStem()});
     }
   for (const Program &program : plan.programs) {

@@ -1100,10 +1100,8 @@ std::vector<float> Trainer::gatherGlobal(const ParameterSpec &p,
 std::string Trainer::stateBuffer(const ParameterSpec &p, StateKind kind) const {
   if (kind == StateKind::Value)
     return p.holders.front().buffer;
-  return (kind == StateKind::AdamM   ? "adam_m."
-          : kind == StateKind::AdamV ? "adam_v."
-                                     : "master.") +
-         p.stateBufferStem();
+  // AdamM, AdamV and Master follow Value in the prefixes' order.
+  return kOptimizerStatePrefixes[int(kind) - 1] + p.stateBufferStem();
 }
 
 std::map<std::string, std::vector<float>> Trainer::gatherParameters() {

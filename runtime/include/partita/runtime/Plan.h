@@ -143,6 +143,11 @@ struct ParameterHolder {
   bool dpShard;
 };
 
+/// The prefixes of a parameter's optimizer buffers: AdamW's moments, and the
+/// master weights of plans trained below f32 (ParameterSpec::stateBufferStem).
+inline constexpr const char *kOptimizerStatePrefixes[] = {"adam_m.", "adam_v.",
+                                                          "master."};
+
 struct ParameterSpec {
   std::string name;
   std::vector<int64_t> globalShape, localShape;
@@ -151,7 +156,7 @@ struct ParameterSpec {
   int64_t tpDim = -1, tpParts = 1;
   std::vector<ParameterHolder> holders;
   /// The name the optimizer's buffers of this parameter take after their
-  /// prefix (adam_m., adam_v., master.): the whole parameter's buffer, also
+  /// prefix (kOptimizerStatePrefixes): the whole parameter's buffer, also
   /// where ranks hold shards of it. The plan's load makes sure there is a
   /// holder.
   std::string stateBufferStem() const;

@@ -101,6 +101,7 @@ public:
 
   /// A parameter's value, one of AdamW's moments, or the f32 master copy
   /// of a plan trained below f32.
+  /// After Value, in kOptimizerStatePrefixes' order.
   enum class StateKind { Value, AdamM, AdamV, Master };
   /// The buffer (of the parameter's first holder's program) that holds it.
   std::string stateBuffer(const ParameterSpec &p, StateKind kind) const;
