@@ -76,24 +76,55 @@ std::vector<Trainer::StateKind> stateKinds(const Plan &plan) {
 }
 
 /// The entries of a checkpoint file: name -> (offset of the values, count).
-std::map<std::string, std::pair<size_t, int64_t>>
-entries(const std::string &bytes) {
-  std::map<std::string, std::pair<size_t, int64_t>> out;
-  uint32_t count;
-  std::memcpy(&count, bytes.data() + 4 + 4 + 8, 4);
-  size_t at = 4 + 4 + 8 + 4;
+using FileIndex = std::map<std::string, std::pair<size_t, int64_t>>;
+
+/// Reads the index of a checkpoint file that saveCheckpoint wrote after
+/// `steps` steps into `index`, and returns why it cannot (empty when it
+/// can). The manifest's size and CRC-32 match a file only as it was
+/// written: a file written by something else could still name entries
+/// past its end.
+std::string readIndex(const std::string &bytes, int64_t steps,
+                      FileIndex &index) {
+  size_t at = 0;
+  auto take = [&](void *to, size_t n) {
+    if (bytes.size() - at < n)
+      return false;
+    std::memcpy(to, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  char magic[4];
+  uint32_t version, count;
+  int64_t written;
+  if (!take(magic, 4) || !take(&version, 4) || !take(&written, 8) ||
+      !take(&count, 4))
+    return "shorter than a checkpoint file's header";
+  if (std::memcmp(magic, kMagic, 4) != 0)
+    return "not a checkpoint file (no PTCK magic)";
+  if (version != kVersion)
+    return "format version " + std::to_string(version) + ", expected " +
+           std::to_string(kVersion);
+  if (written != steps)
+    return "written after step " + std::to_string(written) +
+           ", the manifest says " + std::to_string(steps);
   for (uint32_t k = 0; k < count; ++k) {
+    std::string entry = "entry " + std::to_string(k);
     uint32_t length;
-    std::memcpy(&length, bytes.data() + at, 4);
-    std::string name = bytes.substr(at + 4, length);
-    at += 4 + length;
     int64_t n;
-    std::memcpy(&n, bytes.data() + at, 8);
-    at += 8;
-    out[name] = {at, n};
-    at += n * 4;
+    if (!take(&length, 4) || bytes.size() - at < length)
+      return entry + ": its name runs past the end of the file";
+    std::string name = bytes.substr(at, length);
+    at += length;
+    if (!take(&n, 8) || n < 0 || uint64_t(n) > (bytes.size() - at) / 4)
+      return entry + " (" + name + "): " + std::to_string(n) +
+             " values run past the end of the file";
+    if (!index.emplace(name, std::make_pair(at, n)).second)
+      return entry + ": a second " + name;
+    at += size_t(n) * 4;
   }
-  return out;
+  if (at != bytes.size())
+    return std::to_string(bytes.size() - at) + " bytes after the last entry";
+  return "";
 }
 
 std::string rankFile(int64_t rank) {
@@ -304,6 +335,7 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
                     manifest["world_size"] == plan.worldSize &&
                     dtype == plan.dtype;
     std::string file = samePlan ? rankFile(rank) : "global.bin", bytes;
+    FileIndex index;
     if (problem.empty()) {
       bytes = readAll(here + "/" + file);
       const nlohmann::json &expect = manifest["files"][file];
@@ -316,6 +348,10 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
                   " (truncated?)";
       else if (int64_t(crc32(bytes)) != expect["crc32"].get<int64_t>())
         problem = file + ": checksum mismatch (corrupted)";
+      else if (std::string why =
+                   readIndex(bytes, manifest["steps"].get<int64_t>(), index);
+               !why.empty())
+        problem = file + ": " + why;
     }
     // Every rank must find its file intact, or none loads this one.
     if (!problem.empty())
@@ -329,7 +365,6 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
                                ", this plan's is " + plan.model);
     if (!samePlan) {
       const std::string &global = bytes; // checked above
-      auto index = entries(global);
       using Kind = Trainer::StateKind;
       for (const ParameterSpec &p : plan.parameters)
         for (const ParameterHolder &h : p.holders) {
@@ -374,7 +409,6 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
       return manifest["steps"].get<int64_t>();
     }
     // Restore this rank's state buffers.
-    auto index = entries(bytes);
     trainer.writeState([&](const BufferSpec &b, float *data) {
       auto it = index.find(b.name);
       if (it == index.end() || it->second.second != b.elements)

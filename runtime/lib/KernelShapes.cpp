@@ -68,6 +68,16 @@ public:
     return p[key].get<int64_t>();
   }
 
+  /// params.vocab_parts: 1, or the plan's tp, whose ranks hold the slices
+  /// of a split vocabulary (a kernel finds its slice by its tp rank).
+  int64_t vocabParts(int64_t tp) {
+    int64_t parts = positive("vocab_parts");
+    require(parts == 1 || parts == tp,
+            "params.vocab_parts: expected 1 or the plan's tp (" +
+                std::to_string(tp) + "), got " + std::to_string(parts));
+    return parts;
+  }
+
   /// A finite number param, above `above` (or at least it, with `orEqual`).
   void number(const char *key, double above, bool orEqual = false) {
     const json &p = l.params;
@@ -139,7 +149,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     const BufferSpec &rows = k == "embedding" ? c.out(0) : c.in(0);
     if (c.rank(table, 2, 2))
       c.elements(rows, c.in(1).elements * table.shape[1]);
-    c.positive("vocab_parts");
+    c.vocabParts(plan.tp);
   } else if (k == "position_embedding" || k == "position_embedding_bwd") {
     const BufferSpec &x = c.in(0);
     const BufferSpec &table = k == "position_embedding" ? c.in(1) : c.out(0);
@@ -281,9 +291,14 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
       c.elements(c.in(i), c.out(0).elements);
   } else if (k == "ce_max" || k == "ce_stats" || k == "ce_bwd") {
     const BufferSpec &logits = c.in(0);
-    c.positive("vocab_size");
-    c.positive("vocab_parts");
-    if (c.rank(logits, 1)) {
+    int64_t vocab = c.positive("vocab_size"), parts = c.vocabParts(plan.tp);
+    int64_t slice = vocab / parts + (vocab % parts != 0);
+    if (c.rank(logits, 1) &&
+        c.require(last(logits) == slice,
+                  logits.name + " has rows of " + std::to_string(last(logits)) +
+                      " logits; " + std::to_string(vocab) + " tokens in " +
+                      std::to_string(parts) + " parts need " +
+                      std::to_string(slice))) {
       int64_t rows = last(logits) > 0 ? logits.elements / last(logits) : 0;
       if (k == "ce_max")
         c.elements(c.out(0), rows);

@@ -132,8 +132,12 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
   Program program;
   program.ppRank = r.integer(p, path, "pp_rank");
   program.maxInFlight = r.integer(p, path, "max_in_flight");
-  if (program.maxInFlight < 1)
-    r.fail(path + "/max_in_flight", "expected at least 1");
+  // A copy of each per-micro-batch buffer per micro-batch in flight: never
+  // more than the step's micro-batches.
+  if (program.maxInFlight < 1 || program.maxInFlight > numMicroBatches)
+    r.fail(path + "/max_in_flight",
+           "expected from 1 to the number of micro-batches (" +
+               std::to_string(numMicroBatches) + ")");
   program.arenaBytes = r.optional(p, path, "arena_bytes", int64_t(0));
   program.runtimeBytes = r.optional(p, path, "runtime_bytes", int64_t(0));
   if (program.arenaBytes < 0)
@@ -208,8 +212,11 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
     }
     if (program.arenaBytes > 0 && b.offset < 0 && b.keptSet < 0)
       r.fail(at, "no offset in the memory plan, which the program has");
+    // (Divided, not multiplied: an offset near 2^63 must not wrap around.)
     if (program.arenaBytes > 0 && b.offset >= 0 &&
-        b.offset + b.copies * b.bytes() > program.arenaBytes)
+        (b.offset > program.arenaBytes ||
+         (b.bytes() > 0 &&
+          b.copies > (program.arenaBytes - b.offset) / b.bytes())))
       r.fail(at + "/offset", std::to_string(b.copies) + " x " +
                                  std::to_string(b.bytes()) + " bytes from " +
                                  std::to_string(b.offset) +
@@ -440,25 +447,32 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
                    "(by which names master weights start from the "
                    "parameter's values and checkpoints keep the states)");
     }
-    // The parameter's global rows are the vocabulary; a table gathered for
-    // the launch (ZeRO-3) holds it padded to a multiple of vocab_parts.
+    // The parameter's global rows are the vocabulary; the table a launch
+    // reads or writes (its slice, or the table gathered for it, ZeRO-3)
+    // holds it padded to a multiple of vocab_parts.
     for (const Phase &phase : program.phases)
       for (const Launch &l : phase.launches) {
-        if (l.op != Launch::Op::Kernel || l.kernel != "embedding" ||
-            l.ins.empty())
+        bool forward = l.kernel == "embedding";
+        if (l.op != Launch::Op::Kernel ||
+            (!forward && l.kernel != "embedding_bwd") ||
+            (forward ? l.ins : l.outs).empty())
           continue;
-        const BufferSpec &table = program.buffers[l.ins[0]];
+        const BufferSpec &table =
+            program.buffers[forward ? l.ins[0] : l.outs[0]];
         auto p = holderOf.find({program.ppRank, table.name});
         int64_t parts = l.params.value("vocab_parts", int64_t(0));
         std::string rows;
-        if (p != holderOf.end()) {
-          if (p->second->globalShape[0] != plan.vocabSize)
-            rows = std::to_string(p->second->globalShape[0]) + " rows";
-        } else if (parts > 0 && !table.shape.empty() &&
-                   table.shape[0] != (plan.vocabSize + parts - 1) / parts) {
+        if (p != holderOf.end() &&
+            (p->second->globalShape.empty() ||
+             p->second->globalShape[0] != plan.vocabSize))
+          rows = std::to_string(p->second->globalShape.empty()
+                                    ? 0
+                                    : p->second->globalShape[0]) +
+                 " rows";
+        else if (parts > 0 && !table.shape.empty() &&
+                 table.shape[0] != (plan.vocabSize + parts - 1) / parts)
           rows = std::to_string(table.shape[0]) + " rows in each of " +
                  std::to_string(parts) + " vocabulary parts";
-        }
         if (!rows.empty())
           r.fail("/training/vocab_size",
                  std::to_string(plan.vocabSize) +

@@ -105,35 +105,44 @@ public:
       throw std::runtime_error(path + ": " + std::to_string(size) +
                                " bytes is not a whole number of " +
                                std::to_string(width * 8) + "-bit tokens");
-    int64_t needed = sequences * (length - 1) + 1;
-    if (size / width < needed)
+    int64_t needed;
+    bool past = __builtin_mul_overflow(sequences, length - 1, &needed) ||
+                __builtin_add_overflow(needed, 1, &needed);
+    if (past || size / width < needed)
       throw std::runtime_error(
           path + ": holds " + std::to_string(size / width) +
-          " tokens; the run needs " + std::to_string(needed) + " (" +
+          " tokens; the run needs " +
+          (past ? "more than 2^63" : std::to_string(needed)) + " (" +
           std::to_string(sequences) + " sequences of " +
           std::to_string(length - 1) + " tokens and one more)");
     bytes.resize(size);
     in.seekg(0);
     in.read(bytes.data(), size);
+    // Every token the run reads, checked before its first step.
+    for (int64_t at = 0; at < needed; ++at)
+      if (uint32_t t = token(at); t >= uint64_t(vocab))
+        throw std::runtime_error(path + ": token " + std::to_string(t) +
+                                 " at position " + std::to_string(at) +
+                                 " is outside the vocabulary of " +
+                                 std::to_string(vocab));
   }
   void sequence(int64_t index, int32_t *out, int64_t length) override {
     int64_t first = index * (length - 1);
-    for (int64_t k = 0; k < length; ++k) {
-      const unsigned char *p = reinterpret_cast<const unsigned char *>(
-          bytes.data() + (first + k) * width);
-      uint32_t token = p[0] | (p[1] << 8);
-      if (width == 4)
-        token |= uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-      if (token >= uint64_t(vocab))
-        throw std::runtime_error(path + ": token " + std::to_string(token) +
-                                 " at position " + std::to_string(first + k) +
-                                 " is outside the vocabulary of " +
-                                 std::to_string(vocab));
-      out[k] = int32_t(token);
-    }
+    for (int64_t k = 0; k < length; ++k)
+      out[k] = int32_t(token(first + k));
   }
 
 private:
+  /// The little-endian token at position `at`.
+  uint32_t token(int64_t at) const {
+    const auto *p =
+        reinterpret_cast<const unsigned char *>(bytes.data() + at * width);
+    uint32_t t = p[0] | (p[1] << 8);
+    if (width == 4)
+      t |= uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+    return t;
+  }
+
   std::string path;
   int width;
   int64_t vocab;

@@ -32,7 +32,8 @@ namespace {
 /// meanwhile.
 class MpiCommunicator : public GroupedCommunicator<MPI_Comm> {
 public:
-  explicit MpiCommunicator(const Plan &plan) {
+  MpiCommunicator(const Plan &plan, int64_t pieceBytes)
+      : pieceBytes(pieceBytes) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -94,7 +95,7 @@ public:
         static_cast<const char *>(data),
         static_cast<const char *>(data) + bytes);
     call("send to rank " + std::to_string(to), [=] {
-      forEachMpiPiece(bytes, [&](int64_t at, int count) {
+      forEachPiece(bytes, pieceBytes, [&](int64_t at, int count) {
         pending.push_back({copy, MPI_REQUEST_NULL});
         check(MPI_Isend(copy->data() + at, count, MPI_BYTE, int(to), 0,
                         MPI_COMM_WORLD, &pending.back().request),
@@ -105,7 +106,7 @@ public:
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
     call("receive from rank " + std::to_string(from), [=] {
-      forEachMpiPiece(bytes, [&](int64_t at, int count) {
+      forEachPiece(bytes, pieceBytes, [&](int64_t at, int count) {
         check(MPI_Recv(static_cast<char *>(data) + at, count, MPI_BYTE,
                        int(from), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
               "recv", "pp");
@@ -156,30 +157,84 @@ public:
   }
 
 private:
-  // The collectives above, for the element type `type`.
+  // The collectives above, for the element type `type`. MPI counts are
+  // ints: a buffer of more elements than a piece's bytes hold goes in
+  // pieces, each element reduced over the same ranks.
   void allReduceAs(const std::string &name, void *data, int64_t n,
                    MPI_Datatype type, MPI_Op op) {
     MPI_Comm comm = group(name).comm;
     call("all_reduce over " + name, [=] {
-      check(MPI_Allreduce(MPI_IN_PLACE, data, int(n), type, op, comm),
-            "all_reduce", name);
+      int size = elementBytes(type);
+      forEachPiece(n, pieceElements(size), [&](int64_t at, int count) {
+        check(MPI_Allreduce(MPI_IN_PLACE, offset(data, at * size), count, type,
+                            op, comm),
+              "all_reduce", name);
+      });
     });
   }
   void allGatherAs(const std::string &name, const void *in, int64_t n,
                    void *out, MPI_Datatype type) {
     MPI_Comm comm = group(name).comm;
     call("all_gather over " + name, [=] {
-      check(MPI_Allgather(in, int(n), type, out, int(n), type, comm),
-            "all_gather", name);
+      int size = elementBytes(type);
+      if (n <= pieceElements(size)) {
+        check(MPI_Allgather(in, int(n), type, out, int(n), type, comm),
+              "all_gather", name);
+        return;
+      }
+      // A piece of every rank's block at once: rank q's lands n elements
+      // after rank q - 1's, the extent of the type it is received as.
+      forEachPiece(n, pieceElements(size), [&](int64_t at, int count) {
+        MPI_Datatype piece, block;
+        MPI_Type_contiguous(count, type, &piece);
+        MPI_Type_create_resized(piece, 0, MPI_Aint(n) * size, &block);
+        MPI_Type_commit(&block);
+        check(MPI_Allgather(offset(in, at * size), count, type,
+                            offset(out, at * size), 1, block, comm),
+              "all_gather", name);
+        MPI_Type_free(&block);
+        MPI_Type_free(&piece);
+      });
     });
   }
   void reduceScatterAs(const std::string &name, const void *in, int64_t n,
                        void *out, MPI_Datatype type, MPI_Op op) {
-    MPI_Comm comm = group(name).comm;
+    const Group &g = group(name);
+    MPI_Comm comm = g.comm;
+    int ranks = g.size, me = g.rank;
     call("reduce_scatter over " + name, [=] {
-      check(MPI_Reduce_scatter_block(in, out, int(n), type, op, comm),
-            "reduce_scatter", name);
+      int size = elementBytes(type);
+      if (n <= pieceElements(size)) {
+        check(MPI_Reduce_scatter_block(in, out, int(n), type, op, comm),
+              "reduce_scatter", name);
+        return;
+      }
+      // Each rank's block reduced to it, piece by piece: the reduction ops
+      // (bf16's are user-defined) take no strided types.
+      forEachPiece(n, pieceElements(size), [&](int64_t at, int count) {
+        for (int q = 0; q < ranks; ++q)
+          check(MPI_Reduce(offset(in, (q * n + at) * size),
+                           q == me ? offset(out, at * size) : nullptr, count,
+                           type, op, q, comm),
+                "reduce_scatter", name);
+      });
     });
+  }
+
+  static int elementBytes(MPI_Datatype type) {
+    int size;
+    MPI_Type_size(type, &size);
+    return size;
+  }
+  /// Elements of `size` bytes in a piece: at least one.
+  int64_t pieceElements(int size) const {
+    return std::max<int64_t>(1, pieceBytes / size);
+  }
+  static void *offset(void *data, int64_t bytes) {
+    return static_cast<char *>(data) + bytes;
+  }
+  static const void *offset(const void *data, int64_t bytes) {
+    return static_cast<const char *>(data) + bytes;
   }
 
   /// A piece of a send in flight, and the copy it reads from.
@@ -247,6 +302,7 @@ private:
     }
   }
 
+  int64_t pieceBytes; // of a message or collective MPI is given at once
   int64_t world = 0, worldCount = 1;
   double watchdogSeconds = 0;
   int64_t step = 0;
@@ -263,8 +319,9 @@ thread_local bool MpiCommunicator::onWorker = false;
 
 } // namespace
 
-std::unique_ptr<Communicator> createMpiCommunicator(const Plan &plan) {
-  return std::make_unique<MpiCommunicator>(plan);
+std::unique_ptr<Communicator> createMpiCommunicator(const Plan &plan,
+                                                    int64_t pieceBytes) {
+  return std::make_unique<MpiCommunicator>(plan, pieceBytes);
 }
 
 } // namespace partita::runtime

@@ -3,6 +3,8 @@
 #ifndef PARTITA_RUNTIME_MPI_MPICOMMUNICATOR_H
 #define PARTITA_RUNTIME_MPI_MPICOMMUNICATOR_H
 
+#include "MpiPieces.h"
+
 #include "partita/runtime/Communicator.h"
 
 #include <memory>
@@ -10,8 +12,11 @@
 namespace partita::runtime {
 
 /// One MPI communicator per group of the plan this rank belongs to
-/// (MPI_Comm_split of MPI_COMM_WORLD). MPI must be initialised.
-std::unique_ptr<Communicator> createMpiCommunicator(const Plan &plan);
+/// (MPI_Comm_split of MPI_COMM_WORLD). MPI must be initialised. Messages
+/// and collectives go to MPI in pieces of at most `pieceBytes` (a
+/// collective's elements: at least one a piece), which tests make small.
+std::unique_ptr<Communicator>
+createMpiCommunicator(const Plan &plan, int64_t pieceBytes = kMpiPieceBytes);
 
 } // namespace partita::runtime
 

@@ -2,7 +2,7 @@
 //
 // MPI counts are ints: the communicators send and receive a message of
 // more than 2^31 - 1 bytes (a checkpoint gather of a large shard) as
-// pieces forEachMpiPiece gives.
+// pieces forEachMpiPiece gives, and collectives in pieces of elements.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +34,17 @@ TEST(MpiPieces, CoverTheMessageInIntSizedPieces) {
   EXPECT_EQ(pieces(GiB), (Pieces{{0, int(GiB)}}));
   EXPECT_EQ(pieces(5 * GiB / 2),
             (Pieces{{0, int(GiB)}, {GiB, int(GiB)}, {2 * GiB, int(GiB / 2)}}));
+}
+
+// Collectives go in pieces of elements: 7 in pieces of 2 end in a shorter
+// one (comm-check.test runs them).
+TEST(MpiPieces, CollectivesInPiecesOfElements) {
+  std::vector<std::pair<int64_t, int>> all;
+  forEachPiece(7, 2, [&](int64_t at, int count) {
+    all.push_back({at, count});
+  });
+  EXPECT_EQ(all, (std::vector<std::pair<int64_t, int>>{
+                     {0, 2}, {2, 2}, {4, 2}, {6, 1}}));
 }
 
 } // namespace

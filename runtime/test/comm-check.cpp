@@ -1,9 +1,11 @@
 //===- comm-check.cpp - The MPI communicator, under mpirun ----------------===//
 //
-//   mpirun -np N partita-comm-check PLAN.json
+//   mpirun -np N partita-comm-check PLAN.json [PIECE_BYTES]
 //
 // Checks, on the groups of a plan with N ranks: every collective's result
-// against the value it must have, pipeline messages in order, and that
+// against the value it must have, pipeline messages in order (with
+// PIECE_BYTES, sent to MPI in pieces of that many bytes, as buffers past
+// MPI's int counts are), and that
 // start() runs collectives on the comm thread while this thread computes
 // (the result is right, and the work started first finishes first). Prints
 // "ok" on rank 0; a wrong value stops the job naming the check.
@@ -27,14 +29,15 @@ using namespace partita::runtime;
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  if (argc != 2) {
-    std::cerr << "usage: partita-comm-check PLAN.json\n";
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: partita-comm-check PLAN.json [PIECE_BYTES]\n";
     return 2;
   }
   Plan plan = loadPlan(argv[1]);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  auto comm = createMpiCommunicator(plan);
+  auto comm = createMpiCommunicator(plan, argc == 3 ? std::stoll(argv[2])
+                                                    : kMpiPieceBytes);
   auto expect = [&](bool ok, const std::string &what) {
     if (!ok)
       comm->abort("comm-check failed: " + what);
@@ -77,8 +80,48 @@ int main(int argc, char **argv) {
     std::vector<float> blocks(2 * g, 1.0f), block(2);
     comm->reduceScatter(name, blocks.data(), 2, block.data());
     expect(block[1] == float(g), name + " reduce_scatter");
+    // Every element in its place: element i of rank q's block holds
+    // 100 q + i + rank / 8 (exact in f32 and, for small ranks, bf16 sums).
+    constexpr int64_t n = 7;
+    auto value = [&](int64_t q, int64_t i, int64_t from) {
+      return float(100 * q + i) + float(from) / 8;
+    };
+    std::vector<float> own(n), gathered(n * g), scattered(n);
+    for (int64_t i = 0; i < n; ++i)
+      own[i] = value(r, i, 0);
+    comm->allGather(name, own.data(), n, gathered.data());
+    std::vector<float> spread(n * g), summed(n);
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t i = 0; i < n; ++i) {
+        expect(gathered[q * n + i] == value(q, i, 0),
+               name + " all_gather of " + std::to_string(n) + " elements");
+        spread[q * n + i] = value(q, i, r);
+      }
+    comm->reduceScatter(name, spread.data(), n, scattered.data());
+    for (int64_t i = 0; i < n; ++i)
+      summed[i] = g * value(r, i, 0) + float(g * (g - 1) / 2) / 8;
+    expect(scattered == summed,
+           name + " reduce_scatter of " + std::to_string(n) + " elements");
+    std::vector<uint16_t> spread16(n * g), scattered16(n);
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t i = 0; i < n; ++i)
+        spread16[q * n + i] = toBf16(float(q + i + 1));
+    comm->reduceScatter(name, spread16.data(), n, scattered16.data());
+    for (int64_t i = 0; i < n; ++i)
+      expect(fromBf16(scattered16[i]) == float(g * (r + i + 1)),
+             name + " bf16 reduce_scatter of " + std::to_string(n) +
+                 " elements");
+    std::vector<float> reduced(n);
+    for (int64_t i = 0; i < n; ++i)
+      reduced[i] = float(i * (r + 1));
+    comm->allReduce(name, reduced.data(), n, false);
+    for (int64_t i = 0; i < n; ++i)
+      expect(reduced[i] == float(i * g * (g + 1) / 2),
+             name + " all_reduce of " + std::to_string(n) + " elements");
     // Asynchronous: two all-reduces started, compute meanwhile, then wait.
-    std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 2.0f);
+    // (Fewer elements in pieces of a few bytes: thousands of calls else.)
+    size_t elements = argc == 3 ? 64 : 1 << 16;
+    std::vector<float> a(elements, 1.0f), b(elements, 2.0f);
     std::vector<int> order;
     auto first = comm->start(name, [&](Communicator &c) {
       c.allReduce(name, a.data(), a.size(), false);
@@ -93,7 +136,7 @@ int main(int argc, char **argv) {
       work += std::sqrt(double(i));
     second.get();
     first.get();
-    expect(work > 0 && a[123] == float(g) && b[4567] == 2.0f * g,
+    expect(work > 0 && a[17] == float(g) && b[elements - 1] == 2.0f * g,
            name + " asynchronous all_reduce");
     expect(order == std::vector<int>{1, 2}, name + " start() order");
   }
@@ -103,13 +146,14 @@ int main(int argc, char **argv) {
     auto peer = [&](int64_t p) {
       return ((p + plan.pp) % plan.pp * plan.dp + c.dp) * plan.tp + c.tp;
     };
-    float one = 1, two = 2, got[2];
-    comm->send(peer(c.pp + 1), &one, 4);
-    comm->send(peer(c.pp + 1), &two, 4);
-    comm->recv(peer(c.pp - 1), &got[0], 4);
-    comm->recv(peer(c.pp - 1), &got[1], 4);
+    float one[3] = {1, 3, 5}, two[3] = {2, 4, 6}, got[2][3];
+    comm->send(peer(c.pp + 1), one, sizeof(one));
+    comm->send(peer(c.pp + 1), two, sizeof(two));
+    comm->recv(peer(c.pp - 1), got[0], sizeof(got[0]));
+    comm->recv(peer(c.pp - 1), got[1], sizeof(got[1]));
     comm->finishSends();
-    expect(got[0] == 1 && got[1] == 2, "pipeline messages in order");
+    expect(std::equal(one, one + 3, got[0]) && std::equal(two, two + 3, got[1]),
+           "pipeline messages in order");
   }
   comm->barrier();
   if (rank == 0)

@@ -597,10 +597,16 @@ int main(int argc, char **argv) {
   }
   std::unique_ptr<TokenSource> data;
   try {
-    data = o.data.empty()
-               ? syntheticTokens(plan.vocabSize)
-               : fileTokens(o.data, o.dataBytes, plan.vocabSize,
-                            o.steps * plan.globalBatch, plan.seqLen + 1);
+    int64_t sequences;
+    if (!o.data.empty() &&
+        __builtin_mul_overflow(o.steps, plan.globalBatch, &sequences))
+      throw std::runtime_error(
+          o.data + ": the run needs more than 2^63 sequences (" +
+          std::to_string(o.steps) + " steps of " +
+          std::to_string(plan.globalBatch) + "), more than any file holds");
+    data = o.data.empty() ? syntheticTokens(plan.vocabSize)
+                          : fileTokens(o.data, o.dataBytes, plan.vocabSize,
+                                       sequences, plan.seqLen + 1);
   } catch (const std::exception &e) {
     if (rank == 0)
       std::cerr << "plan-run: error: " << e.what() << "\n";
