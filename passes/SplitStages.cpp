@@ -82,9 +82,11 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
         Operation *top = body.findAncestorOpInBlock(*user);
         users.insert(chunkOf.lookup(top));
       }
-      int64_t home = users.empty() ? 0 : users[0];
-      chunkOf[op] = home;
-      for (int64_t other : llvm::drop_begin(users)) {
+      // A parameter nothing reads stays in the first chunk, as one inside
+      // a block stays with the block.
+      ArrayRef<int64_t> readers = users.getArrayRef();
+      chunkOf[op] = readers.empty() ? 0 : readers.front();
+      for (int64_t other : readers.empty() ? readers : readers.drop_front()) {
         builder.setInsertionPoint(stageBodies[other]->getTerminator());
         Operation *copy = builder.clone(*op);
         copy->setAttr("dist.tied", builder.getUnitAttr());

@@ -8,6 +8,7 @@
 #include "compiler/Topology/Topology.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
+#include "dialects/tfm/TfmDialect.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -441,7 +442,8 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
                    {"eps", defaults.eps},
                    {"weight_decay", defaults.weightDecay},
                    {"clip_norm", defaults.clipNorm}};
-  if (auto given = module->getAttrOfType<DictionaryAttr>("tfm.optimizer"))
+  if (auto given =
+          module->getAttrOfType<DictionaryAttr>(tfm::kOptimizerAttrName))
     for (NamedAttribute n : given)
       optimizer[n.getName().getValue()] = toJson(n.getValue());
 

@@ -234,7 +234,7 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   // The optimizer settings travel in the IR to plan.json.
   const OptimizerConfig &opt = spec.training.optimizer;
   (*module)->setAttr(
-      "tfm.optimizer",
+      tfm::kOptimizerAttrName,
       b.getDictionaryAttr(
           {b.getNamedAttr("lr", b.getF64FloatAttr(opt.lr)),
            b.getNamedAttr("min_lr", b.getF64FloatAttr(opt.minLr)),

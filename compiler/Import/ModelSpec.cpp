@@ -11,6 +11,7 @@
 #include "compiler/Import/ModelSpec.h"
 #include "compiler/CostModel/ParallelConfig.h"
 #include "compiler/Import/JsonReader.h"
+#include "dialects/tfm/TfmDialect.h"
 
 #include "support/Format.h"
 #include "llvm/ADT/SmallString.h"
@@ -504,31 +505,32 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
     }
     if (auto o = r->object("optimizer", ObjectReader::Optional)) {
       OptimizerConfig &opt = t.optimizer;
-      // False when the key is given but invalid (already reported).
-      auto real = [&](StringRef key, double &field, double min, double max,
-                      bool minExclusive, bool maxExclusive = false) {
+      // In the ranges the tfm.optimizer attribute takes. False when the key
+      // is given but invalid (already reported).
+      auto real = [&](StringRef key, double &field) {
+        const tfm::OptimizerRealRange &range = tfm::optimizerRealRange(key);
         bool given = o->has(key);
-        if (auto v = o->number(key, ObjectReader::Optional, min, max,
-                               minExclusive, maxExclusive)) {
+        if (auto v =
+                o->number(key, ObjectReader::Optional, range.min, range.max,
+                          range.minExclusive, range.maxExclusive)) {
           field = *v;
           return true;
         }
         return !given;
       };
-      bool lrValid = real("lr", opt.lr, 0, 1, true);
-      bool minLrValid = real("min_lr", opt.minLr, 0, 1, false);
-      // A beta of 1 never forgets: the moments, and the step, run to NaN.
-      real("beta1", opt.beta1, 0, 1, false, true);
-      real("beta2", opt.beta2, 0, 1, false, true);
-      real("eps", opt.eps, 0, 1, true);
-      real("weight_decay", opt.weightDecay, 0, 10, false);
-      real("clip_norm", opt.clipNorm, 0, 1e9, false);
+      bool lrValid = real("lr", opt.lr);
+      bool minLrValid = real("min_lr", opt.minLr);
+      real("beta1", opt.beta1);
+      real("beta2", opt.beta2);
+      real("eps", opt.eps);
+      real("weight_decay", opt.weightDecay);
+      real("clip_norm", opt.clipNorm);
       if (auto v = o->integer("warmup_steps", ObjectReader::Optional, 0))
         opt.warmupSteps = *v;
       if (auto v = o->integer("decay_steps", ObjectReader::Optional, 0))
         opt.decaySteps = *v;
-      if (auto v = o->oneOf("decay", ObjectReader::Optional,
-                            {"cosine", "linear", "constant"}))
+      if (auto v =
+              o->oneOf("decay", ObjectReader::Optional, tfm::kOptimizerDecays))
         opt.decay = *v;
       if (lrValid && minLrValid && opt.minLr > opt.lr)
         errors.add(o->where("min_lr"), "min_lr " + formatNumber(opt.minLr) +

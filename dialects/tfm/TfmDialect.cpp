@@ -4,9 +4,10 @@
 #include "dialects/tfm/TfmOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "support/Format.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace partita::tfm;
@@ -26,6 +27,74 @@ void TfmDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "dialects/tfm/TfmAttrs.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// tfm.optimizer
+//===----------------------------------------------------------------------===//
+
+const OptimizerRealRange &partita::tfm::optimizerRealRange(StringRef key) {
+  for (const OptimizerRealRange &range : kOptimizerReals)
+    if (range.key == key)
+      return range;
+  llvm_unreachable("not a real AdamW setting");
+}
+
+LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  if (attr.getName() != kOptimizerAttrName)
+    return op->emitError("unknown tfm attribute '")
+           << attr.getName().getValue() << "'";
+  auto settings = dyn_cast<DictionaryAttr>(attr.getValue());
+  if (!isa<ModuleOp>(op) || !settings)
+    return op->emitError("'")
+           << kOptimizerAttrName << "' must be a dictionary on the module";
+  auto fail = [&](StringRef key) {
+    return op->emitError("'") << kOptimizerAttrName << "' " << key << ": ";
+  };
+  std::optional<double> lr, minLr;
+  for (NamedAttribute setting : settings) {
+    StringRef key = setting.getName().getValue();
+    Attribute value = setting.getValue();
+    if (llvm::is_contained(kOptimizerStepCounts, key)) {
+      auto steps = dyn_cast<IntegerAttr>(value);
+      if (!steps || !steps.getType().isSignlessInteger(64) ||
+          steps.getInt() < 0)
+        return fail(key) << "expected a count of steps (i64, at least 0), got "
+                         << value;
+    } else if (key == "decay") {
+      auto decay = dyn_cast<StringAttr>(value);
+      if (!decay || !llvm::is_contained(kOptimizerDecays, decay.getValue()))
+        return fail(key) << "expected \"cosine\", \"linear\" or "
+                            "\"constant\", got "
+                         << value;
+    } else if (llvm::any_of(kOptimizerReals, [&](const OptimizerRealRange &r) {
+                 return r.key == key;
+               })) {
+      const OptimizerRealRange &range = optimizerRealRange(key);
+      auto real = dyn_cast<FloatAttr>(value);
+      double v = real ? real.getValueAsDouble() : 0;
+      bool aboveMin = range.minExclusive ? v > range.min : v >= range.min;
+      bool belowMax = range.maxExclusive ? v < range.max : v <= range.max;
+      if (!real || !aboveMin || !belowMax)
+        return fail(key) << "expected a number in "
+                         << (range.minExclusive ? "(" : "[")
+                         << formatNumber(range.min) << ", "
+                         << formatNumber(range.max)
+                         << (range.maxExclusive ? ")" : "]") << ", got "
+                         << value;
+      if (key == "lr")
+        lr = v;
+      else if (key == "min_lr")
+        minLr = v;
+    } else {
+      return fail(key) << "not a setting of AdamW";
+    }
+  }
+  if (lr && minLr && *minLr > *lr)
+    return fail("min_lr") << formatNumber(*minLr) << " exceeds lr "
+                          << formatNumber(*lr);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

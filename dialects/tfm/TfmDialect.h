@@ -4,7 +4,40 @@
 #define PARTITA_DIALECTS_TFM_TFMDIALECT_H
 
 #include "mlir/IR/Dialect.h"
+#include "llvm/ADT/StringRef.h"
 
 #include "dialects/tfm/TfmDialect.h.inc"
+
+namespace partita::tfm {
+
+/// The module attribute that carries AdamW's settings to plan.json.
+inline constexpr llvm::StringLiteral kOptimizerAttrName = "tfm.optimizer";
+
+/// The range of one of AdamW's real settings, as a model spec's optimizer
+/// and the `tfm.optimizer` attribute both take it.
+struct OptimizerRealRange {
+  llvm::StringLiteral key;
+  double min, max;
+  bool minExclusive, maxExclusive;
+};
+inline constexpr OptimizerRealRange kOptimizerReals[] = {
+    {"lr", 0, 1, true, false},
+    {"min_lr", 0, 1, false, false},
+    // A beta of 1 never forgets: the moments, and the step, run to NaN.
+    {"beta1", 0, 1, false, true},
+    {"beta2", 0, 1, false, true},
+    {"eps", 0, 1, true, false},
+    {"weight_decay", 0, 10, false, false},
+    {"clip_norm", 0, 1e9, false, false}};
+/// Its settings counted in steps (at least 0), and the decays it knows.
+inline constexpr llvm::StringRef kOptimizerStepCounts[] = {"warmup_steps",
+                                                           "decay_steps"};
+inline constexpr llvm::StringRef kOptimizerDecays[] = {"cosine", "linear",
+                                                       "constant"};
+
+/// The range of the real setting `key` (one of kOptimizerReals).
+const OptimizerRealRange &optimizerRealRange(llvm::StringRef key);
+
+} // namespace partita::tfm
 
 #endif // PARTITA_DIALECTS_TFM_TFMDIALECT_H

@@ -43,9 +43,18 @@ def Tfm_Dialect : Dialect {
       tfm.yield %loss : tensor<f32>
     }
     ```
+
+    The module may carry AdamW's settings to the plan in a `tfm.optimizer`
+    dictionary (`lr`, `min_lr`, `warmup_steps`, `decay_steps`, `decay`,
+    `beta1`, `beta2`, `eps`, `weight_decay`, `clip_norm`; those left out
+    take their defaults). The dialect checks each against the range a
+    model spec's `optimizer` takes, and refuses other `tfm.` attributes.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 0;
+  // `tfm.optimizer` on the module: AdamW's settings, checked as a model
+  // spec's are.
+  let hasOperationAttrVerify = 1;
 }
 
 class Tfm_Op<string mnemonic, list<Trait> traits = []>

@@ -152,6 +152,21 @@ LogicalResult ModelOp::verifyRegions() {
     return yield.emitOpError("loss must be a scalar tensor<f32>, got ")
            << loss;
 
+  // Layer indices name a block's launches in the plan (recompute, ZeRO-3's
+  // gathers, traces): 0, 1, ... in order, also once blocks sit in pipeline
+  // stages.
+  int64_t nextLayer = 0;
+  WalkResult numbered = walk<WalkOrder::PreOrder>([&](BlockOp block) {
+    if (static_cast<int64_t>(block.getLayer()) == nextLayer++)
+      return WalkResult::advance();
+    block.emitOpError("is layer ")
+        << static_cast<int64_t>(block.getLayer()) << " but the model's block "
+        << nextLayer - 1 << "; blocks are numbered 0, 1, ... in order";
+    return WalkResult::interrupt();
+  });
+  if (numbered.wasInterrupted())
+    return failure();
+
   // Parameter names identify tensors across shardings and checkpoints.
   llvm::StringMap<ParamOp> seen;
   int64_t totalElements = 0;

@@ -53,6 +53,40 @@ tfm.model @m {
 
 // -----
 
+// Blocks are numbered 0, 1, ... in order: a repeated index would give two
+// layers' launches one name in the plan.
+tfm.model @m {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+  %y = tfm.block 0 (%x) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%h: tensor<2x4x8xf32>):
+    tfm.yield %h : tensor<2x4x8xf32>
+  }
+  // expected-error @+1 {{'tfm.block' op is layer 0 but the model's block 1; blocks are numbered 0, 1, ... in order}}
+  %z = tfm.block 0 (%y) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%h: tensor<2x4x8xf32>):
+    tfm.yield %h : tensor<2x4x8xf32>
+  }
+  %loss = tfm.param "loss" zeros : tensor<f32>
+  tfm.yield %loss : tensor<f32>
+}
+
+// -----
+
+tfm.model @m {
+^bb0(%t: tensor<2x4xi32>, %l: tensor<2x4xi32>):
+  %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+  // expected-error @+1 {{'tfm.block' op is layer 7 but the model's block 0; blocks are numbered 0, 1, ... in order}}
+  %y = tfm.block 7 (%x) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  ^bb0(%h: tensor<2x4x8xf32>):
+    tfm.yield %h : tensor<2x4x8xf32>
+  }
+  %loss = tfm.param "loss" zeros : tensor<f32>
+  tfm.yield %loss : tensor<f32>
+}
+
+// -----
+
 %x = tfm.param "x" zeros : tensor<2x4x8xf32>
 // expected-error @+1 {{'tfm.block' op layer index must be >= 0, got -1}}
 %y = tfm.block -1 (%x) : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
@@ -441,3 +475,52 @@ tfm.model @m {
 %b = tfm.param "b" zeros : tensor<4xf32>
 // expected-error @+1 {{'tfm.bias_add' op bias must be tensor<8x...> to match the last input dimension 8, got 'tensor<4xf32>'}}
 %y = tfm.bias_add %x, %b : tensor<2x4x8xf32>, tensor<4xf32>
+
+// -----
+
+// AdamW's settings on the module, in the ranges a model spec's optimizer
+// takes (docs/model-spec.md).
+// expected-error @+1 {{'tfm.optimizer' lr: expected a number in (0, 1], got -3.000000e+00 : f64}}
+module attributes {tfm.optimizer = {lr = -3.0 : f64}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.optimizer' beta1: expected a number in [0, 1), got 1.000000e+00 : f64}}
+module attributes {tfm.optimizer = {beta1 = 1.0 : f64}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.optimizer' decay: expected "cosine", "linear" or "constant", got 5 : i64}}
+module attributes {tfm.optimizer = {decay = 5}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.optimizer' warmup_steps: expected a count of steps (i64, at least 0), got -1 : i64}}
+module attributes {tfm.optimizer = {warmup_steps = -1}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.optimizer' momentum: not a setting of AdamW}}
+module attributes {tfm.optimizer = {momentum = 0.9 : f64}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.optimizer' min_lr: 0.01 exceeds lr 0.001}}
+module attributes {tfm.optimizer = {lr = 1.0e-3 : f64, min_lr = 1.0e-2 : f64}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.optimizer' must be a dictionary on the module}}
+module attributes {tfm.optimizer = 3} {}
+
+// -----
+
+module {
+  // expected-error @+1 {{'tfm.optimizer' must be a dictionary on the module}}
+  "test.op"() {tfm.optimizer = {lr = 1.0e-3 : f64}} : () -> ()
+}
+
+// -----
+
+// expected-error @+1 {{unknown tfm attribute 'tfm.optimiser'}}
+module attributes {tfm.optimiser = {lr = 1.0e-3 : f64}} {}
