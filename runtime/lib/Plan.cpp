@@ -311,6 +311,10 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
           r.fail(lat + "/reduction",
                  "expected sum or max, got \"" + reduction + "\"");
         launch.reduceMax = reduction == "max";
+        if (launch.reduceMax &&
+            launch.collective != Launch::Collective::AllReduce)
+          r.fail(lat + "/reduction", "only an all_reduce takes max (the "
+                                     "runtime's reduce_scatter sums)");
         if (l.contains("dim"))
           launch.dim = r.integer(l, lat, "dim");
         launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
@@ -494,8 +498,7 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
   for (const Program &program : plan.programs) {
     auto visit = [&](const Phase &phase, int64_t microBatch) {
       for (const Launch &l : phase.launches) {
-        if ((l.lastMicroBatch && microBatch != plan.numMicroBatches - 1) ||
-            (l.firstMicroBatch && microBatch != 0))
+        if (!l.runsIn(microBatch, plan.numMicroBatches))
           continue;
         int64_t peer =
             (program.ppRank + (l.toNext ? 1 : plan.pp - 1)) % plan.pp;
@@ -535,6 +538,55 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
   }
 }
 
+/// Walks two steps of a program as the executor runs them (the second
+/// with the collectives the first left in flight) and fails where a launch
+/// touches the output of an asynchronous collective not yet waited for, or
+/// a wait finds none in flight: the first would race with the collective,
+/// the second stop the job mid-step.
+void checkWaits(Reader &r, const Plan &plan, const Program &program,
+                const std::string &path) {
+  std::set<int> inFlight; // outputs of started, unwaited async collectives
+  for (int step = 0; step < 2; ++step) {
+    auto visit = [&](int phaseIndex, int64_t microBatch) {
+      const Phase &phase = program.phases[size_t(phaseIndex)];
+      for (size_t k = 0; k < phase.launches.size(); ++k) {
+        const Launch &l = phase.launches[k];
+        if (!l.runsIn(microBatch, plan.numMicroBatches))
+          continue;
+        std::string at = path + "/phases/" + std::to_string(phaseIndex) +
+                         "/launches/" + std::to_string(k);
+        if (l.op == Launch::Op::Wait) {
+          // A first-micro-batch wait finds nothing in the first step.
+          if (!inFlight.erase(l.input) && !(l.firstMicroBatch && step == 0))
+            r.fail(at, "waits for buffer " + program.buffers[l.input].name +
+                           " with no asynchronous collective into it in "
+                           "flight (micro-batch " +
+                           std::to_string(microBatch) + ")");
+          continue;
+        }
+        // A kernel's buffers; a send's, a receive's or a collective's
+        // input (a collective may replace one in flight into its output).
+        std::vector<int> touched = {l.input};
+        if (l.op == Launch::Op::Kernel) {
+          touched = l.ins;
+          touched.insert(touched.end(), l.outs.begin(), l.outs.end());
+        }
+        for (int b : touched)
+          if (inFlight.count(b))
+            r.fail(at, "touches buffer " + program.buffers[b].name +
+                           " while an asynchronous collective into it is in "
+                           "flight (no wait before it, micro-batch " +
+                           std::to_string(microBatch) + ")");
+        if (l.op == Launch::Op::Collective && l.async)
+          inFlight.insert(l.output);
+      }
+    };
+    for (const Run &run : program.schedule)
+      visit(run.phase, run.microBatch);
+    visit(program.stepPhase, 0);
+  }
+}
+
 void checkProgram(Reader &r, const Plan &plan, const Program &program,
                   const std::string &path) {
   for (size_t k = 0; k < program.buffers.size(); ++k) {
@@ -563,6 +615,38 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
     r.fail(path + "/schedule", "micro-batch " + std::to_string(missing) +
                                    " of the step never runs");
   }
+  // Each chunk runs each micro-batch forward once, then backward once:
+  // else a gradient would be summed twice, or missed, or taken from
+  // another micro-batch's activations.
+  std::map<std::pair<int64_t, int64_t>, int> passes; // (chunk, mb) -> runs
+  for (size_t k = 0; k < program.schedule.size(); ++k) {
+    const Phase &phase = program.phases[program.schedule[k].phase];
+    int64_t mb = program.schedule[k].microBatch;
+    std::string which = "micro-batch " + std::to_string(mb) + " of chunk " +
+                        std::to_string(phase.chunk);
+    int &runs = passes[{phase.chunk, mb}];
+    if (phase.kind == "forward" && runs != 0)
+      r.fail(path + "/schedule/" + std::to_string(k),
+             which + " runs forward " +
+                 (runs == 1 ? "again before its backward" : "again"));
+    else if (phase.kind == "backward" && runs != 1)
+      r.fail(path + "/schedule/" + std::to_string(k),
+             which + (runs == 0 ? " runs backward before its forward"
+                                : " runs backward again"));
+    else if (phase.kind != "forward" && phase.kind != "backward")
+      r.fail(path + "/schedule/" + std::to_string(k),
+             "the schedule runs forward and backward phases, not " +
+                 phase.kind);
+    ++runs;
+  }
+  for (const Phase &phase : program.phases)
+    if (phase.kind == "forward")
+      for (int64_t mb = 0; mb < plan.numMicroBatches; ++mb)
+        if (passes[{phase.chunk, mb}] != 2)
+          r.fail(path + "/schedule",
+                 "micro-batch " + std::to_string(mb) + " of chunk " +
+                     std::to_string(phase.chunk) + " never runs " +
+                     (passes[{phase.chunk, mb}] == 0 ? "forward" : "backward"));
   for (size_t j = 0; j < program.phases.size(); ++j)
     for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
       const Launch &l = program.phases[j].launches[k];
@@ -576,6 +660,7 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
       if (!error.empty())
         r.fail(at, (kernel ? l.kernel + ": " : "") + error);
     }
+  checkWaits(r, plan, program, path);
 }
 
 Plan readPlan(Reader &r, const json &doc) {

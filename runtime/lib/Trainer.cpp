@@ -904,7 +904,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
         l.op == Launch::Op::Collective ? &runs.at(&l) : nullptr;
     if (run)
       k += run->members.size() - 1;
-    if (!runsIn(l, microBatch))
+    if (!l.runsIn(microBatch, plan.numMicroBatches))
       continue;
     const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
                        : l.op == Launch::Op::Collective ? "collective"
@@ -999,11 +999,6 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
   }
 }
 
-bool Trainer::runsIn(const Launch &l, int64_t microBatch) const {
-  return !(l.lastMicroBatch && microBatch != plan.numMicroBatches - 1) &&
-         !(l.firstMicroBatch && microBatch != 0);
-}
-
 size_t Trainer::runTogether(const Phase &phase, size_t first,
                             int64_t microBatch) const {
   const std::string &kernel = phase.launches[first].kernel;
@@ -1012,7 +1007,7 @@ size_t Trainer::runTogether(const Phase &phase, size_t first,
   for (; end < phase.launches.size(); ++end) {
     const Launch &l = phase.launches[end];
     if (l.op != Launch::Op::Kernel || l.kernel != kernel ||
-        !runsIn(l, microBatch))
+        !l.runsIn(microBatch, plan.numMicroBatches))
       break;
     auto touches = [](const std::vector<int> &buffers,
                       const std::set<int> &set) {

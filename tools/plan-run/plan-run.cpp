@@ -257,9 +257,35 @@ std::string pathError(const Options &o) {
   auto writableDir = [&](const fs::path &dir) {
     return fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) == 0;
   };
-  for (auto [flag, file] : {std::pair{"--log-json", &o.logJson},
-                            {"--save-params", &o.saveParams},
-                            {"--trace", &o.trace}}) {
+  // Two outputs at one path would overwrite each other, and an output at
+  // an input's path the input.
+  auto same = [&](const std::string &a, const std::string &b) {
+    if (fs::exists(a, ec) && fs::exists(b, ec))
+      return fs::equivalent(a, b, ec);
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  const std::pair<const char *, const std::string *> outputs[] = {
+      {"--log-json", &o.logJson},
+      {"--save-params", &o.saveParams},
+      {"--trace", &o.trace}};
+  const std::pair<const char *, const std::string *> inputs[] = {
+      {"the plan", &o.plan},
+      {"the --data file", &o.data},
+      {"the --hostfile", &o.hostfile}};
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    auto [flag, file] = outputs[i];
+    if (file->empty())
+      continue;
+    for (size_t j = i + 1; j < std::size(outputs); ++j)
+      if (same(*file, *outputs[j].second))
+        return std::string(flag) + " and " + outputs[j].first + " both write " +
+               *file;
+    for (auto [input, path] : inputs)
+      if (!path->empty() && same(*file, *path))
+        return std::string(flag) + ": " + *file + " is " + input +
+               "; the run would overwrite it";
+  }
+  for (auto [flag, file] : outputs) {
     if (file->empty())
       continue;
     fs::path path(*file),

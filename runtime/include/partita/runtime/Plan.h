@@ -97,6 +97,13 @@ struct Launch {
   // Send / recv: `input` is the buffer; `toNext` its peer. Wait: `input`
   // is the output of the async collective waited for.
   bool toNext = true;
+
+  /// Whether the launch runs in the run of `microBatch` (of a step of
+  /// `numMicroBatches`; the step phase runs as micro-batch 0).
+  bool runsIn(int64_t microBatch, int64_t numMicroBatches) const {
+    return !(lastMicroBatch && microBatch != numMicroBatches - 1) &&
+           !(firstMicroBatch && microBatch != 0);
+  }
 };
 
 struct Phase {

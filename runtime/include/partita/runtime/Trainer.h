@@ -167,8 +167,6 @@ private:
   std::vector<float> downloadF32(int index);
   void uploadF32(int index, const std::vector<float> &values);
   void runPhase(const Phase &phase, int64_t microBatch, int64_t step);
-  /// Whether `l` runs in micro-batch `microBatch` of its phase.
-  bool runsIn(const Launch &l, int64_t microBatch) const;
   /// The end of the run of launches from `first` the device takes
   /// together: consecutive launches of one kernel, running in
   /// `microBatch`, none touching a buffer another writes.
