@@ -109,14 +109,19 @@ Plan planWithStep(const nlohmann::json &launches) {
        {{{"pp_rank", 0},
          {"max_in_flight", 1},
          {"buffers", buffers},
-         // An empty forward phase: every micro-batch must run.
+         // Empty forward and backward phases: each micro-batch must run
+         // both.
          {"phases",
           {{{"kind", "forward"},
             {"chunk", 0},
             {"launches", nlohmann::json::array()}},
+           {{"kind", "backward"},
+            {"chunk", 0},
+            {"launches", nlohmann::json::array()}},
            {{"kind", "step"}, {"launches", launches}}}},
          {"schedule",
-          {{{"phase", "forward"}, {"chunk", 0}, {"micro_batch", 0}}}}}}},
+          {{{"phase", "forward"}, {"chunk", 0}, {"micro_batch", 0}},
+           {{"phase", "backward"}, {"chunk", 0}, {"micro_batch", 0}}}}}}},
       {"strategy", nlohmann::json::object()}};
   // ctest runs the cases of this binary as processes side by side.
   static int written = 0;
