@@ -466,13 +466,13 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
         auto p = holderOf.find({program.ppRank, table.name});
         int64_t parts = l.params.value("vocab_parts", int64_t(0));
         std::string rows;
-        if (p != holderOf.end() &&
-            (p->second->globalShape.empty() ||
-             p->second->globalShape[0] != plan.vocabSize))
-          rows = std::to_string(p->second->globalShape.empty()
-                                    ? 0
-                                    : p->second->globalShape[0]) +
-                 " rows";
+        // (A scalar parameter, global shape [], has no rows.)
+        int64_t globalRows =
+            p == holderOf.end() || p->second->globalShape.empty()
+                ? 0
+                : p->second->globalShape[0];
+        if (p != holderOf.end() && globalRows != plan.vocabSize)
+          rows = std::to_string(globalRows) + " rows";
         else if (parts > 0 && !table.shape.empty() &&
                  table.shape[0] != (plan.vocabSize + parts - 1) / parts)
           rows = std::to_string(table.shape[0]) + " rows in each of " +

@@ -277,7 +277,7 @@ std::string pathError(const Options &o) {
     if (file->empty())
       continue;
     for (size_t j = i + 1; j < std::size(outputs); ++j)
-      if (same(*file, *outputs[j].second))
+      if (!outputs[j].second->empty() && same(*file, *outputs[j].second))
         return std::string(flag) + " and " + outputs[j].first + " both write " +
                *file;
     for (auto [input, path] : inputs)
