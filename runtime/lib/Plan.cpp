@@ -4,6 +4,7 @@
 #include "partita/runtime/PlanKernels.h"
 
 #include "KernelShapes.h"
+#include "PlanWalk.h"
 
 #include <cmath>
 #include <filesystem>
@@ -380,6 +381,56 @@ std::string ParameterSpec::stateBufferStem() const {
   return buffer;
 }
 
+std::vector<std::vector<int>> Program::phaseInputs() const {
+  std::map<int64_t, std::set<int>> chunkInputs;
+  for (const Phase &phase : phases)
+    for (const Launch &l : phase.launches)
+      for (int k :
+           l.op == Launch::Op::Kernel ? l.ins : std::vector<int>{l.input})
+        if (k >= 0 && (buffers[size_t(k)].kind == BufferKind::Tokens ||
+                       buffers[size_t(k)].kind == BufferKind::Labels))
+          chunkInputs[phase.chunk].insert(k);
+  std::vector<std::vector<int>> inputs;
+  for (const Phase &phase : phases) {
+    const std::set<int> &chunk = chunkInputs[phase.chunk];
+    inputs.emplace_back(chunk.begin(), chunk.end());
+  }
+  return inputs;
+}
+
+ArenaLayout arenaLayout(const Program &program) {
+  bool planned = program.arenaBytes > 0;
+  ArenaLayout layout;
+  layout.bytes = program.arenaBytes;
+  for (const BufferSpec &b : program.buffers) {
+    std::vector<int64_t> &at = layout.copyOffsets.emplace_back();
+    if (b.keptSet >= 0) {
+      // A copy per micro-batch, where its chunk's set is (checked on load).
+      for (int64_t set : program.keptSets[size_t(b.keptSet)].offsets)
+        at.push_back(set + b.setOffset);
+      continue;
+    }
+    if (planned && b.offset < 0)
+      throw std::runtime_error("buffer " + b.name +
+                               " has no offset in the memory plan");
+    int64_t copies = planned             ? b.copies
+                     : b.perMicroBatch() ? program.maxInFlight
+                                         : 1;
+    int64_t first = planned ? b.offset : layout.bytes;
+    for (int64_t c = 0; c < copies; ++c)
+      at.push_back(first + c * b.bytes());
+    int64_t end = first + copies * b.bytes();
+    if (planned && end > program.arenaBytes)
+      throw std::runtime_error("buffer " + b.name +
+                               " ends beyond the memory plan's arena");
+    // Without a plan, each buffer starts 64-byte aligned (as the memory
+    // plan's offsets do), whatever the element sizes before it.
+    if (!planned)
+      layout.bytes = (end + 63) / 64 * 64;
+  }
+  return layout;
+}
+
 double Optimizer::learningRate(int64_t step) const {
   if (step < warmupSteps)
     return lr * double(step + 1) / double(warmupSteps);
@@ -488,13 +539,16 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
 
 /// The messages each pipeline rank sends to a neighbour, in the order its
 /// schedule sends them, are the ones the neighbour receives from it, in
-/// its order, buffer size for buffer size: else the ranks would wait for
-/// each other until the collective timeout.
+/// its order, buffer size for buffer size and micro-batch for micro-batch:
+/// else the ranks would wait for each other until the collective timeout,
+/// or a micro-batch would go on with another's activations.
 void checkPipelineMessages(Reader &r, const Plan &plan) {
-  // (from, to) -> the messages' buffers, as "rank:buffer".
-  std::map<std::pair<int64_t, int64_t>,
-           std::vector<std::pair<int64_t, std::string>>>
-      sent, received;
+  struct Message {
+    int64_t bytes, microBatch;
+    std::string buffer;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Message>> sent,
+      received; // by (from, to)
   for (const Program &program : plan.programs) {
     auto visit = [&](const Phase &phase, int64_t microBatch) {
       for (const Launch &l : phase.launches) {
@@ -504,9 +558,11 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
             (program.ppRank + (l.toNext ? 1 : plan.pp - 1)) % plan.pp;
         const BufferSpec &b = program.buffers[l.input];
         if (l.op == Launch::Op::Send)
-          sent[{program.ppRank, peer}].push_back({b.bytes(), b.name});
+          sent[{program.ppRank, peer}].push_back(
+              {b.bytes(), microBatch, b.name});
         else if (l.op == Launch::Op::Recv)
-          received[{peer, program.ppRank}].push_back({b.bytes(), b.name});
+          received[{peer, program.ppRank}].push_back(
+              {b.bytes(), microBatch, b.name});
       }
     };
     for (const Run &run : program.schedule)
@@ -527,63 +583,19 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
       r.fail(at, std::to_string(out.size()) + " messages from " + pair +
                      " are sent and " + std::to_string(in.size()) +
                      " received: the ranks would wait for each other");
-    for (size_t k = 0; k < out.size(); ++k)
-      if (out[k].first != in[k].first)
-        r.fail(at, "message " + std::to_string(k + 1) + " from " + pair + ": " +
-                       out[k].second + " (" + std::to_string(out[k].first) +
-                       " bytes) is received "
-                       "into " +
-                       in[k].second + " (" + std::to_string(in[k].first) +
-                       " bytes)");
-  }
-}
-
-/// Walks two steps of a program as the executor runs them (the second
-/// with the collectives the first left in flight) and fails where a launch
-/// touches the output of an asynchronous collective not yet waited for, or
-/// a wait finds none in flight: the first would race with the collective,
-/// the second stop the job mid-step.
-void checkWaits(Reader &r, const Plan &plan, const Program &program,
-                const std::string &path) {
-  std::set<int> inFlight; // outputs of started, unwaited async collectives
-  for (int step = 0; step < 2; ++step) {
-    auto visit = [&](int phaseIndex, int64_t microBatch) {
-      const Phase &phase = program.phases[size_t(phaseIndex)];
-      for (size_t k = 0; k < phase.launches.size(); ++k) {
-        const Launch &l = phase.launches[k];
-        if (!l.runsIn(microBatch, plan.numMicroBatches))
-          continue;
-        std::string at = path + "/phases/" + std::to_string(phaseIndex) +
-                         "/launches/" + std::to_string(k);
-        if (l.op == Launch::Op::Wait) {
-          // A first-micro-batch wait finds nothing in the first step.
-          if (!inFlight.erase(l.input) && !(l.firstMicroBatch && step == 0))
-            r.fail(at, "waits for buffer " + program.buffers[l.input].name +
-                           " with no asynchronous collective into it in "
-                           "flight (micro-batch " +
-                           std::to_string(microBatch) + ")");
-          continue;
-        }
-        // A kernel's buffers; a send's, a receive's or a collective's
-        // input (a collective may replace one in flight into its output).
-        std::vector<int> touched = {l.input};
-        if (l.op == Launch::Op::Kernel) {
-          touched = l.ins;
-          touched.insert(touched.end(), l.outs.begin(), l.outs.end());
-        }
-        for (int b : touched)
-          if (inFlight.count(b))
-            r.fail(at, "touches buffer " + program.buffers[b].name +
-                           " while an asynchronous collective into it is in "
-                           "flight (no wait before it, micro-batch " +
-                           std::to_string(microBatch) + ")");
-        if (l.op == Launch::Op::Collective && l.async)
-          inFlight.insert(l.output);
-      }
-    };
-    for (const Run &run : program.schedule)
-      visit(run.phase, run.microBatch);
-    visit(program.stepPhase, 0);
+    for (size_t k = 0; k < out.size(); ++k) {
+      std::string message = "message " + std::to_string(k + 1) + " from " +
+                            pair + ": " + out[k].buffer;
+      if (out[k].bytes != in[k].bytes)
+        r.fail(at, message + " (" + std::to_string(out[k].bytes) +
+                       " bytes) is received into " + in[k].buffer + " (" +
+                       std::to_string(in[k].bytes) + " bytes)");
+      if (out[k].microBatch != in[k].microBatch)
+        r.fail(at, message + " of micro-batch " +
+                       std::to_string(out[k].microBatch) +
+                       " is received into " + in[k].buffer +
+                       " of micro-batch " + std::to_string(in[k].microBatch));
+    }
   }
 }
 
@@ -660,7 +672,6 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
       if (!error.empty())
         r.fail(at, (kernel ? l.kernel + ": " : "") + error);
     }
-  checkWaits(r, plan, program, path);
 }
 
 Plan readPlan(Reader &r, const json &doc) {
@@ -873,6 +884,13 @@ Plan readPlan(Reader &r, const json &doc) {
   }
   checkParameterBuffers(r, plan);
   checkPipelineMessages(r, plan);
+  // Then the walks through steps, which assume the launches are sound.
+  for (size_t i = 0; i < plan.programs.size(); ++i)
+    if (std::optional<PlanProblem> problem = walkProgramSteps(
+            plan, plan.programs[i], "/programs/" + std::to_string(i)))
+      r.fail(problem->at, problem->what);
+  if (std::optional<PlanProblem> problem = findPipelineDeadlock(plan))
+    r.fail(problem->at, problem->what);
   if (doc.contains("predicted")) {
     plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);
     plan.predictedPeakBytes =

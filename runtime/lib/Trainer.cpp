@@ -174,39 +174,9 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
   if (bf16 && !device.hasBf16())
     throw std::runtime_error("the plan has bf16 buffers, which this device "
                              "does not run yet (compile with --dtype=f32)");
-  // One arena: the plan's memory plan (buffers that are never live at once
-  // share bytes), or, for a plan without one, every buffer after the other,
-  // per-micro-batch ones once per micro-batch in flight. Each buffer's
-  // copies: micro-batch k uses copy k mod their number.
-  bool planned = program.arenaBytes > 0;
-  bytes = program.arenaBytes;
-  std::vector<std::vector<int64_t>> copyOffsets;
-  for (const BufferSpec &b : program.buffers) {
-    std::vector<int64_t> &at = copyOffsets.emplace_back();
-    if (b.keptSet >= 0) {
-      // A copy per micro-batch, where its chunk's set is (checked on load).
-      for (int64_t set : program.keptSets[size_t(b.keptSet)].offsets)
-        at.push_back(set + b.setOffset);
-      continue;
-    }
-    if (planned && b.offset < 0)
-      throw std::runtime_error("buffer " + b.name +
-                               " has no offset in the memory plan");
-    int64_t copies = planned             ? b.copies
-                     : b.perMicroBatch() ? program.maxInFlight
-                                         : 1;
-    int64_t first = planned ? b.offset : bytes;
-    for (int64_t c = 0; c < copies; ++c)
-      at.push_back(first + c * b.bytes());
-    int64_t end = first + copies * b.bytes();
-    if (planned && end > program.arenaBytes)
-      throw std::runtime_error("buffer " + b.name +
-                               " ends beyond the memory plan's arena");
-    // Without a plan, each buffer starts 64-byte aligned (as the memory
-    // plan's offsets do), whatever the element sizes before it.
-    if (!planned)
-      bytes = (end + 63) / 64 * 64;
-  }
+  ArenaLayout layout = arenaLayout(program);
+  const std::vector<std::vector<int64_t>> &copyOffsets = layout.copyOffsets;
+  bytes = layout.bytes;
   // Collectives reorder blocks, and widen bf16, through workspace: one
   // area per stream they run on (the compute stream for those run in line,
   // a group's comm stream for its async ones), since collectives on
@@ -264,22 +234,7 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
     }
     buffers.push_back(std::move(s));
   }
-  // Only the model chunk that reads the tokens (or labels) has them
-  // uploaded, at its own forward run: a memory plan keeps their copies for
-  // that chunk's micro-batches in flight, and may give the same bytes to
-  // another micro-batch while other chunks run this one.
-  std::map<int64_t, std::set<int>> chunkInputs;
-  for (const Phase &phase : program.phases)
-    for (const Launch &l : phase.launches)
-      for (int k :
-           l.op == Launch::Op::Kernel ? l.ins : std::vector<int>{l.input})
-        if (k >= 0 && (program.buffers[size_t(k)].kind == BufferKind::Tokens ||
-                       program.buffers[size_t(k)].kind == BufferKind::Labels))
-          chunkInputs[phase.chunk].insert(k);
-  for (const Phase &phase : program.phases) {
-    const std::set<int> &inputs = chunkInputs[phase.chunk];
-    phaseInputs.emplace_back(inputs.begin(), inputs.end());
-  }
+  phaseInputs = program.phaseInputs();
   initialise();
 }
 
@@ -1122,9 +1077,7 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
 void Trainer::forEachStateBuffer(const std::function<void(int)> &visit) {
   drain();
   for (size_t k = 0; k < program.buffers.size(); ++k) {
-    const BufferSpec &b = program.buffers[k];
-    if (b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard ||
-        b.kind == BufferKind::OptimizerState)
+    if (program.buffers[k].isState())
       visit(int(k));
   }
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Runs a plan-run job and kills one of its ranks mid-run.
+"""Runs a plan-run job and kills (or stops) one of its ranks mid-run.
 
-  kill_rank.py RANK STEP PLAN.json plan-run ARGS...
+  kill_rank.py [--stop] RANK STEP PLAN.json plan-run ARGS...
 
-Starts the command, waits until it prints "step STEP", sends SIGKILL to the
-rank RANK process (OMPI_COMM_WORLD_RANK) of the job, and waits up to 60 s
-for the job to end. Prints the job's output, its exit status and how long
+Starts the command, waits until it prints "step STEP", sends SIGKILL (with
+--stop, SIGSTOP: a rank that hangs) to the rank RANK process
+(OMPI_COMM_WORLD_RANK) of the job, and waits up to 60 s for the job to
+end. Prints the job's output, its exit status and how long
 it took to stop after the kill, and the ranks still running after it;
 exits 1 if it did not stop.
 """
@@ -33,8 +34,12 @@ def find_rank(plan, rank):
 
 
 def main():
-    rank, step, plan = sys.argv[1], sys.argv[2], sys.argv[3]
-    command = sys.argv[4:]
+    args = sys.argv[1:]
+    stop = args[0] == "--stop"
+    if stop:
+        args = args[1:]
+    rank, step, plan = args[0], args[1], args[2]
+    command = args[3:]
     job = subprocess.Popen(command, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -47,13 +52,15 @@ def main():
         print(f"kill_rank: no rank {rank} of {plan} found")
         job.kill()
         return 1
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGSTOP if stop else signal.SIGKILL)
     killed = time.time()
-    print(f"kill_rank: killed rank {rank}")
+    print(f"kill_rank: {'stopped' if stop else 'killed'} rank {rank}")
     try:
         rest, _ = job.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         job.kill()
+        if stop:
+            os.kill(pid, signal.SIGKILL)
         print("kill_rank: the job did not stop within 60 s")
         return 1
     sys.stdout.write("".join(lines) + rest)

@@ -61,6 +61,12 @@ struct BufferSpec {
     return kind == BufferKind::Tokens || kind == BufferKind::Labels ||
            kind == BufferKind::Activation || kind == BufferKind::ActivationGrad;
   }
+  /// What a checkpoint holds: parameters, their shards and optimizer
+  /// state, persistent across steps.
+  bool isState() const {
+    return kind == BufferKind::Param || kind == BufferKind::ParamShard ||
+           kind == BufferKind::OptimizerState;
+  }
   /// Zeroed at the start of every step.
   bool zeroedEachStep() const {
     return kind == BufferKind::ParamGrad || kind == BufferKind::GradShard ||
@@ -142,7 +148,28 @@ struct Program {
   std::vector<Phase> phases;
   std::vector<Run> schedule;
   int stepPhase = -1;
+
+  /// Per phase, the tokens and labels buffers its model chunk reads. The
+  /// executor fills a micro-batch's before the chunk's forward run of it:
+  /// a memory plan keeps their copies for that chunk's micro-batches in
+  /// flight only, and may give the bytes to another micro-batch while
+  /// other chunks run this one.
+  std::vector<std::vector<int>> phaseInputs() const;
 };
+
+/// Where a program's buffers lie in its one arena.
+struct ArenaLayout {
+  /// By buffer, where each copy starts, in bytes into the arena;
+  /// micro-batch k uses copy k mod their number.
+  std::vector<std::vector<int64_t>> copyOffsets;
+  int64_t bytes = 0;
+};
+
+/// The program's memory plan (buffers that are never live at once share
+/// bytes), or, for a plan without one, every buffer after the other, each
+/// 64-byte aligned, per-micro-batch ones once per micro-batch in flight.
+/// Throws std::runtime_error where a buffer lies outside the plan's arena.
+ArenaLayout arenaLayout(const Program &program);
 
 struct ParameterHolder {
   int64_t ppRank;

@@ -1,0 +1,452 @@
+//===- PlanWalk.cpp - A plan's steps, followed as the executor runs them --===//
+
+#include "PlanWalk.h"
+
+#include <algorithm>
+#include <set>
+
+namespace partita::runtime {
+
+namespace {
+
+/// Thrown inside a walk; its entry point returns the problem.
+struct Found {
+  PlanProblem problem;
+};
+
+/// One copy of a buffer; buffer -1: bytes no buffer has written.
+struct Copy {
+  int buffer = -1;
+  int64_t copy = 0;
+  bool operator==(const Copy &o) const {
+    return buffer == o.buffer && copy == o.copy;
+  }
+  bool operator!=(const Copy &o) const { return !(*this == o); }
+  bool operator<(const Copy &o) const {
+    return std::pair(buffer, copy) < std::pair(o.buffer, o.copy);
+  }
+};
+
+std::string launchPath(const std::string &program, int phase, size_t launch) {
+  return program + "/phases/" + std::to_string(phase) + "/launches/" +
+         std::to_string(launch);
+}
+
+/// What reads or writes a buffer: a launch in one micro-batch, or the
+/// executor itself. Messages are made of it only when a check fails.
+struct Actor {
+  enum Kind { Launch, Initial, Zeroing, Tokens, StepEnd } kind = Initial;
+  int phase = 0;
+  /// The launch in its phase; the buffer a zeroing or the initial values
+  /// fill; the schedule entry tokens are filled for.
+  size_t index = 0;
+  int64_t microBatch = 0, step = 0;
+
+  /// Where it is in the plan, under program `path`.
+  std::string at(const std::string &path) const {
+    switch (kind) {
+    case Launch:
+      return launchPath(path, phase, index);
+    case Initial:
+    case Zeroing:
+      return path + "/buffers/" + std::to_string(index);
+    case Tokens:
+      return path + "/schedule/" + std::to_string(index);
+    case StepEnd:
+      break;
+    }
+    return path;
+  }
+  std::string when() const {
+    return "micro-batch " + std::to_string(microBatch) + " of step " +
+           std::to_string(step);
+  }
+  /// How messages name it.
+  std::string name(const std::string &path) const {
+    std::string ofStep = " of step " + std::to_string(step);
+    switch (kind) {
+    case Launch:
+      return "launch " + at(path) + " (" + when() + ")";
+    case Initial:
+      return "the initial values";
+    case Zeroing:
+      return "the zeroing at the start" + ofStep;
+    case Tokens:
+      return "the tokens of micro-batch " + std::to_string(microBatch) + ofStep;
+    case StepEnd:
+      break;
+    }
+    return "the end" + ofStep;
+  }
+};
+
+/// Two steps of one program: its asynchronous collectives against their
+/// waits, and which copy of which buffer holds each byte of its arena.
+class StepWalk {
+public:
+  StepWalk(const Plan &plan, const Program &program, std::string path)
+      : plan(plan), program(program), path(std::move(path)),
+        layout(arenaLayout(program)) {
+    holders[0] = {};
+    holders[std::max<int64_t>(layout.bytes, 1)] = {};
+  }
+
+  void run() {
+    // The holders' parameters and the optimizer state get their initial
+    // values, or a checkpoint's.
+    for (size_t k = 0; k < program.buffers.size(); ++k)
+      if (program.buffers[k].isState())
+        for (size_t c = 0; c < layout.copyOffsets[k].size(); ++c)
+          write({int(k), int64_t(c)}, {Actor::Initial, 0, k});
+    std::vector<std::vector<int>> inputs = program.phaseInputs();
+    for (step = 1; step <= 2; ++step) {
+      for (size_t k = 0; k < program.buffers.size(); ++k)
+        if (program.buffers[k].zeroedEachStep())
+          for (size_t c = 0; c < layout.copyOffsets[k].size(); ++c)
+            write({int(k), int64_t(c)}, {Actor::Zeroing, 0, k, 0, step});
+      for (size_t r = 0; r < program.schedule.size(); ++r) {
+        const Run &run = program.schedule[r];
+        if (program.phases[size_t(run.phase)].kind == "forward")
+          for (int k : inputs[size_t(run.phase)])
+            write(copyOf(k, run.microBatch),
+                  {Actor::Tokens, 0, r, run.microBatch, step});
+        visit(run.phase, run.microBatch);
+      }
+      visit(program.stepPhase, 0);
+      // The executor reads the loss and the gradient norm, and a
+      // checkpoint the persistent state.
+      Actor end{Actor::StepEnd, 0, 0, 0, step};
+      for (size_t k = 0; k < program.buffers.size(); ++k) {
+        const BufferSpec &b = program.buffers[k];
+        if (b.isState() || b.name == "loss" || b.name == "grad_sumsq")
+          for (size_t c = 0; c < layout.copyOffsets[k].size(); ++c)
+            read({int(k), int64_t(c)}, end);
+      }
+    }
+  }
+
+private:
+  struct Holder {
+    Copy copy;
+    Actor writtenBy;
+  };
+  /// An asynchronous collective started and not yet waited for.
+  struct Flight {
+    Copy input, output;
+    Actor startedBy;
+  };
+
+  Copy copyOf(int buffer, int64_t microBatch) const {
+    int64_t copies = int64_t(layout.copyOffsets[size_t(buffer)].size());
+    return {buffer, copies > 0 ? microBatch % copies : 0};
+  }
+
+  std::pair<int64_t, int64_t> bytesOf(Copy c) const {
+    int64_t at = layout.copyOffsets[size_t(c.buffer)][size_t(c.copy)];
+    return {at, at + program.buffers[size_t(c.buffer)].bytes()};
+  }
+
+  std::string describe(Copy c) const {
+    std::string s = "buffer " + program.buffers[size_t(c.buffer)].name;
+    if (layout.copyOffsets[size_t(c.buffer)].size() > 1)
+      s += " (copy " + std::to_string(c.copy) + ")";
+    return s;
+  }
+
+  [[noreturn]] void fail(const std::string &at, const std::string &what) {
+    throw Found{{at, what}};
+  }
+
+  /// How a message reported at `at` names `by` and says when it acted:
+  /// a launch reported at its own place is named by the path; one
+  /// reported elsewhere is an asynchronous collective, at its wait.
+  std::string who(const Actor &by, const std::string &at) const {
+    if (by.kind == Actor::Launch && at != by.at(path))
+      return "the asynchronous collective of " + by.name(path) + " ";
+    return by.kind == Actor::Launch ? "" : by.name(path) + " ";
+  }
+  std::string when(const Actor &by, const std::string &at) const {
+    return by.kind == Actor::Launch && at == by.at(path)
+               ? " (" + by.when() + ")"
+               : "";
+  }
+
+  /// Makes a run of holders start at byte `at`.
+  void split(int64_t at) {
+    auto it = std::prev(holders.upper_bound(at));
+    if (it->first != at)
+      holders.emplace_hint(std::next(it), at, it->second);
+  }
+
+  /// `by` writes copy `c`; a failure is reported at `at`, by's own place
+  /// but for a collective's write, found at its wait.
+  void write(Copy c, const Actor &by, const std::string &at) {
+    auto [begin, end] = bytesOf(c);
+    if (begin == end)
+      return;
+    for (const auto &[output, flight] : inFlight)
+      for (Copy used : {flight.input, flight.output}) {
+        auto [b, e] = bytesOf(used);
+        if (begin < e && b < end)
+          fail(at, who(by, at) + "writes " + describe(c) + when(by, at) +
+                       " over bytes that the asynchronous collective of " +
+                       flight.startedBy.name(path) +
+                       (used == flight.input ? " reads from " : " writes to ") +
+                       describe(used) + " until its wait: a race with it");
+      }
+    split(begin);
+    split(end);
+    auto first = holders.find(begin);
+    holders.erase(std::next(first), holders.find(end));
+    first->second = {c, by};
+    writtenBy[c] = by;
+  }
+  void write(Copy c, const Actor &by) { write(c, by, by.at(path)); }
+
+  /// `by` reads copy `c`; a failure is reported at `at`.
+  void read(Copy c, const Actor &by, const std::string &at) {
+    auto [begin, end] = bytesOf(c);
+    if (begin == end)
+      return;
+    for (auto it = std::prev(holders.upper_bound(begin));
+         it->first < end && std::next(it) != holders.end(); ++it) {
+      const Holder &h = it->second;
+      if (h.copy.buffer < 0 || h.copy == c)
+        continue;
+      auto written = writtenBy.find(c);
+      fail(at, who(by, at) + "reads " + describe(c) + when(by, at) +
+                   (written == writtenBy.end()
+                        ? ""
+                        : ", written by " + written->second.name(path) + ",") +
+                   " after " + h.writtenBy.name(path) + " wrote " +
+                   describe(h.copy) + " over its bytes " +
+                   std::to_string(std::max(begin, it->first)) + " to " +
+                   std::to_string(std::min(end, std::next(it)->first)) +
+                   ": the memory plan gives buffers that are live at once "
+                   "the same bytes");
+    }
+  }
+  void read(Copy c, const Actor &by) { read(c, by, by.at(path)); }
+
+  void visit(int phaseIndex, int64_t microBatch) {
+    const Phase &phase = program.phases[size_t(phaseIndex)];
+    for (size_t k = 0; k < phase.launches.size(); ++k) {
+      const Launch &l = phase.launches[k];
+      if (!l.runsIn(microBatch, plan.numMicroBatches))
+        continue;
+      Actor by{Actor::Launch, phaseIndex, k, microBatch, step};
+      if (l.op == Launch::Op::Wait) {
+        std::string at = by.at(path);
+        auto flight = inFlight.find(l.input);
+        // A first-micro-batch wait finds nothing in the first step.
+        if (flight == inFlight.end() && l.firstMicroBatch && step == 1)
+          continue;
+        if (flight == inFlight.end())
+          fail(at, "waits for buffer " + program.buffers[l.input].name +
+                       " with no asynchronous collective into it in "
+                       "flight (micro-batch " +
+                       std::to_string(microBatch) + ")");
+        Flight done = flight->second;
+        inFlight.erase(flight);
+        // The collective read its input and wrote its output until now.
+        read(done.input, done.startedBy, at);
+        write(done.output, done.startedBy, at);
+        continue;
+      }
+      // A kernel's buffers; a send's, a receive's or a collective's
+      // input (a collective may replace one in flight into its output).
+      std::vector<int> touched = {l.input};
+      if (l.op == Launch::Op::Kernel) {
+        touched = l.ins;
+        touched.insert(touched.end(), l.outs.begin(), l.outs.end());
+      }
+      for (int b : touched)
+        if (inFlight.count(b))
+          fail(by.at(path),
+               "touches buffer " + program.buffers[b].name +
+                   " while an asynchronous collective into it is in "
+                   "flight (no wait before it, micro-batch " +
+                   std::to_string(microBatch) + ")");
+      switch (l.op) {
+      case Launch::Op::Kernel:
+        for (int in : l.ins)
+          read(copyOf(in, microBatch), by);
+        for (size_t j = 0; j < l.outs.size(); ++j)
+          if (j < l.accumulate.size() && l.accumulate[j])
+            read(copyOf(l.outs[j], microBatch), by);
+        for (int out : l.outs)
+          write(copyOf(out, microBatch), by);
+        break;
+      case Launch::Op::Collective: {
+        Copy input = copyOf(l.input, microBatch),
+             output = copyOf(l.output, microBatch);
+        read(input, by);
+        if (l.accumulateOutput)
+          read(output, by);
+        write(output, by);
+        if (l.async)
+          inFlight[l.output] = {input, output, by};
+        break;
+      }
+      case Launch::Op::Send:
+        read(copyOf(l.input, microBatch), by);
+        break;
+      case Launch::Op::Recv:
+        write(copyOf(l.input, microBatch), by);
+        break;
+      case Launch::Op::Wait:
+        break;
+      }
+    }
+  }
+
+  const Plan &plan;
+  const Program &program;
+  std::string path;
+  ArenaLayout layout;
+  int64_t step = 0;
+  /// From each key to the next, the copy whose value the bytes hold and
+  /// what wrote it; the last key is the arena's end.
+  std::map<int64_t, Holder> holders;
+  std::map<Copy, Actor> writtenBy;
+  std::map<int, Flight> inFlight; // by output buffer, as the executor's
+};
+
+} // namespace
+
+std::optional<PlanProblem> walkProgramSteps(const Plan &plan,
+                                            const Program &program,
+                                            const std::string &path) {
+  try {
+    StepWalk(plan, program, path).run();
+  } catch (const Found &found) {
+    return found.problem;
+  }
+  return std::nullopt;
+}
+
+std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
+  if (plan.pp < 2)
+    return std::nullopt;
+  struct Event {
+    enum Kind { Send, Recv, Start, Await } kind;
+    int64_t peer = 0; // a message's pipeline rank
+    std::string group;
+    int64_t ordinal = 0; // of the collective over the group, from 1
+    std::string at, what;
+  };
+  int64_t pp = int64_t(plan.programs.size());
+  std::vector<std::vector<Event>> events(static_cast<size_t>(pp));
+  // By program, each group name's pipeline ranks in its group of the
+  // program's ranks (one rank stands for all: they run in step).
+  std::vector<std::map<std::string, std::set<int64_t>>> spans(
+      static_cast<size_t>(pp));
+  for (int64_t p = 0; p < pp; ++p) {
+    int64_t rank = plan.programs[size_t(p)].ppRank * plan.dp * plan.tp;
+    for (const auto &[name, lists] : plan.groups)
+      for (const std::vector<int64_t> &list : lists)
+        if (std::find(list.begin(), list.end(), rank) != list.end()) {
+          std::set<int64_t> stages;
+          for (int64_t member : list)
+            stages.insert(plan.devices[size_t(member)].pp);
+          if (stages.size() > 1)
+            spans[size_t(p)][name] = stages;
+        }
+  }
+  for (int64_t p = 0; p < pp; ++p) {
+    const Program &program = plan.programs[size_t(p)];
+    std::string path = "/programs/" + std::to_string(p);
+    std::map<std::string, int64_t> started;
+    std::map<int, std::pair<std::string, int64_t>> pending; // by output
+    for (int64_t step = 1; step <= 2; ++step) {
+      auto visit = [&](int phaseIndex, int64_t microBatch) {
+        const Phase &phase = program.phases[size_t(phaseIndex)];
+        for (size_t k = 0; k < phase.launches.size(); ++k) {
+          const Launch &l = phase.launches[k];
+          if (!l.runsIn(microBatch, plan.numMicroBatches))
+            continue;
+          std::string at = launchPath(path, phaseIndex, k);
+          std::string when = "micro-batch " + std::to_string(microBatch) +
+                             " of step " + std::to_string(step);
+          std::vector<Event> &out = events[size_t(p)];
+          if (l.op == Launch::Op::Send || l.op == Launch::Op::Recv) {
+            int64_t peer = (program.ppRank + (l.toNext ? 1 : pp - 1)) % pp;
+            bool send = l.op == Launch::Op::Send;
+            out.push_back({send ? Event::Send : Event::Recv, peer, "", 0, at,
+                           (send ? "sends " : "receives ") +
+                               program.buffers[size_t(l.input)].name +
+                               (send ? " to" : " from") + " pipeline rank " +
+                               std::to_string(peer) + ", " + when});
+          } else if (l.op == Launch::Op::Collective &&
+                     spans[size_t(p)].count(l.group)) {
+            int64_t ordinal = ++started[l.group];
+            std::string what = "the collective over " + l.group + ", " + when;
+            out.push_back({Event::Start, 0, l.group, ordinal, at, what});
+            if (l.async)
+              pending[l.output] = {l.group, ordinal};
+            else
+              out.push_back({Event::Await, 0, l.group, ordinal, at, what});
+          } else if (l.op == Launch::Op::Wait) {
+            auto it = pending.find(l.input);
+            if (it == pending.end())
+              continue;
+            out.push_back({Event::Await, 0, it->second.first, it->second.second,
+                           at,
+                           "the wait for the collective over " +
+                               it->second.first + ", " + when});
+            pending.erase(it);
+          }
+        }
+      };
+      for (const Run &run : program.schedule)
+        visit(run.phase, run.microBatch);
+      visit(program.stepPhase, 0);
+    }
+  }
+  // Every rank goes as far as it can, until none can go on.
+  std::vector<size_t> next(static_cast<size_t>(pp), 0);
+  std::map<std::pair<int64_t, int64_t>, int64_t> unreceived; // (from, to)
+  std::map<std::pair<int64_t, std::string>, int64_t> startedBy;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int64_t p = 0; p < pp; ++p)
+      for (; next[size_t(p)] < events[size_t(p)].size(); ++next[size_t(p)]) {
+        const Event &e = events[size_t(p)][next[size_t(p)]];
+        if (e.kind == Event::Send) {
+          ++unreceived[{p, e.peer}];
+        } else if (e.kind == Event::Recv) {
+          int64_t &waiting = unreceived[{e.peer, p}];
+          if (waiting == 0)
+            break;
+          --waiting;
+        } else if (e.kind == Event::Start) {
+          startedBy[{p, e.group}] = e.ordinal;
+        } else {
+          const std::set<int64_t> &members = spans[size_t(p)][e.group];
+          if (std::any_of(members.begin(), members.end(), [&](int64_t q) {
+                return startedBy[{q, e.group}] < e.ordinal;
+              }))
+            break;
+        }
+        moved = true;
+      }
+  }
+  std::string stuck;
+  std::string at;
+  for (int64_t p = 0; p < pp; ++p)
+    if (next[size_t(p)] < events[size_t(p)].size()) {
+      const Event &e = events[size_t(p)][next[size_t(p)]];
+      if (at.empty())
+        at = e.at;
+      stuck += (stuck.empty() ? "" : "; ") + std::string("pipeline rank ") +
+               std::to_string(p) + " at " + e.at + ", which " +
+               (e.kind == Event::Recv ? e.what : "waits for " + e.what);
+    }
+  if (stuck.empty())
+    return std::nullopt;
+  return PlanProblem{at, "the pipeline ranks would wait for each other until "
+                         "the collective timeout: " +
+                             stuck};
+}
+
+} // namespace partita::runtime
