@@ -265,15 +265,22 @@ void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
   // Only now, with the new one complete, older ones go (the newest of them
   // stays, in case this one is damaged later).
   if (rank == 0) {
-    std::vector<std::string> complete;
+    std::vector<std::string> complete = completeCheckpoints(dir);
+    for (size_t i = 2; i < complete.size(); ++i)
+      fs::remove_all(complete[i]);
+  }
+}
+
+std::vector<std::string> completeCheckpoints(const std::string &dir) {
+  std::vector<std::string> complete;
+  if (fs::is_directory(dir))
     for (const auto &entry : fs::directory_iterator(dir))
       if (entry.path().filename().string().rfind("step-", 0) == 0 &&
           fs::exists(entry.path() / "manifest.json"))
         complete.push_back(entry.path().string());
-    std::sort(complete.begin(), complete.end());
-    for (size_t i = 0; i + 2 < complete.size(); ++i)
-      fs::remove_all(complete[i]);
-  }
+  // step-NNNNNNNN: newest first.
+  std::sort(complete.rbegin(), complete.rend());
+  return complete;
 }
 
 namespace {
@@ -304,17 +311,77 @@ std::string manifestProblem(const nlohmann::json &m) {
   return "";
 }
 
+/// A tensor this rank takes from a checkpoint file: entry `entry` of the
+/// file's index, into buffer `buffer` (of parameter `param`, resliced from
+/// the unsharded tensor, when resharding).
+struct Take {
+  const ParameterSpec *param = nullptr;
+  std::string buffer;
+  FileIndex::const_iterator entry;
+};
+
+/// Finds the entries this rank restores from its own `file` (same plan) or
+/// from global.bin (resharding a checkpoint of dtype `dtype`), or says
+/// which is missing: before the ranks agree to load a checkpoint, so that
+/// a file lacking an entry is skipped like a damaged one on every rank.
+/// Throws std::runtime_error for a tensor of another size.
+std::string findTakes(const Plan &plan, const Trainer &trainer,
+                      const std::string &file, const FileIndex &index,
+                      int64_t rank, bool samePlan, const std::string &dtype,
+                      std::vector<Take> &takes) {
+  const Coordinates &c = plan.devices[size_t(rank)];
+  if (samePlan) {
+    for (const BufferSpec &b : plan.programs[size_t(c.pp)].buffers) {
+      if (!b.isState())
+        continue;
+      auto it = index.find(b.name);
+      if (it == index.end() || it->second.second != b.elements)
+        return "has no " + std::to_string(b.elements) + "-element buffer " +
+               b.name;
+      takes.push_back({nullptr, b.name, it});
+    }
+    return "";
+  }
+  using Kind = Trainer::StateKind;
+  for (const ParameterSpec &p : plan.parameters) {
+    int64_t elements = 1;
+    for (int64_t d : p.globalShape)
+      elements *= d;
+    for (const ParameterHolder &h : p.holders) {
+      if (h.ppRank != c.pp)
+        continue;
+      for (Kind kind : stateKinds(plan)) {
+        // The most precise copy of the weights there is: an f32 plan takes
+        // a bf16 run's master weights, a bf16 plan's master starts from an
+        // f32 run's values.
+        Kind stored = kind == Kind::Value && dtype != "f32"    ? Kind::Master
+                      : kind == Kind::Master && dtype == "f32" ? Kind::Value
+                                                               : kind;
+        std::string entry = globalEntry(p.name, stored);
+        auto it = index.find(entry);
+        if (it == index.end())
+          return "has no " + entry;
+        // Another shape under the same model name is another model: an
+        // error, where a missing entry is damage.
+        if (it->second.second != elements)
+          throw std::runtime_error(file + ": " + entry + " has " +
+                                   std::to_string(it->second.second) +
+                                   " elements, this plan's " + p.name + " " +
+                                   std::to_string(elements));
+        takes.push_back(
+            {&p, kind == Kind::Value ? h.buffer : trainer.stateBuffer(p, kind),
+             it});
+      }
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
                              Communicator &comm, const std::string &dir) {
-  std::vector<std::string> candidates;
-  if (fs::is_directory(dir))
-    for (const auto &entry : fs::directory_iterator(dir))
-      if (entry.path().filename().string().rfind("step-", 0) == 0 &&
-          fs::exists(entry.path() / "manifest.json"))
-        candidates.push_back(entry.path().string());
-  std::sort(candidates.rbegin(), candidates.rend());
+  std::vector<std::string> candidates = completeCheckpoints(dir);
   int64_t rank = comm.worldRank();
   for (const std::string &here : candidates) {
     nlohmann::json manifest;
@@ -334,8 +401,14 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
     bool samePlan = problem.empty() && manifest["strategy"] == plan.strategy &&
                     manifest["world_size"] == plan.worldSize &&
                     dtype == plan.dtype;
+    // Every rank reads the same manifest: another model is an error on all.
+    if (problem.empty() && manifest["model"] != plan.model)
+      throw std::runtime_error("checkpoint " + here + " is of model " +
+                               manifest["model"].get<std::string>() +
+                               ", this plan's is " + plan.model);
     std::string file = samePlan ? rankFile(rank) : "global.bin", bytes;
     FileIndex index;
+    std::vector<Take> takes;
     if (problem.empty()) {
       bytes = readAll(here + "/" + file);
       const nlohmann::json &expect = manifest["files"][file];
@@ -352,6 +425,10 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
                    readIndex(bytes, manifest["steps"].get<int64_t>(), index);
                !why.empty())
         problem = file + ": " + why;
+      else if (std::string why = findTakes(plan, trainer, here + "/" + file,
+                                           index, rank, samePlan, dtype, takes);
+               !why.empty())
+        problem = file + ": " + why;
     }
     // Every rank must find its file intact, or none loads this one.
     if (!problem.empty())
@@ -359,64 +436,29 @@ int64_t loadNewestCheckpoint(const Plan &plan, Trainer &trainer,
           "; trying an older one");
     if (comm.anyRank(!problem.empty()))
       continue;
-    if (manifest["model"] != plan.model)
-      throw std::runtime_error("checkpoint " + here + " is of model " +
-                               manifest["model"].get<std::string>() +
-                               ", this plan's is " + plan.model);
-    if (!samePlan) {
-      const std::string &global = bytes; // checked above
-      using Kind = Trainer::StateKind;
-      for (const ParameterSpec &p : plan.parameters)
-        for (const ParameterHolder &h : p.holders) {
-          if (h.ppRank != plan.devices[rank].pp)
-            continue;
-          for (Kind kind : stateKinds(plan)) {
-            // The most precise copy of the weights there is: an f32 plan
-            // takes a bf16 run's master weights, a bf16 plan's master
-            // starts from an f32 run's values.
-            std::string entry = globalEntry(p.name, kind);
-            if (kind == Kind::Value &&
-                index.count(globalEntry(p.name, Kind::Master)))
-              entry = globalEntry(p.name, Kind::Master);
-            if (kind == Kind::Master && !index.count(entry))
-              entry = globalEntry(p.name, Kind::Value);
-            auto it = index.find(entry);
-            if (it == index.end())
-              throw std::runtime_error(here + "/global.bin: has no " + entry);
-            int64_t elements = 1;
-            for (int64_t d : p.globalShape)
-              elements *= d;
-            if (it->second.second != elements)
-              throw std::runtime_error(
-                  here + "/global.bin: " + entry + " has " +
-                  std::to_string(it->second.second) + " elements, this " +
-                  "plan's " + p.name + " " + std::to_string(elements));
-            // Entries follow their names: not 4-byte aligned in the file.
-            const char *values = global.data() + it->second.first;
-            std::string buffer =
-                kind == Kind::Value ? h.buffer : trainer.stateBuffer(p, kind);
-            trainer.fillFromGlobal(p, buffer, [&](uint64_t i) {
-              float value;
-              std::memcpy(&value, values + 4 * i, 4);
-              return value;
-            });
-          }
-        }
+    // Entries follow their names: not 4-byte aligned in the file.
+    auto values = [&](const Take &t) {
+      return bytes.data() + t.entry->second.first;
+    };
+    if (samePlan) {
+      std::map<std::string, const Take *> byBuffer;
+      for (const Take &t : takes)
+        byBuffer[t.buffer] = &t;
+      trainer.writeState([&](const BufferSpec &b, float *data) {
+        std::memcpy(data, values(*byBuffer.at(b.name)), b.elements * 4);
+      });
+    } else {
+      for (const Take &t : takes)
+        trainer.fillFromGlobal(*t.param, t.buffer, [&](uint64_t i) {
+          float value;
+          std::memcpy(&value, values(t) + 4 * i, 4);
+          return value;
+        });
       if (rank == 0)
         say("plan-run: resharded checkpoint " + here + " from " +
             manifest["strategy"].get<std::string>() + " (" + dtype + ") to " +
             plan.strategy + " (" + plan.dtype + ")");
-      return manifest["steps"].get<int64_t>();
     }
-    // Restore this rank's state buffers.
-    trainer.writeState([&](const BufferSpec &b, float *data) {
-      auto it = index.find(b.name);
-      if (it == index.end() || it->second.second != b.elements)
-        throw std::runtime_error(here + "/" + file + ": has no " +
-                                 std::to_string(b.elements) +
-                                 "-element buffer " + b.name);
-      std::memcpy(data, bytes.data() + it->second.first, b.elements * 4);
-    });
     return manifest["steps"].get<int64_t>();
   }
   return 0;

@@ -362,6 +362,13 @@ int launch(const Options &o, const Plan &plan, char **argv) {
   std::cerr << "plan-run: starting " << plan.worldSize
             << (plan.worldSize == 1 ? " rank of " : " ranks of ") << plan.model
             << " (" << plan.strategy << ") with mpirun\n";
+  // The newest checkpoint when the job last restarted: a restarted job
+  // that fails before saving a newer one would only fail again.
+  std::optional<std::string> newestAtRestart;
+  auto newest = [&] {
+    std::vector<std::string> complete = completeCheckpoints(o.checkpointDir);
+    return complete.empty() ? std::string() : complete.front();
+  };
   for (int64_t attempt = 0;; ++attempt) {
     std::vector<char *> cargs;
     for (std::string &a : args)
@@ -381,6 +388,15 @@ int launch(const Options &o, const Plan &plan, char **argv) {
     if (code == 0 || code == 127 || code == kDivergedStatus ||
         attempt >= o.maxRestarts)
       return code;
+    if (newestAtRestart && *newestAtRestart == newest()) {
+      std::cerr << "plan-run: the job failed again (status " << code
+                << ") without a checkpoint newer than "
+                << (newestAtRestart->empty() ? std::string("none")
+                                             : *newestAtRestart)
+                << " since it restarted; not restarting it\n";
+      return code;
+    }
+    newestAtRestart = newest();
     std::cerr << "plan-run: the job failed (status " << code
               << "); restarting it from the newest checkpoint in "
               << o.checkpointDir << " (restart " << attempt + 1 << " of "
@@ -686,6 +702,9 @@ int main(int argc, char **argv) {
                                           "in ") +
                                   o.checkpointDir + "; starting at step 1")
                   << "\n";
+      if (reporter && first >= o.steps)
+        std::cout << "plan-run: --steps " << o.steps
+                  << ": nothing left to train after step " << first << "\n";
     }
     for (int64_t s = first; s < o.steps; ++s) {
       comm->barrier();

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace partita::runtime {
 
@@ -25,6 +26,10 @@ namespace partita::runtime {
 /// the older complete checkpoints, the newest is kept.
 void saveCheckpoint(const Plan &plan, Trainer &trainer, Communicator &comm,
                     const std::string &dir, int64_t steps);
+
+/// The checkpoint directories under `dir` that have a manifest, newest
+/// first (their files are not checked).
+std::vector<std::string> completeCheckpoints(const std::string &dir);
 
 /// Loads the newest complete, intact checkpoint under `dir` (collective)
 /// and returns its step count, or 0 when there is none. A checkpoint whose
