@@ -14,6 +14,7 @@
 #include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
+#include "support/Paths.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -222,6 +223,18 @@ int main(int argc, char **argv) {
       "a\nmodel spec with -o FILE.json, the executable plan "
       "(docs/plan-format.md)\n",
       registry);
+  // Two outputs at one path would overwrite each other, and one at the
+  // input's path the input.
+  if (std::string clash =
+          partita::outputClash({{"-o", outputFile},
+                                {"--report", reportFlag},
+                                {"--cost-report", costReportFlag},
+                                {"--trace", traceFlag}},
+                               {{"the input", inputFile}}, "plan-opt");
+      !clash.empty()) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt") << clash << "\n";
+    return EXIT_FAILURE;
+  }
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   // An error names its op's location; the op printed after it (MLIR's
   // default) would be the whole module for a module-level error, hundreds

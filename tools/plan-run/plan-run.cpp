@@ -9,6 +9,7 @@
 #include "partita/runtime/Checkpoint.h"
 #include "partita/runtime/Plan.h"
 #include "partita/runtime/Trainer.h"
+#include "support/Paths.h"
 
 #include "../../runtime/mpi/MpiCommunicator.h"
 #ifdef PARTITA_HAVE_CUDA
@@ -91,13 +92,16 @@ Options parse(int argc, char **argv) {
     auto is = [&](const char *flag) {
       return a == flag || a.rfind(std::string(flag) + "=", 0) == 0;
     };
+    // An empty value (`--trace ""`) would turn the option off unseen.
     auto value = [&](const char *flag) -> std::string {
-      std::string prefix = std::string(flag) + "=";
+      std::string prefix = std::string(flag) + "=", v;
       if (a.rfind(prefix, 0) == 0)
-        return a.substr(prefix.size());
-      if (a == flag && i + 1 < argc)
-        return argv[++i];
-      usage(std::string(flag) + " needs a value");
+        v = a.substr(prefix.size());
+      else if (a == flag && i + 1 < argc)
+        v = argv[++i];
+      if (v.empty())
+        usage(std::string(flag) + " needs a value");
+      return v;
     };
     // The integer value of `flag`, at least `least`, else `what` it must be.
     auto integer = [&](const char *flag, int64_t least, const char *what) {
@@ -257,44 +261,27 @@ std::string pathError(const Options &o) {
   auto writableDir = [&](const fs::path &dir) {
     return fs::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) == 0;
   };
-  // Two outputs at one path would overwrite each other, and an output at
-  // an input's path the input.
-  auto same = [&](const std::string &a, const std::string &b) {
-    if (fs::exists(a, ec) && fs::exists(b, ec))
-      return fs::equivalent(a, b, ec);
-    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
-  };
-  const std::pair<const char *, const std::string *> outputs[] = {
-      {"--log-json", &o.logJson},
-      {"--save-params", &o.saveParams},
-      {"--trace", &o.trace}};
-  const std::pair<const char *, const std::string *> inputs[] = {
-      {"the plan", &o.plan},
-      {"the --data file", &o.data},
-      {"the --hostfile", &o.hostfile}};
-  for (size_t i = 0; i < std::size(outputs); ++i) {
-    auto [flag, file] = outputs[i];
-    if (file->empty())
+  const std::vector<partita::NamedFile> outputs = {
+      {"--log-json", o.logJson},
+      {"--save-params", o.saveParams},
+      {"--trace", o.trace}};
+  if (std::string clash = partita::outputClash(outputs,
+                                               {{"the plan", o.plan},
+                                                {"the --data file", o.data},
+                                                {"the --hostfile", o.hostfile}},
+                                               "the run");
+      !clash.empty())
+    return clash;
+  for (const partita::NamedFile &out : outputs) {
+    if (out.path.empty())
       continue;
-    for (size_t j = i + 1; j < std::size(outputs); ++j)
-      if (!outputs[j].second->empty() && same(*file, *outputs[j].second))
-        return std::string(flag) + " and " + outputs[j].first + " both write " +
-               *file;
-    for (auto [input, path] : inputs)
-      if (!path->empty() && same(*file, *path))
-        return std::string(flag) + ": " + *file + " is " + input +
-               "; the run would overwrite it";
-  }
-  for (auto [flag, file] : outputs) {
-    if (file->empty())
-      continue;
-    fs::path path(*file),
+    fs::path path(out.path),
         dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     if (fs::is_directory(path, ec))
-      return std::string(flag) + ": " + *file + " is a directory";
+      return out.name + ": " + out.path + " is a directory";
     if (!writableDir(dir))
-      return std::string(flag) + ": cannot write " + *file + " (" +
-             dir.string() + " is not a writable directory)";
+      return out.name + ": cannot write " + out.path + " (" + dir.string() +
+             " is not a writable directory)";
   }
   if (!o.checkpointDir.empty()) {
     // Made here if need be; another rank may make it at the same time.
@@ -337,6 +324,62 @@ void onTerminate(int) {
   ssize_t ignored = write(STDERR_FILENO, line, n);
   (void)ignored;
   _exit(1);
+}
+
+/// Why mpirun could not start `ranks` ranks from hostfile `path`, or
+/// empty: its lines are `host [slots=N] [max_slots=N]` and # comments, and
+/// without --oversubscribe (which a hostfile turns off) the slots must
+/// hold every rank where all hosts give theirs. mpirun's own messages
+/// would not say which line is wrong.
+std::string hostfileError(const std::string &path, int64_t ranks) {
+  std::ifstream in(path);
+  std::string line;
+  int64_t slots = 0, hosts = 0;
+  bool allCounted = true;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    // `slots = 4` as `slots=4`.
+    for (size_t eq; (eq = line.find(" =")) != std::string::npos ||
+                    (eq = line.find("= ")) != std::string::npos;)
+      line.erase(line[eq] == ' ' ? eq : eq + 1, 1);
+    std::istringstream words(line);
+    std::string host, word;
+    if (!(words >> host))
+      continue;
+    std::string at = "--hostfile: " + path + " line " + std::to_string(number);
+    if (host.find('=') != std::string::npos)
+      return at + ": expected a host name first, got \"" + host + "\"";
+    ++hosts;
+    bool counted = false;
+    while (words >> word) {
+      size_t eq = word.find('=');
+      std::string key = word.substr(0, eq);
+      if (eq == std::string::npos ||
+          (key != "slots" && key != "max_slots" && key != "max-slots"))
+        return at + ": \"" + word +
+               "\" is not slots=N or max_slots=N (a line is a host name "
+               "and its settings)";
+      std::string v = word.substr(eq + 1);
+      char *end;
+      errno = 0;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || errno == ERANGE || n < 1)
+        return at + ": " + key + " must be a positive integer, got \"" + v +
+               "\"";
+      if (key == "slots") {
+        slots += n;
+        counted = true;
+      }
+    }
+    allCounted &= counted;
+  }
+  if (hosts == 0)
+    return "--hostfile: " + path + " names no hosts";
+  if (allCounted && slots < ranks)
+    return "--hostfile: " + path + " gives " + std::to_string(slots) +
+           (slots == 1 ? " slot" : " slots") + ", and the plan has " +
+           std::to_string(ranks) + " ranks";
+  return "";
 }
 
 /// Re-executes plan-run under mpirun with the plan's world size.
@@ -578,6 +621,12 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  if (!underLauncher() && !o.hostfile.empty())
+    if (std::string error = hostfileError(o.hostfile, plan.worldSize);
+        !error.empty()) {
+      std::cerr << "plan-run: error: " << error << "\n";
+      return 1;
+    }
   // A hostfile places even one rank: on its first host, through mpirun.
   if (!underLauncher() &&
       (plan.worldSize > 1 || o.maxRestarts > 0 || !o.hostfile.empty()))
