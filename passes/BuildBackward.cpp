@@ -94,6 +94,9 @@ private:
   StringAttr backwardInput(StringAttr value);
   void finishGradient(StringAttr value);
   void gatherParams(ArrayRef<Operation *> launches);
+  /// Erases the backward phase's parameter gathers whose output no later
+  /// launch reads before it is gathered again.
+  void eraseUnreadGathers();
   void scatterGradients(llvm::SetVector<StringAttr> &params,
                         std::optional<int64_t> layer);
 
@@ -117,6 +120,8 @@ private:
   llvm::DenseMap<StringAttr, StringAttr> grads;
   llvm::DenseSet<StringAttr> written, finished;
   llvm::DenseSet<StringAttr> gatheredParams;
+  /// The parameter gathers of the backward phase being built.
+  SmallVector<exec::CollectiveOp> backwardGathers;
   /// Parameters read by some layer's launches.
   llvm::DenseSet<StringAttr> layerParams;
   /// Forward reads of each parameter not yet differentiated.
@@ -409,8 +414,39 @@ void BackwardBuilder::gatherParams(ArrayRef<Operation *> launches) {
         continue;
       collective(CollectiveKind::all_gather, "dp",
                  b.getStringAttr(in.getValue() + ".shard"), in, std::nullopt);
+      backwardGathers.push_back(
+          cast<exec::CollectiveOp>(*std::prev(b.getInsertionPoint())));
     }
   }
+}
+
+void BackwardBuilder::eraseUnreadGathers() {
+  auto reads = [](Operation &op, StringAttr buffer) {
+    if (auto k = dyn_cast<exec::KernelOp>(op))
+      return llvm::is_contained(refs(k.getIns()), buffer);
+    if (auto c = dyn_cast<exec::CollectiveOp>(op))
+      return c.getInputAttr().getAttr() == buffer;
+    if (auto s = dyn_cast<exec::SendOp>(op))
+      return s.getBufferAttr().getAttr() == buffer;
+    return false;
+  };
+  for (exec::CollectiveOp gather : backwardGathers) {
+    StringAttr output = gather.getOutputAttr().getAttr();
+    bool read = false;
+    for (Operation &op : llvm::make_range(std::next(gather->getIterator()),
+                                          gather->getBlock()->end())) {
+      if (reads(op, output)) {
+        read = true;
+        break;
+      }
+      auto again = dyn_cast<exec::CollectiveOp>(op);
+      if (again && again.getOutputAttr().getAttr() == output)
+        break;
+    }
+    if (!read)
+      gather->erase();
+  }
+  backwardGathers.clear();
 }
 
 void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
@@ -503,6 +539,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
       b, forward.getLoc(), exec::PhaseKind::backward, forward.getChunkAttr());
   b.createBlock(&backward.getBody());
   gatheredParams.clear();
+  backwardGathers.clear();
   llvm::SetVector<StringAttr> touched;
   std::optional<int64_t> current;
   bool first = true;
@@ -557,6 +594,10 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
           added.setAttr("layer", b.getI64IntegerAttr(*layer));
   }
   scatterGradients(touched, current);
+  // A forward launch's parameters are gathered for its backward, which may
+  // not read them: an embedding's backward reads no table, a bias's
+  // gradient no bias. Gathering those would move their bytes for nothing.
+  eraseUnreadGathers();
   return success();
 }
 

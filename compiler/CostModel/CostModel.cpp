@@ -1004,16 +1004,34 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       e.collectives.push_back(
           {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls, ag});
       // The embedding, final norm and LM head are gathered too, with no
-      // layer before them to hide behind.
+      // layer before them to hide behind: before their forward, and before
+      // their backward but for the embedding tables, which no backward
+      // reads (unless the LM head, tied on the same rank, reads the token
+      // table). Biases, which no backward reads either, are a few vectors
+      // a layer: counted in both.
       double outside = busiest.params;
       for (int64_t i : c.layersOfRank(busiestRank, L))
         outside -= layers[i].params;
-      if (outside > 0) {
-        ag = dpGroup.time(CollectiveKind::AllGather, eb * outside, eff, &algo);
+      double tables = 0;
+      if (busiestRank == 0)
+        tables = std::max(0.0, double(profile.embeddingParams) / t -
+                                   (profile.headParams == 0 && p == 1
+                                        ? tiedParams
+                                        : 0.0));
+      auto gatherOutside = [&](double params, double calls) {
+        if (params <= 0)
+          return;
+        ag = dpGroup.time(CollectiveKind::AllGather, eb * params, eff, &algo);
         e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
-                                 eb * outside, 2.0 * m, ag});
-        e.dpCommS += 2 * m * ag;
-        e.zero3GatherExposedS += 2 * m * ag;
+                                 eb * params, calls, ag});
+        e.dpCommS += calls * ag;
+        e.zero3GatherExposedS += calls * ag;
+      };
+      if (tables == 0) {
+        gatherOutside(outside, 2.0 * m);
+      } else {
+        gatherOutside(outside, double(m));
+        gatherOutside(outside - tables, double(m));
       }
     }
   }
