@@ -42,6 +42,11 @@ struct Actor {
   size_t index = 0;
   int64_t microBatch = 0, step = 0;
 
+  bool operator==(const Actor &o) const {
+    return kind == o.kind && phase == o.phase && index == o.index &&
+           microBatch == o.microBatch && step == o.step;
+  }
+
   /// Where it is in the plan, under program `path`.
   std::string at(const std::string &path) const {
     switch (kind) {
@@ -87,6 +92,8 @@ public:
   StepWalk(const Plan &plan, const Program &program, std::string path)
       : plan(plan), program(program), path(std::move(path)),
         layout(arenaLayout(program)) {
+    for (const std::vector<int64_t> &copies : layout.copyOffsets)
+      values.emplace_back(copies.size());
     holders[0] = {};
     holders[std::max<int64_t>(layout.bytes, 1)] = {};
   }
@@ -171,6 +178,14 @@ private:
                : "";
   }
 
+  /// Whether `by` is a collective or a receive.
+  bool communicates(const Actor &by) const {
+    if (by.kind != Actor::Launch)
+      return false;
+    Launch::Op op = program.phases[size_t(by.phase)].launches[by.index].op;
+    return op == Launch::Op::Collective || op == Launch::Op::Recv;
+  }
+
   /// Makes a run of holders start at byte `at`.
   void split(int64_t at) {
     auto it = std::prev(holders.upper_bound(at));
@@ -199,7 +214,18 @@ private:
     auto first = holders.find(begin);
     holders.erase(std::next(first), holders.find(end));
     first->second = {c, by};
-    writtenBy[c] = by;
+    // A collective's or a message's value that nothing read is lost
+    // traffic, and a sign of a wrong plan: a reduction that overwrites
+    // where it should add, a message received twice into one buffer. (A
+    // kernel's side output may go unread; a collective writes its output
+    // again at its wait.)
+    Value &previous = valueOf(c);
+    if (previous.written && !previous.read && communicates(previous.writer) &&
+        !(previous.writer == by))
+      fail(at, who(by, at) + "writes " + describe(c) + when(by, at) +
+                   " over the value " + previous.writer.name(path) +
+                   " wrote, which nothing read: that launch's work is lost");
+    previous = {by, true, false};
   }
   void write(Copy c, const Actor &by) { write(c, by, by.at(path)); }
 
@@ -213,11 +239,11 @@ private:
       const Holder &h = it->second;
       if (h.copy.buffer < 0 || h.copy == c)
         continue;
-      auto written = writtenBy.find(c);
+      const Value &value = valueOf(c);
       fail(at, who(by, at) + "reads " + describe(c) + when(by, at) +
-                   (written == writtenBy.end()
+                   (!value.written
                         ? ""
-                        : ", written by " + written->second.name(path) + ",") +
+                        : ", written by " + value.writer.name(path) + ",") +
                    " after " + h.writtenBy.name(path) + " wrote " +
                    describe(h.copy) + " over its bytes " +
                    std::to_string(std::max(begin, it->first)) + " to " +
@@ -225,6 +251,24 @@ private:
                    ": the memory plan gives buffers that are live at once "
                    "the same bytes");
     }
+    // A micro-batch's buffer holds what its own micro-batch wrote in this
+    // step: else a message never arrived, or went to another buffer.
+    Value &value = valueOf(c);
+    if (program.buffers[size_t(c.buffer)].perMicroBatch()) {
+      std::string reads = who(by, at) + "reads " + describe(c) + when(by, at);
+      if (!value.written)
+        fail(at, reads + ", which nothing wrote");
+      const Actor &writer = value.writer;
+      if (writer.microBatch != by.microBatch || writer.step != by.step)
+        fail(at, reads + ", whose value " + writer.name(path) +
+                     " wrote for micro-batch " +
+                     std::to_string(writer.microBatch) + " of step " +
+                     std::to_string(writer.step) +
+                     ": nothing wrote it for micro-batch " +
+                     std::to_string(by.microBatch) + " of step " +
+                     std::to_string(by.step));
+    }
+    value.read = true;
   }
   void read(Copy c, const Actor &by) { read(c, by, by.at(path)); }
 
@@ -308,7 +352,13 @@ private:
   /// From each key to the next, the copy whose value the bytes hold and
   /// what wrote it; the last key is the arena's end.
   std::map<int64_t, Holder> holders;
-  std::map<Copy, Actor> writtenBy;
+  /// Each copy's value: what wrote it, and whether anything read it since.
+  struct Value {
+    Actor writer;
+    bool written = false, read = false;
+  };
+  std::vector<std::vector<Value>> values; // by buffer, then copy
+  Value &valueOf(Copy c) { return values[size_t(c.buffer)][size_t(c.copy)]; }
   std::map<int, Flight> inFlight; // by output buffer, as the executor's
 };
 
