@@ -164,18 +164,21 @@ private:
     throw Found{{at, what}};
   }
 
-  /// How a message reported at `at` names `by` and says when it acted:
-  /// a launch reported at its own place is named by the path; one
-  /// reported elsewhere is an asynchronous collective, at its wait.
-  std::string who(const Actor &by, const std::string &at) const {
-    if (by.kind == Actor::Launch && at != by.at(path))
+  /// Where a failure of `by` is reported: its own place, or, for an
+  /// asynchronous collective found at its wait, the wait's. Messages are
+  /// made only on failure.
+  std::string atOf(const Actor &by, const Actor *wait) const {
+    return (wait ? *wait : by).at(path);
+  }
+  /// How such a message names `by` and says when it acted: a launch at
+  /// its own place is named by the path.
+  std::string who(const Actor &by, const Actor *wait) const {
+    if (wait)
       return "the asynchronous collective of " + by.name(path) + " ";
     return by.kind == Actor::Launch ? "" : by.name(path) + " ";
   }
-  std::string when(const Actor &by, const std::string &at) const {
-    return by.kind == Actor::Launch && at == by.at(path)
-               ? " (" + by.when() + ")"
-               : "";
+  std::string when(const Actor &by, const Actor *wait) const {
+    return by.kind == Actor::Launch && !wait ? " (" + by.when() + ")" : "";
   }
 
   /// Whether `by` is a collective or a receive.
@@ -193,9 +196,9 @@ private:
       holders.emplace_hint(std::next(it), at, it->second);
   }
 
-  /// `by` writes copy `c`; a failure is reported at `at`, by's own place
-  /// but for a collective's write, found at its wait.
-  void write(Copy c, const Actor &by, const std::string &at) {
+  /// `by` writes copy `c` (an asynchronous collective's output, found at
+  /// `wait`).
+  void write(Copy c, const Actor &by, const Actor *wait = nullptr) {
     auto [begin, end] = bytesOf(c);
     if (begin == end)
       return;
@@ -203,11 +206,13 @@ private:
       for (Copy used : {flight.input, flight.output}) {
         auto [b, e] = bytesOf(used);
         if (begin < e && b < end)
-          fail(at, who(by, at) + "writes " + describe(c) + when(by, at) +
-                       " over bytes that the asynchronous collective of " +
-                       flight.startedBy.name(path) +
-                       (used == flight.input ? " reads from " : " writes to ") +
-                       describe(used) + " until its wait: a race with it");
+          fail(atOf(by, wait),
+               who(by, wait) + "writes " + describe(c) + when(by, wait) +
+                   " over bytes that the asynchronous "
+                   "collective of " +
+                   flight.startedBy.name(path) +
+                   (used == flight.input ? " reads from " : " writes to ") +
+                   describe(used) + " until its wait: a race with it");
       }
     split(begin);
     split(end);
@@ -222,15 +227,15 @@ private:
     Value &previous = valueOf(c);
     if (previous.written && !previous.read && communicates(previous.writer) &&
         !(previous.writer == by))
-      fail(at, who(by, at) + "writes " + describe(c) + when(by, at) +
-                   " over the value " + previous.writer.name(path) +
-                   " wrote, which nothing read: that launch's work is lost");
+      fail(atOf(by, wait),
+           who(by, wait) + "writes " + describe(c) + when(by, wait) +
+               " over the value " + previous.writer.name(path) +
+               " wrote, which nothing read: that launch's work is lost");
     previous = {by, true, false};
   }
-  void write(Copy c, const Actor &by) { write(c, by, by.at(path)); }
-
-  /// `by` reads copy `c`; a failure is reported at `at`.
-  void read(Copy c, const Actor &by, const std::string &at) {
+  /// `by` reads copy `c` (an asynchronous collective's input, found at
+  /// `wait`).
+  void read(Copy c, const Actor &by, const Actor *wait = nullptr) {
     auto [begin, end] = bytesOf(c);
     if (begin == end)
       return;
@@ -240,37 +245,39 @@ private:
       if (h.copy.buffer < 0 || h.copy == c)
         continue;
       const Value &value = valueOf(c);
-      fail(at, who(by, at) + "reads " + describe(c) + when(by, at) +
-                   (!value.written
-                        ? ""
-                        : ", written by " + value.writer.name(path) + ",") +
-                   " after " + h.writtenBy.name(path) + " wrote " +
-                   describe(h.copy) + " over its bytes " +
-                   std::to_string(std::max(begin, it->first)) + " to " +
-                   std::to_string(std::min(end, std::next(it)->first)) +
-                   ": the memory plan gives buffers that are live at once "
-                   "the same bytes");
+      fail(atOf(by, wait),
+           who(by, wait) + "reads " + describe(c) + when(by, wait) +
+               (!value.written
+                    ? ""
+                    : ", written by " + value.writer.name(path) + ",") +
+               " after " + h.writtenBy.name(path) + " wrote " +
+               describe(h.copy) + " over its bytes " +
+               std::to_string(std::max(begin, it->first)) + " to " +
+               std::to_string(std::min(end, std::next(it)->first)) +
+               ": the memory plan gives buffers that are live at once "
+               "the same bytes");
     }
     // A micro-batch's buffer holds what its own micro-batch wrote in this
     // step: else a message never arrived, or went to another buffer.
     Value &value = valueOf(c);
     if (program.buffers[size_t(c.buffer)].perMicroBatch()) {
-      std::string reads = who(by, at) + "reads " + describe(c) + when(by, at);
+      auto reads = [&] {
+        return who(by, wait) + "reads " + describe(c) + when(by, wait);
+      };
       if (!value.written)
-        fail(at, reads + ", which nothing wrote");
+        fail(atOf(by, wait), reads() + ", which nothing wrote");
       const Actor &writer = value.writer;
       if (writer.microBatch != by.microBatch || writer.step != by.step)
-        fail(at, reads + ", whose value " + writer.name(path) +
-                     " wrote for micro-batch " +
-                     std::to_string(writer.microBatch) + " of step " +
-                     std::to_string(writer.step) +
-                     ": nothing wrote it for micro-batch " +
-                     std::to_string(by.microBatch) + " of step " +
-                     std::to_string(by.step));
+        fail(atOf(by, wait), reads() + ", whose value " + writer.name(path) +
+                                 " wrote for micro-batch " +
+                                 std::to_string(writer.microBatch) +
+                                 " of step " + std::to_string(writer.step) +
+                                 ": nothing wrote it for micro-batch " +
+                                 std::to_string(by.microBatch) + " of step " +
+                                 std::to_string(by.step));
     }
     value.read = true;
   }
-  void read(Copy c, const Actor &by) { read(c, by, by.at(path)); }
 
   void visit(int phaseIndex, int64_t microBatch) {
     const Phase &phase = program.phases[size_t(phaseIndex)];
@@ -280,21 +287,21 @@ private:
         continue;
       Actor by{Actor::Launch, phaseIndex, k, microBatch, step};
       if (l.op == Launch::Op::Wait) {
-        std::string at = by.at(path);
         auto flight = inFlight.find(l.input);
         // A first-micro-batch wait finds nothing in the first step.
         if (flight == inFlight.end() && l.firstMicroBatch && step == 1)
           continue;
         if (flight == inFlight.end())
-          fail(at, "waits for buffer " + program.buffers[l.input].name +
-                       " with no asynchronous collective into it in "
-                       "flight (micro-batch " +
-                       std::to_string(microBatch) + ")");
+          fail(by.at(path), "waits for buffer " +
+                                program.buffers[l.input].name +
+                                " with no asynchronous collective into it in "
+                                "flight (micro-batch " +
+                                std::to_string(microBatch) + ")");
         Flight done = flight->second;
         inFlight.erase(flight);
         // The collective read its input and wrote its output until now.
-        read(done.input, done.startedBy, at);
-        write(done.output, done.startedBy, at);
+        read(done.input, done.startedBy, &by);
+        write(done.output, done.startedBy, &by);
         continue;
       }
       // A kernel's buffers; a send's, a receive's or a collective's
@@ -383,7 +390,11 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
     int64_t peer = 0; // a message's pipeline rank
     std::string group;
     int64_t ordinal = 0; // of the collective over the group, from 1
-    std::string at, what;
+    /// The launch (a wait for an asynchronous collective's Await), and
+    /// when it runs: for messages made only if the ranks get stuck.
+    int phase = 0;
+    size_t index = 0;
+    int64_t microBatch = 0, step = 0;
   };
   int64_t pp = int64_t(plan.programs.size());
   std::vector<std::vector<Event>> events(static_cast<size_t>(pp));
@@ -405,7 +416,6 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
   }
   for (int64_t p = 0; p < pp; ++p) {
     const Program &program = plan.programs[size_t(p)];
-    std::string path = "/programs/" + std::to_string(p);
     std::map<std::string, int64_t> started;
     std::map<int, std::pair<std::string, int64_t>> pending; // by output
     for (int64_t step = 1; step <= 2; ++step) {
@@ -415,35 +425,28 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
           const Launch &l = phase.launches[k];
           if (!l.runsIn(microBatch, plan.numMicroBatches))
             continue;
-          std::string at = launchPath(path, phaseIndex, k);
-          std::string when = "micro-batch " + std::to_string(microBatch) +
-                             " of step " + std::to_string(step);
           std::vector<Event> &out = events[size_t(p)];
+          auto add = [&](Event::Kind kind, int64_t peer,
+                         const std::string &group, int64_t ordinal) {
+            out.push_back(
+                {kind, peer, group, ordinal, phaseIndex, k, microBatch, step});
+          };
           if (l.op == Launch::Op::Send || l.op == Launch::Op::Recv) {
-            int64_t peer = (program.ppRank + (l.toNext ? 1 : pp - 1)) % pp;
-            bool send = l.op == Launch::Op::Send;
-            out.push_back({send ? Event::Send : Event::Recv, peer, "", 0, at,
-                           (send ? "sends " : "receives ") +
-                               program.buffers[size_t(l.input)].name +
-                               (send ? " to" : " from") + " pipeline rank " +
-                               std::to_string(peer) + ", " + when});
+            add(l.op == Launch::Op::Send ? Event::Send : Event::Recv,
+                (program.ppRank + (l.toNext ? 1 : pp - 1)) % pp, "", 0);
           } else if (l.op == Launch::Op::Collective &&
                      spans[size_t(p)].count(l.group)) {
             int64_t ordinal = ++started[l.group];
-            std::string what = "the collective over " + l.group + ", " + when;
-            out.push_back({Event::Start, 0, l.group, ordinal, at, what});
+            add(Event::Start, 0, l.group, ordinal);
             if (l.async)
               pending[l.output] = {l.group, ordinal};
             else
-              out.push_back({Event::Await, 0, l.group, ordinal, at, what});
+              add(Event::Await, 0, l.group, ordinal);
           } else if (l.op == Launch::Op::Wait) {
             auto it = pending.find(l.input);
             if (it == pending.end())
               continue;
-            out.push_back({Event::Await, 0, it->second.first, it->second.second,
-                           at,
-                           "the wait for the collective over " +
-                               it->second.first + ", " + when});
+            add(Event::Await, 0, it->second.first, it->second.second);
             pending.erase(it);
           }
         }
@@ -486,11 +489,25 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
   for (int64_t p = 0; p < pp; ++p)
     if (next[size_t(p)] < events[size_t(p)].size()) {
       const Event &e = events[size_t(p)][next[size_t(p)]];
+      const Launch &l =
+          plan.programs[size_t(p)].phases[size_t(e.phase)].launches[e.index];
+      std::string where =
+          launchPath("/programs/" + std::to_string(p), e.phase, e.index);
       if (at.empty())
-        at = e.at;
-      stuck += (stuck.empty() ? "" : "; ") + std::string("pipeline rank ") +
-               std::to_string(p) + " at " + e.at + ", which " +
-               (e.kind == Event::Recv ? e.what : "waits for " + e.what);
+        at = where;
+      std::string when = ", micro-batch " + std::to_string(e.microBatch) +
+                         " of step " + std::to_string(e.step);
+      stuck +=
+          (stuck.empty() ? "" : "; ") + std::string("pipeline rank ") +
+          std::to_string(p) + " at " + where + ", which " +
+          (e.kind == Event::Recv
+               ? "receives " +
+                     plan.programs[size_t(p)].buffers[size_t(l.input)].name +
+                     " from pipeline rank " + std::to_string(e.peer)
+           : l.op == Launch::Op::Wait
+               ? "waits for the asynchronous collective over " + e.group
+               : "waits for the collective over " + e.group) +
+          when;
     }
   if (stuck.empty())
     return std::nullopt;
