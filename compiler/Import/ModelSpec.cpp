@@ -508,7 +508,7 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
       // In the ranges the tfm.optimizer attribute takes. False when the key
       // is given but invalid (already reported).
       auto real = [&](StringRef key, double &field) {
-        const tfm::OptimizerRealRange &range = tfm::optimizerRealRange(key);
+        const tfm::OptimizerRealRange &range = *tfm::findOptimizerReal(key);
         bool given = o->has(key);
         if (auto v =
                 o->number(key, ObjectReader::Optional, range.min, range.max,

@@ -33,11 +33,11 @@ void TfmDialect::initialize() {
 // tfm.optimizer
 //===----------------------------------------------------------------------===//
 
-const OptimizerRealRange &partita::tfm::optimizerRealRange(StringRef key) {
+const OptimizerRealRange *partita::tfm::findOptimizerReal(StringRef key) {
   for (const OptimizerRealRange &range : kOptimizerReals)
     if (range.key == key)
-      return range;
-  llvm_unreachable("not a real AdamW setting");
+      return &range;
+  return nullptr;
 }
 
 LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
@@ -68,20 +68,15 @@ LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
         return fail(key) << "expected \"cosine\", \"linear\" or "
                             "\"constant\", got "
                          << value;
-    } else if (llvm::any_of(kOptimizerReals, [&](const OptimizerRealRange &r) {
-                 return r.key == key;
-               })) {
-      const OptimizerRealRange &range = optimizerRealRange(key);
+    } else if (const OptimizerRealRange *range = findOptimizerReal(key)) {
       auto real = dyn_cast<FloatAttr>(value);
       double v = real ? real.getValueAsDouble() : 0;
-      bool aboveMin = range.minExclusive ? v > range.min : v >= range.min;
-      bool belowMax = range.maxExclusive ? v < range.max : v <= range.max;
-      if (!real || !aboveMin || !belowMax)
+      if (!real || !range->contains(v))
         return fail(key) << "expected a number in "
-                         << (range.minExclusive ? "(" : "[")
-                         << formatNumber(range.min) << ", "
-                         << formatNumber(range.max)
-                         << (range.maxExclusive ? ")" : "]") << ", got "
+                         << (range->minExclusive ? "(" : "[")
+                         << formatNumber(range->min) << ", "
+                         << formatNumber(range->max)
+                         << (range->maxExclusive ? ")" : "]") << ", got "
                          << value;
       if (key == "lr")
         lr = v;

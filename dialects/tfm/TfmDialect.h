@@ -19,6 +19,10 @@ struct OptimizerRealRange {
   llvm::StringLiteral key;
   double min, max;
   bool minExclusive, maxExclusive;
+  bool contains(double v) const {
+    return (minExclusive ? v > min : v >= min) &&
+           (maxExclusive ? v < max : v <= max);
+  }
 };
 inline constexpr OptimizerRealRange kOptimizerReals[] = {
     {"lr", 0, 1, true, false},
@@ -35,8 +39,9 @@ inline constexpr llvm::StringRef kOptimizerStepCounts[] = {"warmup_steps",
 inline constexpr llvm::StringRef kOptimizerDecays[] = {"cosine", "linear",
                                                        "constant"};
 
-/// The range of the real setting `key` (one of kOptimizerReals).
-const OptimizerRealRange &optimizerRealRange(llvm::StringRef key);
+/// The range of the real setting `key`; null when `key` is none of
+/// kOptimizerReals.
+const OptimizerRealRange *findOptimizerReal(llvm::StringRef key);
 
 } // namespace partita::tfm
 
