@@ -539,13 +539,15 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
 
 /// The messages each pipeline rank sends to a neighbour, in the order its
 /// schedule sends them, are the ones the neighbour receives from it, in
-/// its order, buffer size for buffer size and micro-batch for micro-batch:
-/// else the ranks would wait for each other until the collective timeout,
-/// or a micro-batch would go on with another's activations.
+/// its order, buffer for buffer of one size, shape and dtype, and
+/// micro-batch for micro-batch: else the ranks would wait for each other
+/// until the collective timeout, or a micro-batch would go on with another
+/// tensor, or another micro-batch's.
 void checkPipelineMessages(Reader &r, const Plan &plan) {
   struct Message {
     int64_t bytes, microBatch;
     std::string buffer;
+    const BufferSpec *spec;
   };
   std::map<std::pair<int64_t, int64_t>, std::vector<Message>> sent,
       received; // by (from, to)
@@ -559,10 +561,10 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
         const BufferSpec &b = program.buffers[l.input];
         if (l.op == Launch::Op::Send)
           sent[{program.ppRank, peer}].push_back(
-              {b.bytes(), microBatch, b.name});
+              {b.bytes(), microBatch, b.name, &b});
         else if (l.op == Launch::Op::Recv)
           received[{peer, program.ppRank}].push_back(
-              {b.bytes(), microBatch, b.name});
+              {b.bytes(), microBatch, b.name, &b});
       }
     };
     for (const Run &run : program.schedule)
@@ -590,6 +592,16 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
         r.fail(at, message + " (" + std::to_string(out[k].bytes) +
                        " bytes) is received into " + in[k].buffer + " (" +
                        std::to_string(in[k].bytes) + " bytes)");
+      auto tensor = [](const BufferSpec &b) {
+        std::string s = b.isInt ? "i32 [" : b.isBf16 ? "bf16 [" : "f32 [";
+        for (size_t d = 0; d < b.shape.size(); ++d)
+          s += (d ? ", " : "") + std::to_string(b.shape[d]);
+        return s + "]";
+      };
+      if (tensor(*out[k].spec) != tensor(*in[k].spec))
+        r.fail(at, message + " (" + tensor(*out[k].spec) +
+                       ") is received into " + in[k].buffer + " (" +
+                       tensor(*in[k].spec) + ")");
       if (out[k].microBatch != in[k].microBatch)
         r.fail(at, message + " of micro-batch " +
                        std::to_string(out[k].microBatch) +

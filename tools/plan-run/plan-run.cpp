@@ -312,7 +312,12 @@ void onTerminate(int) {
     line[n++] = *p;
   char digits[24];
   int d = 0;
+  // Before the first step, the step to come.
   long step = currentStep;
+  const char *when = step == 0 ? "before step " : "in step ";
+  for (const char *p = when; *p; ++p)
+    line[n++] = *p;
+  step = step == 0 ? 1 : step;
   do
     digits[d++] = char('0' + step % 10);
   while ((step /= 10) && d < 20);
@@ -680,7 +685,7 @@ int main(int argc, char **argv) {
     char host[64] = "?";
     gethostname(host, sizeof(host) - 1);
     std::snprintf(stopMessage, sizeof(stopMessage),
-                  "plan-run: rank %d on %s stopped in step ", rank, host);
+                  "plan-run: rank %d on %s stopped ", rank, host);
     const Coordinates &me = plan.devices[rank];
     // Rank 0 and the reporting rank speak for the job.
     if (rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0))
