@@ -21,10 +21,6 @@ struct Copy {
   bool operator==(const Copy &o) const {
     return buffer == o.buffer && copy == o.copy;
   }
-  bool operator!=(const Copy &o) const { return !(*this == o); }
-  bool operator<(const Copy &o) const {
-    return std::pair(buffer, copy) < std::pair(o.buffer, o.copy);
-  }
 };
 
 std::string launchPath(const std::string &program, int phase, size_t launch) {

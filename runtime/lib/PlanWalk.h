@@ -28,7 +28,10 @@ struct PlanProblem {
 ///   waits with no collective in flight (the job would stop mid-step);
 /// - with a memory plan, reads a buffer whose bytes another buffer
 ///   overwrote since it was written (the plan lets two buffers that are
-///   live at once share bytes).
+///   live at once share bytes);
+/// - reads a micro-batch's buffer (tokens, labels, activations and their
+///   gradients) that its micro-batch did not write in this step;
+/// - overwrites a collective's or a receive's value that nothing read.
 /// The values a buffer holds come from its writes: launches (a kernel's
 /// outputs, a collective's output, a receive) and the executor's own (the
 /// initial parameters and optimizer state, the step's zeroed gradients
