@@ -48,6 +48,11 @@ private:
   // Buffers.
   exec::BufferOp buffer(StringAttr name) { return bufferTable.lookup(name); }
   StringAttr addBuffer(const Twine &name, Type type, BufferKind kind);
+  /// A buffer of parameter `param`'s (a gradient, a shard, optimizer state):
+  /// it names the parameter, as checkpoints and the runtime's checks of
+  /// what a collective combines read it (docs/plan-format.md).
+  StringAttr addParamBuffer(const Twine &name, Type type, BufferKind kind,
+                            StringAttr param, bool dpShard);
   FlatSymbolRefAttr sym(StringAttr name) {
     return FlatSymbolRefAttr::get(name);
   }
@@ -149,6 +154,16 @@ StringAttr BackwardBuilder::addBuffer(const Twine &name, Type type,
   return attr;
 }
 
+StringAttr BackwardBuilder::addParamBuffer(const Twine &name, Type type,
+                                           BufferKind kind, StringAttr param,
+                                           bool dpShard) {
+  StringAttr attr = addBuffer(name, type, kind);
+  exec::BufferOp buf = buffer(attr), of = buffer(param);
+  buf.setParam(of.getParam() ? *of.getParam() : param.getValue());
+  buf.setDpShard(dpShard);
+  return attr;
+}
+
 exec::KernelOp BackwardBuilder::kernel(StringRef name, ArrayRef<StringAttr> ins,
                                        ArrayRef<StringAttr> outs,
                                        ArrayRef<bool> accumulate,
@@ -181,9 +196,9 @@ std::pair<StringAttr, bool> BackwardBuilder::gradOut(StringAttr value) {
   StringAttr &grad = grads[value];
   if (!grad) {
     if (isParam(value))
-      grad =
-          addBuffer("grad." + value.getValue(),
-                    gradientType(buf.getTensorType()), BufferKind::param_grad);
+      grad = addParamBuffer("grad." + value.getValue(),
+                            gradientType(buf.getTensorType()),
+                            BufferKind::param_grad, value, false);
     else
       grad = addBuffer("d." + value.getValue(), buf.getType(),
                        BufferKind::activation_grad);
@@ -665,12 +680,8 @@ void BackwardBuilder::buildStep() {
     bool master = !stateType.getElementType().isF32();
     stateType = stateType.clone(b.getF32Type());
     auto state = [&](StringRef prefix) {
-      StringAttr name = addBuffer(prefix + param.getValue(), stateType,
-                                  BufferKind::optimizer_state);
-      exec::BufferOp s = buffer(name);
-      s.setParam(buf.getParam() ? *buf.getParam() : param.getValue());
-      s.setDpShard(zero >= 1);
-      return name;
+      return addParamBuffer(prefix + param.getValue(), stateType,
+                            BufferKind::optimizer_state, param, zero >= 1);
     };
     StringAttr m = state("adam_m."), v = state("adam_v.");
     bool decay = buf.getTensorType().getRank() >= 2;
@@ -717,8 +728,8 @@ LogicalResult BackwardBuilder::run() {
     exec::BufferOp buf = buffer(param);
     RankedTensorType shard = shardType(buf.getTensorType());
     if (zero >= 1)
-      addBuffer("grad_shard." + param.getValue(), gradientType(shard),
-                BufferKind::grad_shard);
+      addParamBuffer("grad_shard." + param.getValue(), gradientType(shard),
+                     BufferKind::grad_shard, param, true);
     if (zero >= 3) {
       StringAttr stored = addBuffer(param.getValue() + ".shard", shard,
                                     BufferKind::param_shard);

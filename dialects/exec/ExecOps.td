@@ -127,7 +127,8 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
     `param` (the parameter's name), its `init` rule, its tensor-parallel
     `sharding` and `padded_from` (a padded vocabulary), `tied` for the copy
     of a parameter shared by two pipeline stages, and `dp_shard` when the
-    buffer holds only this rank's flat 1/dp slice (ZeRO).
+    buffer holds only this rank's flat 1/dp slice (ZeRO). Gradient and
+    optimizer-state buffers carry `param` and `dp_shard` too.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
                        Exec_BufferKind:$kind,

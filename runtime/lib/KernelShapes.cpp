@@ -25,6 +25,71 @@ int64_t last(const BufferSpec &b) {
   return b.shape.empty() ? 1 : b.shape.back();
 }
 
+/// The words for a buffer's kind in messages.
+const char *kindWords(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::Activation:
+    return "an activation";
+  case BufferKind::ActivationGrad:
+    return "an activation gradient";
+  case BufferKind::ParamGrad:
+  case BufferKind::GradShard:
+    return "a gradient";
+  case BufferKind::OptimizerState:
+    return "optimizer state";
+  default:
+    return "parameter values";
+  }
+}
+
+/// The first non-empty answer of `check(mine, other)` for the members
+/// `other` of each list of group `name` that holds a rank `mine` of
+/// pipeline rank `ppRank`: how a launch over the group relates the ranks.
+template <typename CheckPair>
+std::string firstMemberProblem(const Plan &plan, const std::string &name,
+                               int64_t ppRank, CheckPair check) {
+  for (const std::vector<int64_t> &members : plan.groups.at(name)) {
+    auto mine = std::find_if(members.begin(), members.end(), [&](int64_t r) {
+      return plan.devices[r].pp == ppRank;
+    });
+    if (mine == members.end())
+      continue;
+    for (int64_t other : members) {
+      std::string problem = check(*mine, other);
+      if (!problem.empty())
+        return problem;
+    }
+  }
+  return "";
+}
+
+/// "ranks 2 (pp 0, dp 1, tp 0) and 0 (pp 0, dp 0, tp 0)".
+std::string rankPairWords(const Plan &plan, int64_t a, int64_t b) {
+  auto at = [&](int64_t r) {
+    const Coordinates &c = plan.devices[r];
+    return std::to_string(r) + " (pp " + std::to_string(c.pp) + ", dp " +
+           std::to_string(c.dp) + ", tp " + std::to_string(c.tp) + ")";
+  };
+  return "ranks " + at(a) + " and " + at(b);
+}
+
+/// Where group `name` relates ranks of pipeline rank `ppRank` to ranks of
+/// another data-parallel replica or stage, which hold other sequences or
+/// layers: a value of a micro-batch means nothing there.
+std::string acrossReplicas(const Plan &plan, const std::string &name,
+                           int64_t ppRank, const BufferSpec &value) {
+  return firstMemberProblem(
+      plan, name, ppRank, [&](int64_t mine, int64_t other) -> std::string {
+        const Coordinates &a = plan.devices[mine], &b = plan.devices[other];
+        if (a.dp == b.dp && a.pp == b.pp)
+          return "";
+        return "group " + name + " relates " + value.name + " (" +
+               kindWords(value.kind) + " of a micro-batch) across " +
+               rankPairWords(plan, other, mine) +
+               ", which hold other sequences or layers";
+      });
+}
+
 /// The checks of one launch; the first failure is kept.
 class Check {
 public:
@@ -34,6 +99,7 @@ public:
   const BufferSpec &out(size_t k) const { return program.buffers[l.outs[k]]; }
   bool hasIn(size_t k) const { return k < l.ins.size(); }
   bool hasOut(size_t k) const { return k < l.outs.size(); }
+  int64_t ppRank() const { return program.ppRank; }
 
   /// Fails with `what` unless `ok`.
   bool require(bool ok, const std::string &what) {
@@ -168,13 +234,20 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
                   "params.dim: not a dimension of " + x.name) &&
         c.require(g != plan.groups.end() && !g->second.empty(),
                   "params.group: not a group of the plan")) {
-      int64_t inner = 1, parts = int64_t(g->second.front().size());
-      for (size_t d = size_t(dim); d < x.shape.size(); ++d)
-        inner *= x.shape[d];
-      if (c.require(inner % parts == 0, x.name + " does not split " +
-                                            std::to_string(parts) +
-                                            " ways along params.dim"))
-        c.elements(c.out(0), x.elements / parts);
+      int64_t parts = int64_t(g->second.front().size());
+      std::vector<int64_t> part = x.shape;
+      part[dim] /= parts;
+      if (c.require(x.shape[dim] % parts == 0,
+                    x.name + " (" + x.typeWords() + ") does not split " +
+                        std::to_string(parts) + " ways along params.dim") &&
+          c.require(c.out(0).shape == part,
+                    c.out(0).name + " (" + c.out(0).typeWords() +
+                        ") is not a part of " + x.name + " (" + x.typeWords() +
+                        ") along params.dim over " + group) &&
+          x.perMicroBatch()) {
+        std::string problem = acrossReplicas(plan, group, c.ppRank(), x);
+        c.require(problem.empty(), "params.group: " + problem);
+      }
     }
   } else if (k == "rms_norm" || k == "layer_norm") {
     c.number("eps", 0);
@@ -355,6 +428,68 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
   }
 }
 
+/// Why the ranks collective `l` combines cannot be combined by it, for
+/// what its buffers hold, or empty. Values of a micro-batch differ between
+/// data-parallel replicas and pipeline stages; a parameter's buffers exist
+/// only on the pipeline ranks that hold it, and differ between its
+/// tensor-parallel parts; its flat ZeRO shards are cut over the
+/// data-parallel ranks alone. (Plans of other tools may leave `param` out:
+/// then only the kinds are checked.)
+std::string collectiveMembersError(const Launch &l, const Program &program,
+                                   const Plan &plan) {
+  const BufferSpec &in = program.buffers[l.input];
+  const BufferSpec &out = program.buffers[l.output];
+  std::string what = l.collectiveName();
+  if (!in.param.empty() && !out.param.empty() && in.param != out.param)
+    return what + ": " + in.name + " is of parameter " + in.param + " and " +
+           out.name + " of parameter " + out.param;
+  if (in.perMicroBatch() || out.perMicroBatch()) {
+    std::string problem = acrossReplicas(plan, l.group, program.ppRank,
+                                         in.perMicroBatch() ? in : out);
+    return problem.empty() ? "" : what + ": " + problem;
+  }
+  if (!in.ofParameter() && !out.ofParameter())
+    return "";
+  const BufferSpec &b = in.ofParameter() ? in : out;
+  const std::string &param = in.param.empty() ? out.param : in.param;
+  auto p = std::find_if(
+      plan.parameters.begin(), plan.parameters.end(),
+      [&](const ParameterSpec &candidate) { return candidate.name == param; });
+  bool flat = l.collective != Launch::Collective::AllReduce && !l.dim;
+  bool shard = in.dpShard || out.dpShard || in.kind == BufferKind::GradShard ||
+               out.kind == BufferKind::GradShard ||
+               in.kind == BufferKind::ParamShard ||
+               out.kind == BufferKind::ParamShard;
+  std::string over =
+      what + " over " + l.group + " combines " + b.name + " (" +
+      kindWords(b.kind) +
+      (p != plan.parameters.end() ? " of " + p->name : std::string()) + ")";
+  return firstMemberProblem(
+      plan, l.group, program.ppRank,
+      [&](int64_t mine, int64_t other) -> std::string {
+        const Coordinates &a = plan.devices[mine], &o = plan.devices[other];
+        std::string pair = rankPairWords(plan, other, mine);
+        if (p != plan.parameters.end()) {
+          if (std::none_of(
+                  p->holders.begin(), p->holders.end(),
+                  [&](const ParameterHolder &h) { return h.ppRank == o.pp; }))
+            return over + " with pipeline rank " + std::to_string(o.pp) +
+                   ", which does not hold it";
+          if (p->tpDim >= 0 &&
+              o.tp * p->tpParts / plan.tp != a.tp * p->tpParts / plan.tp)
+            return over + " across " + pair +
+                   ", which hold different tensor-parallel parts of it";
+        }
+        if (flat && (o.tp != a.tp || o.pp != a.pp))
+          return over + " in flat shards across " + pair +
+                 "; flat shards are cut over data-parallel ranks alone";
+        if (!flat && shard && o.dp != a.dp)
+          return over + " across " + pair +
+                 ", which hold other data-parallel shards of it";
+        return "";
+      });
+}
+
 } // namespace
 
 std::string kernelLaunchError(const Launch &l, const Program &program,
@@ -390,11 +525,11 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
   if (in.isInt || out.isInt)
     return "a collective over a tokens buffer";
   if (l.collective == Launch::Collective::AllReduce)
-    return "";
+    return collectiveMembersError(l, program, plan);
   bool gather = l.collective == Launch::Collective::AllGather;
   int64_t g = int64_t(plan.groups.at(l.group).front().size());
   const BufferSpec &whole = gather ? out : in, &part = gather ? in : out;
-  std::string what = gather ? "all_gather" : "reduce_scatter";
+  std::string what = l.collectiveName();
   if (!l.dim) {
     // Flat: shards of ceil(whole / g); the executor clamps to the buffers.
     int64_t shard = (whole.elements + g - 1) / g;
@@ -402,19 +537,24 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
       return what + ": " + part.name + " holds " +
              std::to_string(part.elements) + " elements, more than a shard (" +
              std::to_string(shard) + ") of " + whole.name + " over " + l.group;
-    return "";
+    if (l.input != l.output && part.shape.size() != 1)
+      return what + ": without dim, " + part.name +
+             " is a flat shard and has one dimension, not " +
+             std::to_string(part.shape.size());
+    return collectiveMembersError(l, program, plan);
   }
   if (*l.dim < 0 || *l.dim >= int64_t(whole.shape.size()))
     return what + ": dim " + std::to_string(*l.dim) +
            " is not a dimension of " + whole.name;
-  int64_t rows = 1;
-  for (int64_t k = 0; k < *l.dim; ++k)
-    rows *= whole.shape[k];
-  if (whole.elements % (rows * g) != 0 || part.elements * g != whole.elements)
-    return what + ": " + whole.name + " is not " + std::to_string(g) +
-           " blocks of " + part.name + " along dim " + std::to_string(*l.dim) +
+  std::vector<int64_t> expected = whole.shape;
+  if (expected[*l.dim] % g == 0)
+    expected[*l.dim] /= g;
+  if (whole.shape[*l.dim] % g != 0 || part.shape != expected)
+    return what + ": " + whole.name + " (" + whole.typeWords() + ") is not " +
+           std::to_string(g) + " blocks of " + part.name + " (" +
+           part.typeWords() + ") along dim " + std::to_string(*l.dim) +
            " (the size of group " + l.group + ")";
-  return "";
+  return collectiveMembersError(l, program, plan);
 }
 
 } // namespace partita::runtime

@@ -16,7 +16,10 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
                               const Plan &plan);
 
 /// The same for a collective launch (its group known): its input and
-/// output against each other and the group's size, and its `dim`.
+/// output against each other and the group's size, and its `dim`; and the
+/// ranks it combines against what its buffers hold (a micro-batch's values
+/// only within a data-parallel replica's stage, a parameter's only between
+/// ranks that hold the same part of it).
 std::string collectiveLaunchError(const Launch &l, const Program &program,
                                   const Plan &plan);
 

@@ -187,6 +187,12 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
                             "buffer is " +
                                 dtype + " (compile with --dtype=bf16 or f32)");
     b.shape = r.shape(buffers[i], at, "shape");
+    b.param = r.optional<std::string>(buffers[i], at, "param", "");
+    b.dpShard = r.optional<bool>(buffers[i], at, "dp_shard", false);
+    if ((!b.param.empty() || b.dpShard) && !b.ofParameter())
+      r.fail(at, "\"param\" and \"dp_shard\" belong to parameter, "
+                 "gradient and optimizer buffers, not to " +
+                     r.string(buffers[i], at, "kind") + " buffer " + b.name);
     b.elements = 1;
     for (int64_t d : b.shape)
       b.elements *= d;
@@ -372,6 +378,13 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
 
 } // namespace
 
+std::string BufferSpec::typeWords() const {
+  std::string s = isInt ? "i32 [" : isBf16 ? "bf16 [" : "f32 [";
+  for (size_t d = 0; d < shape.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
 std::string ParameterSpec::stateBufferStem() const {
   std::string buffer = holders.front().buffer;
   const std::string shard = ".shard";
@@ -477,30 +490,47 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
   std::map<std::pair<int64_t, std::string>, const ParameterSpec *> holderOf;
   // The optimizer's buffers each rank's parameters have (the Trainer's
   // names for them).
-  std::set<std::pair<int64_t, std::string>> states;
+  std::map<std::pair<int64_t, std::string>, const ParameterSpec *> states;
+  // The parameters each pipeline rank holds, by name.
+  std::set<std::pair<int64_t, std::string>> held;
   for (const ParameterSpec &p : plan.parameters)
     for (const ParameterHolder &h : p.holders) {
       holderOf[{h.ppRank, h.buffer}] = &p;
+      held.insert({h.ppRank, p.name});
       for (const char *prefix : kOptimizerStatePrefixes)
-        states.insert({h.ppRank, prefix + p.stateBufferStem()});
+        states[{h.ppRank, prefix + p.stateBufferStem()}] = &p;
     }
   for (const Program &program : plan.programs) {
     std::string at = "/programs/" + std::to_string(program.ppRank);
     for (size_t k = 0; k < program.buffers.size(); ++k) {
       const BufferSpec &b = program.buffers[k];
+      std::string bat = at + "/buffers/" + std::to_string(k);
+      auto holder = holderOf.find({program.ppRank, b.name});
       if ((b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard) &&
-          !holderOf.count({program.ppRank, b.name}))
-        r.fail(at + "/buffers/" + std::to_string(k),
-               "parameter buffer " + b.name +
-                   " is no parameter's in /parameters (it would start as "
-                   "zeros)");
-      if (b.kind == BufferKind::OptimizerState &&
-          !states.count({program.ppRank, b.name}))
-        r.fail(at + "/buffers/" + std::to_string(k),
-               "optimizer state " + b.name +
-                   " is no parameter's adam_m., adam_v. or master. buffer "
-                   "(by which names master weights start from the "
-                   "parameter's values and checkpoints keep the states)");
+          holder == holderOf.end())
+        r.fail(bat, "parameter buffer " + b.name +
+                        " is no parameter's in /parameters (it would start "
+                        "as zeros)");
+      auto state = states.find({program.ppRank, b.name});
+      if (b.kind == BufferKind::OptimizerState && state == states.end())
+        r.fail(bat, "optimizer state " + b.name +
+                        " is no parameter's adam_m., adam_v. or master. "
+                        "buffer (by which names master weights start from "
+                        "the parameter's values and checkpoints keep the "
+                        "states)");
+      if (b.param.empty())
+        continue;
+      // The runtime's checks of what a collective combines go by `param`.
+      if (!held.count({program.ppRank, b.param}))
+        r.fail(bat + "/param",
+               "\"" + b.param + "\" is no parameter that pipeline rank " +
+                   std::to_string(program.ppRank) + " holds in /parameters");
+      const ParameterSpec *named = holder != holderOf.end() ? holder->second
+                                   : state != states.end()  ? state->second
+                                                            : nullptr;
+      if (named && named->name != b.param)
+        r.fail(bat + "/param", b.name + " is parameter " + named->name +
+                                   "'s buffer, not " + b.param + "'s");
     }
     // The parameter's global rows are the vocabulary; the table a launch
     // reads or writes (its slice, or the table gathered for it, ZeRO-3)
@@ -592,16 +622,10 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
         r.fail(at, message + " (" + std::to_string(out[k].bytes) +
                        " bytes) is received into " + in[k].buffer + " (" +
                        std::to_string(in[k].bytes) + " bytes)");
-      auto tensor = [](const BufferSpec &b) {
-        std::string s = b.isInt ? "i32 [" : b.isBf16 ? "bf16 [" : "f32 [";
-        for (size_t d = 0; d < b.shape.size(); ++d)
-          s += (d ? ", " : "") + std::to_string(b.shape[d]);
-        return s + "]";
-      };
-      if (tensor(*out[k].spec) != tensor(*in[k].spec))
-        r.fail(at, message + " (" + tensor(*out[k].spec) +
+      if (out[k].spec->typeWords() != in[k].spec->typeWords())
+        r.fail(at, message + " (" + out[k].spec->typeWords() +
                        ") is received into " + in[k].buffer + " (" +
-                       tensor(*in[k].spec) + ")");
+                       in[k].spec->typeWords() + ")");
       if (out[k].microBatch != in[k].microBatch)
         r.fail(at, message + " of micro-batch " +
                        std::to_string(out[k].microBatch) +
@@ -609,6 +633,38 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
                        " of micro-batch " + std::to_string(in[k].microBatch));
     }
   }
+}
+
+/// Why pipeline send `send` of `phase` (at JSON path `phasePath`) cannot
+/// be its chunk's result, or empty. A message carries a micro-batch's
+/// activations or their gradients, computed last in the phase: no other
+/// launch of the phase reads them (one that does reads an intermediate
+/// value, such as the residual stream before a layer's MLP, which a send
+/// pointed at would give the next stage to train on).
+std::string sendLaunchError(const Launch &send, const Phase &phase,
+                            const Program &program,
+                            const std::string &phasePath) {
+  const BufferSpec &b = program.buffers[send.input];
+  if (b.kind != BufferKind::Activation && b.kind != BufferKind::ActivationGrad)
+    return "sends " + b.name +
+           ", which is not a micro-batch's activation or activation gradient";
+  for (size_t k = 0; k < phase.launches.size(); ++k) {
+    const Launch &other = phase.launches[k];
+    // (An in-place collective writes its buffer's value: it does not
+    // consume it.)
+    bool reads =
+        other.op == Launch::Op::Kernel
+            ? std::find(other.ins.begin(), other.ins.end(), send.input) !=
+                  other.ins.end()
+            : other.op == Launch::Op::Collective && other.input == send.input &&
+                  other.output != send.input;
+    if (reads)
+      return "sends " + b.name + ", which launch " + phasePath + "/launches/" +
+             std::to_string(k) +
+             " of its phase reads: a chunk sends its result, which nothing "
+             "else in its phase reads";
+  }
+  return "";
 }
 
 void checkProgram(Reader &r, const Plan &plan, const Program &program,
@@ -677,10 +733,14 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
       std::string at = path + "/phases/" + std::to_string(j) + "/launches/" +
                        std::to_string(k);
       bool kernel = l.op == Launch::Op::Kernel;
-      std::string error = kernel ? kernelLaunchError(l, program, plan)
-                          : l.op == Launch::Op::Collective
-                              ? collectiveLaunchError(l, program, plan)
-                              : "";
+      std::string error =
+          kernel ? kernelLaunchError(l, program, plan)
+          : l.op == Launch::Op::Collective
+              ? collectiveLaunchError(l, program, plan)
+          : l.op == Launch::Op::Send
+              ? sendLaunchError(l, program.phases[j], program,
+                                path + "/phases/" + std::to_string(j))
+              : "";
       if (!error.empty())
         r.fail(at, (kernel ? l.kernel + ": " : "") + error);
     }

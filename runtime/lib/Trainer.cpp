@@ -78,11 +78,7 @@ std::string traceName(const Launch &l) {
   case Launch::Op::Collective:
     break;
   }
-  const char *kind =
-      l.collective == Launch::Collective::AllReduce   ? "all_reduce"
-      : l.collective == Launch::Collective::AllGather ? "all_gather"
-                                                      : "reduce_scatter";
-  return std::string(kind) + " " + l.group;
+  return std::string(l.collectiveName()) + " " + l.group;
 }
 
 } // namespace

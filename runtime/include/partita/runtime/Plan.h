@@ -55,6 +55,11 @@ struct BufferSpec {
   /// between runs, its chunk's set (an index into Program::keptSets) and
   /// the bytes into each of the set's copies.
   int64_t keptSet = -1, setOffset = 0;
+  /// The parameter a parameter, gradient or optimizer buffer is of (empty
+  /// for other buffers, and in plans that do not say), and whether it
+  /// holds only this rank's flat 1/dp slice of it (ZeRO).
+  std::string param;
+  bool dpShard = false;
   /// One copy per micro-batch in flight (tokens, labels, activations and
   /// their gradients); the rest exist once.
   bool perMicroBatch() const {
@@ -66,6 +71,13 @@ struct BufferSpec {
   bool isState() const {
     return kind == BufferKind::Param || kind == BufferKind::ParamShard ||
            kind == BufferKind::OptimizerState;
+  }
+  /// Its dtype and shape, as messages print them: "bf16 [4, 128]".
+  std::string typeWords() const;
+  /// A parameter's values, gradient or optimizer state.
+  bool ofParameter() const {
+    return isState() || kind == BufferKind::ParamGathered ||
+           kind == BufferKind::ParamGrad || kind == BufferKind::GradShard;
   }
   /// Zeroed at the start of every step.
   bool zeroedEachStep() const {
@@ -88,6 +100,12 @@ struct Launch {
   bool reduceMax = false;
   std::optional<int64_t> dim;
   bool accumulateOutput = false;
+  /// "all_reduce", "all_gather" or "reduce_scatter", as the plan says.
+  const char *collectiveName() const {
+    return collective == Collective::AllReduce   ? "all_reduce"
+           : collective == Collective::AllGather ? "all_gather"
+                                                 : "reduce_scatter";
+  }
   /// The data-parallel bucket the collective belongs to
   /// (exec-overlap-communication): its flat members, consecutive in the
   /// phase, run as one collective (Trainer::collectiveRun).
