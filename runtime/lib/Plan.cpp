@@ -836,6 +836,8 @@ Plan readPlan(Reader &r, const json &doc) {
       }
     }
     // Every member sizes its collectives by its own list: one size for all.
+    if (out.empty())
+      r.fail("/groups/" + name, "expected at least one list of ranks");
     std::set<int64_t> seen;
     for (const auto &list : out) {
       if (list.empty() || list.size() != out.front().size())
