@@ -741,6 +741,7 @@ LogicalResult BackwardBuilder::run() {
       s.setShardingPartsAttr(buf.getShardingPartsAttr());
       s.setPaddedFromAttr(buf.getPaddedFromAttr());
       s.setTied(buf.getTied());
+      s.setLayerAttr(buf.getLayerAttr());
       s.setDpShard(true);
       // Record the whole local shape: the shard is its flat slice.
       s->setAttr("local_type", TypeAttr::get(buf.getType()));

@@ -150,6 +150,8 @@ FlatSymbolRefAttr StageLowering::param(tfm::ParamOp op) {
   if (auto padded = op->getAttrOfType<IntegerAttr>("dist.padded_from"))
     buffer.setPaddedFrom(padded.getInt());
   buffer.setTied(op->hasAttr("dist.tied"));
+  if (layer)
+    buffer.setLayer(*layer);
   buffers[op.getResult()] = ref;
   return ref;
 }

@@ -393,6 +393,8 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
           p["init_std"] = std->convertToDouble();
         if (auto padded = buf.getPaddedFrom())
           p["padded_from"] = static_cast<int64_t>(*padded);
+        if (auto layer = buf.getLayer())
+          p["layer"] = static_cast<int64_t>(*layer);
         it->second = std::move(p);
       }
       it->second.getArray("holders")->push_back(std::move(holder));

@@ -128,7 +128,9 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
     `sharding` and `padded_from` (a padded vocabulary), `tied` for the copy
     of a parameter shared by two pipeline stages, and `dp_shard` when the
     buffer holds only this rank's flat 1/dp slice (ZeRO). Gradient and
-    optimizer-state buffers carry `param` and `dp_shard` too.
+    optimizer-state buffers carry `param` and `dp_shard` too. A parameter
+    of a decoder layer carries its `layer`: only that layer's launches read
+    it (the optimizer's aside).
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
                        Exec_BufferKind:$kind,
@@ -139,13 +141,15 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"ProgramOp">]> {
                        OptionalAttr<I64Attr>:$sharding_parts,
                        OptionalAttr<I64Attr>:$padded_from,
                        UnitAttr:$tied,
-                       UnitAttr:$dp_shard);
+                       UnitAttr:$dp_shard,
+                       OptionalAttr<I64Attr>:$layer);
   let assemblyFormat = "$sym_name `:` $type $kind attr-dict";
   let builders = [
     OpBuilder<(ins "llvm::StringRef":$name, "mlir::Type":$type,
                    "BufferKind":$kind), [{
       build($_builder, $_state, name, llvm::cast<mlir::RankedTensorType>(type),
-            kind, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+            kind, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+            /*tied=*/false, /*dp_shard=*/false, /*layer=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{

@@ -25,9 +25,15 @@ int64_t last(const BufferSpec &b) {
   return b.shape.empty() ? 1 : b.shape.back();
 }
 
-/// The words for a buffer's kind in messages.
+/// The words for a buffer's kind in messages: one for each kind of value a
+/// collective keeps (a parameter's values, whole or in shards, are one).
 const char *kindWords(BufferKind kind) {
   switch (kind) {
+  case BufferKind::Tokens:
+  case BufferKind::Labels:
+    return "tokens";
+  case BufferKind::Scalar:
+    return "a scalar";
   case BufferKind::Activation:
     return "an activation";
   case BufferKind::ActivationGrad:
@@ -443,6 +449,9 @@ std::string collectiveMembersError(const Launch &l, const Program &program,
   if (!in.param.empty() && !out.param.empty() && in.param != out.param)
     return what + ": " + in.name + " is of parameter " + in.param + " and " +
            out.name + " of parameter " + out.param;
+  if (std::string(kindWords(in.kind)) != kindWords(out.kind))
+    return what + ": " + out.name + " (" + kindWords(out.kind) +
+           ") is made of " + in.name + " (" + kindWords(in.kind) + ")";
   if (in.perMicroBatch() || out.perMicroBatch()) {
     std::string problem = acrossReplicas(plan, l.group, program.ppRank,
                                          in.perMicroBatch() ? in : out);
@@ -451,25 +460,22 @@ std::string collectiveMembersError(const Launch &l, const Program &program,
   if (!in.ofParameter() && !out.ofParameter())
     return "";
   const BufferSpec &b = in.ofParameter() ? in : out;
-  const std::string &param = in.param.empty() ? out.param : in.param;
-  auto p = std::find_if(
-      plan.parameters.begin(), plan.parameters.end(),
-      [&](const ParameterSpec &candidate) { return candidate.name == param; });
+  const ParameterSpec *p =
+      plan.findParameter(in.param.empty() ? out.param : in.param);
   bool flat = l.collective != Launch::Collective::AllReduce && !l.dim;
   bool shard = in.dpShard || out.dpShard || in.kind == BufferKind::GradShard ||
                out.kind == BufferKind::GradShard ||
                in.kind == BufferKind::ParamShard ||
                out.kind == BufferKind::ParamShard;
-  std::string over =
-      what + " over " + l.group + " combines " + b.name + " (" +
-      kindWords(b.kind) +
-      (p != plan.parameters.end() ? " of " + p->name : std::string()) + ")";
+  std::string over = what + " over " + l.group + " combines " + b.name + " (" +
+                     kindWords(b.kind) +
+                     (p ? " of " + p->name : std::string()) + ")";
   return firstMemberProblem(
       plan, l.group, program.ppRank,
       [&](int64_t mine, int64_t other) -> std::string {
         const Coordinates &a = plan.devices[mine], &o = plan.devices[other];
         std::string pair = rankPairWords(plan, other, mine);
-        if (p != plan.parameters.end()) {
+        if (p) {
           if (std::none_of(
                   p->holders.begin(), p->holders.end(),
                   [&](const ParameterHolder &h) { return h.ppRank == o.pp; }))

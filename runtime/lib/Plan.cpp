@@ -291,6 +291,11 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
         launch.params = l.value("params", json::object());
         if (!launch.params.is_object())
           r.fail(lat + "/params", "expected an object");
+        if (l.contains("layer")) {
+          launch.layer = r.integer(l, lat, "layer");
+          if (*launch.layer < 0)
+            r.fail(lat + "/layer", "expected a decoder layer, from 0");
+        }
       } else if (op == "collective") {
         launch.op = Launch::Op::Collective;
         std::string kind = r.string(l, lat, "collective");
@@ -481,6 +486,61 @@ void checkOptimizer(Reader &r, const Optimizer &o) {
           "decay", "expected cosine, linear or constant");
 }
 
+/// Why kernel launch `l` of `phase` touches parameter buffers it cannot
+/// mean, or empty. A decoder layer's kernels read that layer's parameters
+/// and write their gradients, other kernels none of a layer's (the step,
+/// which updates every parameter, aside), where the plan gives parameters
+/// their layers; a backward kernel's weight gradient is the gradient of the
+/// weight it reads; an adamw launch's buffers are one parameter's.
+std::string kernelParameterError(const Launch &l, const Phase &phase,
+                                 const Program &program, const Plan &plan,
+                                 bool layered) {
+  auto parameterOf = [&](int b) -> const ParameterSpec * {
+    const BufferSpec &spec = program.buffers[b];
+    return spec.ofParameter() ? plan.findParameter(spec.param) : nullptr;
+  };
+  auto layerWords = [](std::optional<int64_t> layer) {
+    return layer ? "layer " + std::to_string(*layer)
+                 : std::string("no decoder layer");
+  };
+  // Inputs, then outputs.
+  size_t operands = l.ins.size() + l.outs.size();
+  auto operand = [&](size_t k) {
+    return k < l.ins.size() ? l.ins[k] : l.outs[k - l.ins.size()];
+  };
+  if (layered && phase.kind != "step")
+    for (size_t k = 0; k < operands; ++k) {
+      bool read = k < l.ins.size();
+      int b = operand(k);
+      const ParameterSpec *p = parameterOf(b);
+      if (p && p->layer != l.layer)
+        return l.kernel + " of " + layerWords(l.layer) +
+               (read ? " reads " : " writes ") + program.buffers[b].name +
+               ", of parameter " + p->name + " of " + layerWords(p->layer);
+    }
+  // Pairs of buffers of one parameter: a weight read and the gradient
+  // written, or an update's.
+  std::vector<std::pair<int, int>> sameParameter;
+  if (l.kernel == "linear_bwd" || l.kernel == "rms_norm_bwd" ||
+      l.kernel == "layer_norm_bwd")
+    sameParameter.push_back({l.ins[2], l.outs[1]});
+  if (l.kernel == "adamw")
+    for (size_t k = 1; k < operands; ++k)
+      sameParameter.push_back({l.ins[0], operand(k)});
+  for (auto [a, b] : sameParameter) {
+    const ParameterSpec *pa = parameterOf(a), *pb = parameterOf(b);
+    if (pa && pb && pa != pb)
+      return l.kernel + " pairs " + program.buffers[a].name +
+             " (of parameter " + pa->name + ") with " +
+             program.buffers[b].name + " (of parameter " + pb->name + ")" +
+             (l.kernel == "adamw"
+                  ? ": an update's buffers are one parameter's"
+                  : ": the weight gradient it writes is of the weight it "
+                    "reads");
+  }
+  return "";
+}
+
 /// What a program must agree on with the rest of the plan: its inputs'
 /// sizes, its schedule's micro-batches, and its launches against their
 /// buffers (kernels: KernelShapes.cpp; collectives: the group's size).
@@ -493,6 +553,10 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
   std::map<std::pair<int64_t, std::string>, const ParameterSpec *> states;
   // The parameters each pipeline rank holds, by name.
   std::set<std::pair<int64_t, std::string>> held;
+  // Plans that give no parameter a layer (older ones) skip the layer rule.
+  bool layered =
+      std::any_of(plan.parameters.begin(), plan.parameters.end(),
+                  [](const ParameterSpec &p) { return p.layer.has_value(); });
   for (const ParameterSpec &p : plan.parameters)
     for (const ParameterHolder &h : p.holders) {
       holderOf[{h.ppRank, h.buffer}] = &p;
@@ -532,6 +596,18 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
         r.fail(bat + "/param", b.name + " is parameter " + named->name +
                                    "'s buffer, not " + b.param + "'s");
     }
+    for (size_t i = 0; i < program.phases.size(); ++i)
+      for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
+        const Launch &l = program.phases[i].launches[j];
+        if (l.op != Launch::Op::Kernel)
+          continue;
+        std::string problem =
+            kernelParameterError(l, program.phases[i], program, plan, layered);
+        if (!problem.empty())
+          r.fail(at + "/phases/" + std::to_string(i) + "/launches/" +
+                     std::to_string(j),
+                 problem);
+      }
     // The parameter's global rows are the vocabulary; the table a launch
     // reads or writes (its slice, or the table gathered for it, ZeRO-3)
     // holds it padded to a multiple of vocab_parts.
@@ -915,6 +991,13 @@ Plan readPlan(Reader &r, const json &doc) {
     }
     if (spec.holders.empty())
       r.fail(at + "/holders", "a parameter needs a holder");
+    if (p.contains("layer")) {
+      spec.layer = r.integer(p, at, "layer");
+      if (*spec.layer < 0)
+        r.fail(at + "/layer", "expected a decoder layer, from 0");
+    }
+    if (!plan.parameterIndex.try_emplace(spec.name, i).second)
+      r.fail(at + "/name", "parameter \"" + spec.name + "\" appears twice");
     plan.parameters.push_back(std::move(spec));
   }
   const json &programs = r.array(doc, "", "programs");

@@ -13,7 +13,7 @@
 // CHECK-NEXT: exec.buffer @tokens : tensor<2x128xi32> tokens
 // CHECK-NEXT: exec.buffer @embed.tokens.weight : tensor<256x64xf32> param {init = "normal", init_std = 2.000000e-02 : f64, param = "embed.tokens.weight", sharding_dim = 0 : i64, sharding_parts = 2 : i64}
 // CHECK-NEXT: exec.buffer @embedding.0 : tensor<2x128x64xf32> activation
-// CHECK-NEXT: exec.buffer @layers.0.attn_norm.weight : tensor<64xf32> param {init = "ones", param = "layers.0.attn_norm.weight"}
+// CHECK-NEXT: exec.buffer @layers.0.attn_norm.weight : tensor<64xf32> param {init = "ones", layer = 0 : i64, param = "layers.0.attn_norm.weight"}
 // CHECK: exec.buffer @layers.0.attention.7.lse : tensor<2x2x128xf32> activation
 // CHECK-NEXT: exec.buffer @layers.0.attn.out.weight : tensor<64x32xf32> param {{{.*}}sharding_dim = 1 : i64, sharding_parts = 2 : i64}
 

@@ -97,7 +97,7 @@
 // and backward; but for the embedding table, which no backward reads (and
 // so is not gathered for it).
 // Z3: exec.buffer @layers.0.attn.q.weight : tensor<64x64xf32> param_gathered
-// Z3: exec.buffer @layers.0.attn.q.weight.shard : tensor<2048xf32> param_shard {dp_shard, init = "normal", init_std = 2.000000e-02 : f64, local_type = tensor<64x64xf32>, param = "layers.0.attn.q.weight"}
+// Z3: exec.buffer @layers.0.attn.q.weight.shard : tensor<2048xf32> param_shard {dp_shard, init = "normal", init_std = 2.000000e-02 : f64, layer = 0 : i64, local_type = tensor<64x64xf32>, param = "layers.0.attn.q.weight"}
 // Z3-LABEL: exec.phase forward chunk 0
 // Z3-COUNT-21: exec.collective all_gather "dp" @{{.*}}.shard -> @
 // Z3-LABEL: exec.phase backward chunk 0

@@ -196,6 +196,10 @@ def check_parameters(plan, programs):
             require(p["tp_parts"] <= tp and tp % p["tp_parts"] == 0,
                     f"{p['name']}: {p['tp_parts']} parts over tp={tp}")
         total += math.prod(glob)
+        # Our models name a decoder layer's parameters layers.N.*.
+        layer = re.match(r"layers\.(\d+)\.", p["name"])
+        require(p.get("layer") == (int(layer.group(1)) if layer else None),
+                f"{p['name']}: layer {p.get('layer')}")
         for h in p["holders"]:
             b = buffers[h["pp_rank"]].get(h["buffer"])
             require(b is not None and b.get("param") == p["name"],

@@ -93,6 +93,8 @@ struct Launch {
   std::vector<int> ins, outs;
   std::vector<bool> accumulate;
   nlohmann::json params;
+  /// The decoder layer the kernel belongs to, if any.
+  std::optional<int64_t> layer;
   // Collective.
   enum class Collective { AllReduce, AllGather, ReduceScatter } collective{};
   std::string group;
@@ -207,6 +209,9 @@ struct ParameterSpec {
   double initStd = 0;
   int64_t tpDim = -1, tpParts = 1;
   std::vector<ParameterHolder> holders;
+  /// The decoder layer it belongs to, if any: only that layer's kernels
+  /// read it, or write its gradient (the step's aside).
+  std::optional<int64_t> layer;
   /// The name the optimizer's buffers of this parameter take after their
   /// prefix (kOptimizerStatePrefixes): the whole parameter's buffer, also
   /// where ranks hold shards of it. The plan's load makes sure there is a
@@ -242,6 +247,12 @@ struct Plan {
   }
   Optimizer optimizer;
   std::vector<ParameterSpec> parameters;
+  /// Parameter `name`, or null.
+  const ParameterSpec *findParameter(const std::string &name) const {
+    auto it = parameterIndex.find(name);
+    return it == parameterIndex.end() ? nullptr : &parameters[it->second];
+  }
+  std::map<std::string, size_t> parameterIndex; // into parameters, by name
   std::vector<Program> programs; // by pipeline rank
   double predictedStepTimeS = 0;
   /// The cost model's memory per device (the busiest rank), in bytes.
