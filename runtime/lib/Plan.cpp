@@ -491,7 +491,8 @@ void checkOptimizer(Reader &r, const Optimizer &o) {
 /// and write their gradients, other kernels none of a layer's (the step,
 /// which updates every parameter, aside), where the plan gives parameters
 /// their layers; a backward kernel's weight gradient is the gradient of the
-/// weight it reads; an adamw launch's buffers are one parameter's.
+/// weight it reads; an adamw launch's buffers are one parameter's. Only
+/// adamw, in the step, writes a parameter's values or optimizer state.
 std::string kernelParameterError(const Launch &l, const Phase &phase,
                                  const Program &program, const Plan &plan,
                                  bool layered) {
@@ -508,6 +509,17 @@ std::string kernelParameterError(const Launch &l, const Phase &phase,
   auto operand = [&](size_t k) {
     return k < l.ins.size() ? l.ins[k] : l.outs[k - l.ins.size()];
   };
+  bool update = l.kernel == "adamw";
+  if (update && phase.kind != "step")
+    return "adamw in a " + phase.kind +
+           " phase: parameters are updated once a step, in the step phase";
+  for (int o : l.outs) {
+    const BufferSpec &b = program.buffers[o];
+    if (!update && (b.isState() || b.kind == BufferKind::ParamGathered))
+      return l.kernel + " writes " + b.name +
+             ", a parameter's values or optimizer state, which only adamw "
+             "updates";
+  }
   if (layered && phase.kind != "step")
     for (size_t k = 0; k < operands; ++k) {
       bool read = k < l.ins.size();
