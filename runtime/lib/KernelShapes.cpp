@@ -174,6 +174,17 @@ public:
     require(found, std::string("params.") + key + ": expected " + names);
   }
 
+  /// params.scale: the mean over the step's tokens.
+  void lossScale(const Plan &plan) {
+    double tokens = double(plan.globalBatch) * double(plan.seqLen);
+    number("scale", 0);
+    if (error.empty())
+      require(std::abs(l.params["scale"].get<double>() * tokens - 1) < 1e-9,
+              "params.scale: expected 1 / (global_batch x seq_len), 1/" +
+                  std::to_string(int64_t(tokens)) +
+                  ": the loss is the mean over the step's tokens");
+  }
+
   std::string error;
 
 private:
@@ -186,6 +197,102 @@ private:
 bool isIntInput(const std::string &kernel, size_t k) {
   return ((kernel == "embedding" || kernel == "embedding_bwd") && k == 1) ||
          (kernel == "ce_stats" && k == 2) || (kernel == "ce_bwd" && k == 3);
+}
+
+/// What a kernel's operand holds, by its place in the kernel table
+/// (docs/plan-format.md); a micro-batch's values where not named here.
+enum class Operand {
+  MicroBatch,     // activations or their gradients
+  Values,         // the same, or scalars (copy, add)
+  Tokens,         // tokens or labels
+  Weight,         // a parameter's values (held or gathered)
+  Held,           // a parameter's values as the rank holds them (adamw)
+  Gradient,       // a parameter's gradient, whole or a shard
+  Scalar,         // the loss, the gradient norm, the clip coefficient
+  OptimizerState, // AdamW's moments, master weights
+};
+
+Operand operandRole(const std::string &k, bool output, size_t i) {
+  if (k == "adamw") {
+    if (i == 0)
+      return Operand::Held;
+    if (output)
+      return Operand::OptimizerState;
+    return i == 1   ? Operand::Gradient
+           : i == 4 ? Operand::Scalar
+                    : Operand::OptimizerState;
+  }
+  if (k == "grad_sumsq")
+    return output ? Operand::Scalar : Operand::Gradient;
+  if (k == "copy" || k == "add")
+    return Operand::Values;
+  if (k == "clip_coefficient" || (k == "ce_loss" && output))
+    return Operand::Scalar;
+  if (!output) {
+    if (isIntInput(k, i))
+      return Operand::Tokens;
+    bool weight =
+        (k == "embedding" && i == 0) || (k == "position_embedding" && i == 1) ||
+        ((k == "rms_norm" || k == "layer_norm" || k == "linear" ||
+          k == "bias_add") &&
+         i >= 1) ||
+        ((k == "rms_norm_bwd" || k == "layer_norm_bwd" || k == "linear_bwd") &&
+         i == 2);
+    return weight ? Operand::Weight : Operand::MicroBatch;
+  }
+  bool gradient =
+      ((k == "embedding_bwd" || k == "position_embedding_bwd") && i == 0) ||
+      ((k == "rms_norm_bwd" || k == "layer_norm_bwd" || k == "linear_bwd" ||
+        k == "bias_add_bwd") &&
+       i >= 1);
+  return gradient ? Operand::Gradient : Operand::MicroBatch;
+}
+
+/// Whether a buffer of `kind` can be an operand that holds `role`, and the
+/// role in words.
+bool holds(Operand role, BufferKind kind) {
+  using K = BufferKind;
+  switch (role) {
+  case Operand::MicroBatch:
+    return kind == K::Activation || kind == K::ActivationGrad;
+  case Operand::Values:
+    return kind == K::Activation || kind == K::ActivationGrad ||
+           kind == K::Scalar;
+  case Operand::Tokens:
+    return kind == K::Tokens || kind == K::Labels;
+  case Operand::Weight:
+    return kind == K::Param || kind == K::ParamGathered;
+  case Operand::Held:
+    return kind == K::Param || kind == K::ParamShard;
+  case Operand::Gradient:
+    return kind == K::ParamGrad || kind == K::GradShard;
+  case Operand::Scalar:
+    return kind == K::Scalar;
+  case Operand::OptimizerState:
+    return kind == K::OptimizerState;
+  }
+  return false;
+}
+const char *roleWords(Operand role) {
+  switch (role) {
+  case Operand::MicroBatch:
+    return "a micro-batch's values";
+  case Operand::Values:
+    return "a micro-batch's values or a scalar";
+  case Operand::Tokens:
+    return "tokens";
+  case Operand::Weight:
+    return "a parameter's values";
+  case Operand::Held:
+    return "a parameter's values as the rank holds them";
+  case Operand::Gradient:
+    return "a gradient";
+  case Operand::Scalar:
+    return "a scalar";
+  case Operand::OptimizerState:
+    return "optimizer state";
+  }
+  return "";
 }
 
 /// RoPE's frequencies (rotaryInverseFrequencies): a base, and the scaling's
@@ -393,9 +500,9 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
       }
     }
     if (k == "ce_bwd")
-      c.number("scale", 0);
+      c.lossScale(plan);
   } else if (k == "ce_loss") {
-    c.number("scale", 0);
+    c.lossScale(plan);
     c.elements(c.in(1), 2 * c.in(0).elements);
     c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
   } else if (k == "grad_sumsq") {
@@ -414,11 +521,28 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
       c.require(l.params.contains(flag) && l.params[flag].is_boolean(),
                 std::string("params.") + flag + ": expected true or false");
     bool shard = c.error.empty() && l.params["dp_shard"].get<bool>();
-    c.require(shard ? m.elements * plan.dp >= p.elements
-                    : m.elements == p.elements,
+    c.require(m.elements ==
+                  (shard ? (p.elements + plan.dp - 1) / plan.dp : p.elements),
               m.name + " (" + std::to_string(m.elements) +
-                  " elements) does not cover " + p.name +
-                  (shard ? "'s data-parallel slice" : ""));
+                  " elements) is not " +
+                  (shard ? "the data-parallel slice of " : "as large as ") +
+                  p.name + " (" + std::to_string(p.elements) +
+                  " elements) that params.dp_shard says it is");
+    // In place, the moments (and master weights) by their names.
+    for (size_t k : {size_t(2), size_t(3), size_t(5)}) {
+      if (!c.hasIn(k))
+        continue;
+      const char *prefix = kOptimizerStatePrefixes[k == 5 ? 2 : k - 2];
+      c.require(c.in(k).name.rfind(prefix, 0) == 0,
+                "input " + std::to_string(k) + " is " + c.in(k).name +
+                    "; adamw reads the " + prefix + " buffer there");
+    }
+    const size_t updated[] = {0, 2, 3, 5};
+    for (size_t o = 0; o < l.outs.size(); ++o)
+      c.require(c.hasIn(updated[o]) && l.outs[o] == l.ins[updated[o]],
+                "output " + std::to_string(o) + " is " + c.out(o).name +
+                    "; adamw updates its input " + std::to_string(updated[o]) +
+                    " in place");
     c.elements(c.in(1), m.elements);
     c.elements(c.in(3), m.elements);
     c.require(c.in(4).elements >= 1, c.in(4).name + " is empty");
@@ -512,6 +636,22 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
   for (int o : l.outs)
     c.require(!program.buffers[o].isInt,
               program.buffers[o].name + " holds tokens; kernels write values");
+  for (size_t k = 0; k < l.ins.size() + l.outs.size(); ++k) {
+    bool output = k >= l.ins.size();
+    size_t i = output ? k - l.ins.size() : k;
+    const BufferSpec &b = program.buffers[output ? l.outs[i] : l.ins[i]];
+    Operand role = operandRole(l.kernel, output, i);
+    c.require(!output || !l.accumulate[i] || role == Operand::Gradient ||
+                  b.kind == BufferKind::ActivationGrad || l.kernel == "ce_loss",
+              l.kernel + " accumulates into " + b.name + " (" +
+                  kindWords(b.kind) +
+                  "); only gradients and the loss sum over launches");
+    c.require(
+        holds(role, b.kind),
+        l.kernel + "'s " + (output ? "output " : "input ") + std::to_string(i) +
+            " is " + b.name + " (" + kindWords(b.kind) + "); " + l.kernel +
+            (output ? " writes " : " reads ") + roleWords(role) + " there");
+  }
   // GEMMs and attention read their inputs after writing parts of their
   // outputs, so an output must not be one of the inputs.
   if (l.kernel == "linear" || l.kernel == "linear_bwd" ||
@@ -530,12 +670,43 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
   const BufferSpec &out = program.buffers[l.output];
   if (in.isInt || out.isInt)
     return "a collective over a tokens buffer";
+  std::string what = l.collectiveName();
+  // Only gradients are summed into; only the logits' row maxima (ce_max)
+  // are reduced by max; in place, only all_reduce, and all_gather of a
+  // parameter each data-parallel rank updated a slice of (ZeRO-1, 2).
+  if (l.accumulateOutput && out.kind != BufferKind::ParamGrad &&
+      out.kind != BufferKind::GradShard)
+    return what + " accumulates into " + out.name + " (" + kindWords(out.kind) +
+           "); collectives add into gradients only";
+  if (l.reduceMax &&
+      std::none_of(program.phases.begin(), program.phases.end(),
+                   [&](const Phase &phase) {
+                     return std::any_of(phase.launches.begin(),
+                                        phase.launches.end(),
+                                        [&](const Launch &k) {
+                                          return k.op == Launch::Op::Kernel &&
+                                                 k.kernel == "ce_max" &&
+                                                 k.outs[0] == l.input;
+                                        });
+                   }))
+    return what + " by max of " + out.name +
+           ", which no ce_max writes: only the logits' row maxima are "
+           "reduced by max";
+  if (l.input == l.output && l.collective != Launch::Collective::AllReduce &&
+      (l.collective == Launch::Collective::ReduceScatter || l.dim ||
+       in.kind != BufferKind::Param))
+    return what + " in place of " + in.name + " (" + kindWords(in.kind) +
+           "): only a flat all_gather of a parameter's values (ZeRO-1, 2) "
+           "is in place";
+  if (l.collective == Launch::Collective::AllReduce &&
+      std::string(kindWords(in.kind)) == kindWords(BufferKind::Param))
+    return what + " of " + in.name +
+           " (parameter values): parameters are gathered, not summed";
   if (l.collective == Launch::Collective::AllReduce)
     return collectiveMembersError(l, program, plan);
   bool gather = l.collective == Launch::Collective::AllGather;
   int64_t g = int64_t(plan.groups.at(l.group).front().size());
   const BufferSpec &whole = gather ? out : in, &part = gather ? in : out;
-  std::string what = l.collectiveName();
   if (!l.dim) {
     // Flat: shards of ceil(whole / g); the executor clamps to the buffers.
     int64_t shard = (whole.elements + g - 1) / g;

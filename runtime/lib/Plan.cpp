@@ -491,8 +491,8 @@ void checkOptimizer(Reader &r, const Optimizer &o) {
 /// and write their gradients, other kernels none of a layer's (the step,
 /// which updates every parameter, aside), where the plan gives parameters
 /// their layers; a backward kernel's weight gradient is the gradient of the
-/// weight it reads; an adamw launch's buffers are one parameter's. Only
-/// adamw, in the step, writes a parameter's values or optimizer state.
+/// weight it reads; an adamw launch's buffers are one parameter's, and it
+/// runs in the step.
 std::string kernelParameterError(const Launch &l, const Phase &phase,
                                  const Program &program, const Plan &plan,
                                  bool layered) {
@@ -509,17 +509,11 @@ std::string kernelParameterError(const Launch &l, const Phase &phase,
   auto operand = [&](size_t k) {
     return k < l.ins.size() ? l.ins[k] : l.outs[k - l.ins.size()];
   };
-  bool update = l.kernel == "adamw";
-  if (update && phase.kind != "step")
+  // (That only adamw writes parameters and their state is its operands'
+  // kinds: kernelLaunchError.)
+  if (l.kernel == "adamw" && phase.kind != "step")
     return "adamw in a " + phase.kind +
            " phase: parameters are updated once a step, in the step phase";
-  for (int o : l.outs) {
-    const BufferSpec &b = program.buffers[o];
-    if (!update && (b.isState() || b.kind == BufferKind::ParamGathered))
-      return l.kernel + " writes " + b.name +
-             ", a parameter's values or optimizer state, which only adamw "
-             "updates";
-  }
   if (layered && phase.kind != "step")
     for (size_t k = 0; k < operands; ++k) {
       bool read = k < l.ins.size();
@@ -549,6 +543,47 @@ std::string kernelParameterError(const Launch &l, const Phase &phase,
                   ? ": an update's buffers are one parameter's"
                   : ": the weight gradient it writes is of the weight it "
                     "reads");
+  }
+  return "";
+}
+
+/// Why grad_sumsq launch `l` would not give the global gradient norm, or
+/// empty: it reads each gradient the rank's updates apply (`applied`) once,
+/// weighted so that every copy of a gradient counts once over the mesh:
+/// 1 / tp for a part held by tp / tp_parts ranks, 1 / dp for a whole
+/// (unsharded) gradient every data-parallel rank holds, 1 / 2 for a tied
+/// parameter's two holders.
+std::string gradientNormError(const Launch &l, const Program &program,
+                              const Plan &plan,
+                              const std::multiset<int> &applied) {
+  std::multiset<int> read(l.ins.begin(), l.ins.end());
+  for (int b : read)
+    if (read.count(b) != applied.count(b))
+      return "grad_sumsq reads " + program.buffers[b].name + " " +
+             std::to_string(read.count(b)) + " times, and adamw applies it " +
+             std::to_string(applied.count(b)) +
+             " times: the norm counts each applied gradient once";
+  for (int b : applied)
+    if (!read.count(b))
+      return "grad_sumsq does not read " + program.buffers[b].name +
+             ", which adamw applies: the norm counts each applied gradient "
+             "once";
+  const json &weights = l.params["weights"];
+  for (size_t k = 0; k < l.ins.size(); ++k) {
+    const BufferSpec &g = program.buffers[l.ins[k]];
+    const ParameterSpec *p = plan.findParameter(g.param);
+    if (!p)
+      continue; // a plan without `param` on gradients
+    bool shard = g.kind == BufferKind::GradShard || g.dpShard;
+    double expected = double(p->tpParts) / double(plan.tp) /
+                      double(shard ? 1 : plan.dp) / double(p->holders.size());
+    double given = weights[k].get<double>();
+    if (std::abs(given - expected) > 1e-12 * expected)
+      return "params.weights[" + std::to_string(k) + "] is " +
+             std::to_string(given) + " for " + g.name + "; expected " +
+             std::to_string(expected) +
+             " (tp_parts / tp, / dp for a whole gradient, / holders), so "
+             "that each copy of a gradient counts once";
   }
   return "";
 }
@@ -615,6 +650,36 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
           continue;
         std::string problem =
             kernelParameterError(l, program.phases[i], program, plan, layered);
+        if (!problem.empty())
+          r.fail(at + "/phases/" + std::to_string(i) + "/launches/" +
+                     std::to_string(j),
+                 problem);
+      }
+    // Each parameter buffer the rank holds is updated once a step (adamw
+    // runs in the step phase only: kernelParameterError), and the global
+    // gradient norm counts each gradient the updates apply once.
+    std::vector<int> updates(program.buffers.size(), 0);
+    std::multiset<int> applied;
+    for (const Phase &phase : program.phases)
+      for (const Launch &l : phase.launches)
+        if (l.op == Launch::Op::Kernel && l.kernel == "adamw") {
+          ++updates[l.outs[0]];
+          applied.insert(l.ins[1]);
+        }
+    for (size_t k = 0; k < program.buffers.size(); ++k) {
+      const BufferSpec &b = program.buffers[k];
+      if ((b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard) &&
+          updates[k] != 1)
+        r.fail(at + "/buffers/" + std::to_string(k),
+               b.name + " is updated by " + std::to_string(updates[k]) +
+                   " adamw launches a step; a parameter by one");
+    }
+    for (size_t i = 0; i < program.phases.size(); ++i)
+      for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
+        const Launch &l = program.phases[i].launches[j];
+        if (l.op != Launch::Op::Kernel || l.kernel != "grad_sumsq")
+          continue;
+        std::string problem = gradientNormError(l, program, plan, applied);
         if (!problem.empty())
           r.fail(at + "/phases/" + std::to_string(i) + "/launches/" +
                      std::to_string(j),

@@ -217,11 +217,18 @@ private:
     first->second = {c, by};
     // A collective's or a message's value that nothing read is lost
     // traffic, and a sign of a wrong plan: a reduction that overwrites
-    // where it should add, a message received twice into one buffer. (A
-    // kernel's side output may go unread; a collective writes its output
-    // again at its wait.)
+    // where it should add, a message received twice into one buffer; so is
+    // a gradient (of a parameter or an activation) overwritten where it
+    // should be added to. (A kernel's side output may go unread; a
+    // collective writes its output again at its wait.)
     Value &previous = valueOf(c);
-    if (previous.written && !previous.read && communicates(previous.writer) &&
+    BufferKind kind = program.buffers[size_t(c.buffer)].kind;
+    bool gradient = kind == BufferKind::ParamGrad ||
+                    kind == BufferKind::GradShard ||
+                    kind == BufferKind::ActivationGrad;
+    if (previous.written && !previous.read &&
+        (communicates(previous.writer) ||
+         (gradient && previous.writer.kind == Actor::Launch)) &&
         !(previous.writer == by))
       fail(atOf(by, wait),
            who(by, wait) + "writes " + describe(c) + when(by, wait) +
@@ -230,8 +237,9 @@ private:
     previous = {by, true, false};
   }
   /// `by` reads copy `c` (an asynchronous collective's input, found at
-  /// `wait`).
-  void read(Copy c, const Actor &by, const Actor *wait = nullptr) {
+  /// `wait`), or, `accumulating`, the value it adds its output to.
+  void read(Copy c, const Actor &by, const Actor *wait = nullptr,
+            bool accumulating = false) {
     auto [begin, end] = bytesOf(c);
     if (begin == end)
       return;
@@ -272,6 +280,20 @@ private:
                                  std::to_string(by.microBatch) + " of step " +
                                  std::to_string(by.step));
     }
+    // Gradients and scalars start each step as zeros to add to; a gradient
+    // read as a value, or a scalar the step's end or the update reads, that
+    // nothing wrote in the step is a launch missing or run too late (a clip
+    // coefficient read before it is formed).
+    BufferKind kind = program.buffers[size_t(c.buffer)].kind;
+    bool mustBeFormed =
+        kind != BufferKind::Scalar || by.kind == Actor::StepEnd ||
+        (by.kind == Actor::Launch &&
+         program.phases[size_t(by.phase)].launches[by.index].kernel == "adamw");
+    if (!accumulating && mustBeFormed && value.writer.kind == Actor::Zeroing)
+      fail(atOf(by, wait),
+           who(by, wait) + "reads " + describe(c) + when(by, wait) +
+               ", which nothing wrote in step " + std::to_string(step) +
+               " (it holds the step's zeros)");
     value.read = true;
   }
 
@@ -320,7 +342,7 @@ private:
           read(copyOf(in, microBatch), by);
         for (size_t j = 0; j < l.outs.size(); ++j)
           if (j < l.accumulate.size() && l.accumulate[j])
-            read(copyOf(l.outs[j], microBatch), by);
+            read(copyOf(l.outs[j], microBatch), by, nullptr, true);
         for (int out : l.outs)
           write(copyOf(out, microBatch), by);
         break;
@@ -329,7 +351,7 @@ private:
              output = copyOf(l.output, microBatch);
         read(input, by);
         if (l.accumulateOutput)
-          read(output, by);
+          read(output, by, nullptr, true);
         write(output, by);
         if (l.async)
           inFlight[l.output] = {input, output, by};
