@@ -625,7 +625,8 @@ void BackwardBuilder::buildStep() {
   auto f32 = b.getF32Type();
   auto scalarType = RankedTensorType::get({}, f32);
 
-  SmallVector<StringAttr> gradForms;
+  // The parameters trained, each with its gradient as held now.
+  SmallVector<StringAttr> trained, gradForms;
   SmallVector<Attribute> weights;
   for (StringAttr param : params) {
     exec::BufferOp buf = buffer(param);
@@ -646,6 +647,7 @@ void BackwardBuilder::buildStep() {
         collective(CollectiveKind::all_reduce, "tp_kv", g, g, std::nullopt);
     };
     modelParallelSums(form);
+    trained.push_back(param);
     gradForms.push_back(form);
     // Every copy of a gradient counts once in the global norm.
     double weight = 1.0;
@@ -668,7 +670,7 @@ void BackwardBuilder::buildStep() {
     collective(CollectiveKind::all_reduce, "world", sumsq, sumsq, std::nullopt);
   kernel("clip_coefficient", {sumsq}, {clip}, {false}, {});
 
-  for (auto [param, form] : llvm::zip(params, gradForms)) {
+  for (auto [param, form] : llvm::zip_equal(trained, gradForms)) {
     exec::BufferOp buf = buffer(param);
     StringAttr stored =
         zero >= 3 ? b.getStringAttr(param.getValue() + ".shard") : param;

@@ -48,6 +48,13 @@ const char *kindWords(BufferKind kind) {
   }
 }
 
+/// Whether buffers of kinds `a` and `b` hold the same kind of value, as
+/// kindWords groups them (a parameter's values, whole, shard or gathered,
+/// are one).
+bool sameKindOfValue(BufferKind a, BufferKind b) {
+  return std::string(kindWords(a)) == kindWords(b);
+}
+
 /// The first non-empty answer of `check(mine, other)` for the members
 /// `other` of each list of group `name` that holds a rank `mine` of
 /// pipeline rank `ppRank`: how a launch over the group relates the ranks.
@@ -248,8 +255,7 @@ Operand operandRole(const std::string &k, bool output, size_t i) {
   return gradient ? Operand::Gradient : Operand::MicroBatch;
 }
 
-/// Whether a buffer of `kind` can be an operand that holds `role`, and the
-/// role in words.
+/// Whether a buffer of `kind` can be an operand that holds `role`.
 bool holds(Operand role, BufferKind kind) {
   using K = BufferKind;
   switch (role) {
@@ -273,6 +279,7 @@ bool holds(Operand role, BufferKind kind) {
   }
   return false;
 }
+/// The role in messages.
 const char *roleWords(Operand role) {
   switch (role) {
   case Operand::MicroBatch:
@@ -573,7 +580,7 @@ std::string collectiveMembersError(const Launch &l, const Program &program,
   if (!in.param.empty() && !out.param.empty() && in.param != out.param)
     return what + ": " + in.name + " is of parameter " + in.param + " and " +
            out.name + " of parameter " + out.param;
-  if (std::string(kindWords(in.kind)) != kindWords(out.kind))
+  if (!sameKindOfValue(in.kind, out.kind))
     return what + ": " + out.name + " (" + kindWords(out.kind) +
            ") is made of " + in.name + " (" + kindWords(in.kind) + ")";
   if (in.perMicroBatch() || out.perMicroBatch()) {
@@ -636,21 +643,22 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
   for (int o : l.outs)
     c.require(!program.buffers[o].isInt,
               program.buffers[o].name + " holds tokens; kernels write values");
-  for (size_t k = 0; k < l.ins.size() + l.outs.size(); ++k) {
-    bool output = k >= l.ins.size();
-    size_t i = output ? k - l.ins.size() : k;
+  for (size_t n = 0; n < l.ins.size() + l.outs.size() && c.error.empty(); ++n) {
+    bool output = n >= l.ins.size();
+    size_t i = output ? n - l.ins.size() : n;
     const BufferSpec &b = program.buffers[output ? l.outs[i] : l.ins[i]];
     Operand role = operandRole(l.kernel, output, i);
-    c.require(!output || !l.accumulate[i] || role == Operand::Gradient ||
-                  b.kind == BufferKind::ActivationGrad || l.kernel == "ce_loss",
-              l.kernel + " accumulates into " + b.name + " (" +
-                  kindWords(b.kind) +
-                  "); only gradients and the loss sum over launches");
-    c.require(
-        holds(role, b.kind),
-        l.kernel + "'s " + (output ? "output " : "input ") + std::to_string(i) +
-            " is " + b.name + " (" + kindWords(b.kind) + "); " + l.kernel +
-            (output ? " writes " : " reads ") + roleWords(role) + " there");
+    if (output && l.accumulate[i] && role != Operand::Gradient &&
+        b.kind != BufferKind::ActivationGrad && l.kernel != "ce_loss")
+      c.require(false, l.kernel + " accumulates into " + b.name + " (" +
+                           kindWords(b.kind) +
+                           "); only gradients and the loss sum over launches");
+    else if (!holds(role, b.kind))
+      c.require(false, l.kernel + "'s " + (output ? "output " : "input ") +
+                           std::to_string(i) + " is " + b.name + " (" +
+                           kindWords(b.kind) + "); " + l.kernel +
+                           (output ? " writes " : " reads ") + roleWords(role) +
+                           " there");
   }
   // GEMMs and attention read their inputs after writing parts of their
   // outputs, so an output must not be one of the inputs.
@@ -671,11 +679,13 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
   if (in.isInt || out.isInt)
     return "a collective over a tokens buffer";
   std::string what = l.collectiveName();
-  // Only gradients are summed into; only the logits' row maxima (ce_max)
-  // are reduced by max; in place, only all_reduce, and all_gather of a
-  // parameter each data-parallel rank updated a slice of (ZeRO-1, 2).
+  // Only gradients (of parameters or activations) are summed into; only
+  // the logits' row maxima (ce_max) are reduced by max; in place, only
+  // all_reduce, and all_gather of a parameter each data-parallel rank
+  // updated a slice of (ZeRO-1, 2).
   if (l.accumulateOutput && out.kind != BufferKind::ParamGrad &&
-      out.kind != BufferKind::GradShard)
+      out.kind != BufferKind::GradShard &&
+      out.kind != BufferKind::ActivationGrad)
     return what + " accumulates into " + out.name + " (" + kindWords(out.kind) +
            "); collectives add into gradients only";
   if (l.reduceMax &&
@@ -699,7 +709,7 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
            "): only a flat all_gather of a parameter's values (ZeRO-1, 2) "
            "is in place";
   if (l.collective == Launch::Collective::AllReduce &&
-      std::string(kindWords(in.kind)) == kindWords(BufferKind::Param))
+      sameKindOfValue(in.kind, BufferKind::Param))
     return what + " of " + in.name +
            " (parameter values): parameters are gathered, not summed";
   if (l.collective == Launch::Collective::AllReduce)

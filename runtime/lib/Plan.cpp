@@ -509,8 +509,8 @@ std::string kernelParameterError(const Launch &l, const Phase &phase,
   auto operand = [&](size_t k) {
     return k < l.ins.size() ? l.ins[k] : l.outs[k - l.ins.size()];
   };
-  // (That only adamw writes parameters and their state is its operands'
-  // kinds: kernelLaunchError.)
+  // (Its operands' kinds keep the other kernels from writing parameters
+  // and their state: kernelLaunchError.)
   if (l.kernel == "adamw" && phase.kind != "step")
     return "adamw in a " + phase.kind +
            " phase: parameters are updated once a step, in the step phase";
@@ -655,9 +655,9 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
                      std::to_string(j),
                  problem);
       }
-    // Each parameter buffer the rank holds is updated once a step (adamw
-    // runs in the step phase only: kernelParameterError), and the global
-    // gradient norm counts each gradient the updates apply once.
+    // Each parameter buffer the rank holds is updated at most once a step
+    // (adamw runs in the step phase only: kernelParameterError), and the
+    // global gradient norm counts each gradient the updates apply once.
     std::vector<int> updates(program.buffers.size(), 0);
     std::multiset<int> applied;
     for (const Phase &phase : program.phases)
@@ -668,11 +668,11 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
         }
     for (size_t k = 0; k < program.buffers.size(); ++k) {
       const BufferSpec &b = program.buffers[k];
-      if ((b.kind == BufferKind::Param || b.kind == BufferKind::ParamShard) &&
-          updates[k] != 1)
+      if (updates[k] > 1)
         r.fail(at + "/buffers/" + std::to_string(k),
                b.name + " is updated by " + std::to_string(updates[k]) +
-                   " adamw launches a step; a parameter by one");
+                   " adamw launches a step; a parameter by one (or none, "
+                   "when nothing differentiates it)");
     }
     for (size_t i = 0; i < program.phases.size(); ++i)
       for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {

@@ -283,7 +283,8 @@ private:
     // Gradients and scalars start each step as zeros to add to; a gradient
     // read as a value, or a scalar the step's end or the update reads, that
     // nothing wrote in the step is a launch missing or run too late (a clip
-    // coefficient read before it is formed).
+    // coefficient read before it is formed). Other reads of a scalar's
+    // zeros (a copy) change nothing the step keeps.
     BufferKind kind = program.buffers[size_t(c.buffer)].kind;
     bool mustBeFormed =
         kind != BufferKind::Scalar || by.kind == Actor::StepEnd ||
