@@ -643,18 +643,6 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
         r.fail(bat + "/param", b.name + " is parameter " + named->name +
                                    "'s buffer, not " + b.param + "'s");
     }
-    for (size_t i = 0; i < program.phases.size(); ++i)
-      for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
-        const Launch &l = program.phases[i].launches[j];
-        if (l.op != Launch::Op::Kernel)
-          continue;
-        std::string problem =
-            kernelParameterError(l, program.phases[i], program, plan, layered);
-        if (!problem.empty())
-          r.fail(at + "/phases/" + std::to_string(i) + "/launches/" +
-                     std::to_string(j),
-                 problem);
-      }
     // Each parameter buffer the rank holds is updated at most once a step
     // (adamw runs in the step phase only: kernelParameterError), and the
     // global gradient norm counts each gradient the updates apply once.
@@ -674,12 +662,16 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
                    " adamw launches a step; a parameter by one (or none, "
                    "when nothing differentiates it)");
     }
+    // Then each kernel against the parameters it touches.
     for (size_t i = 0; i < program.phases.size(); ++i)
       for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
         const Launch &l = program.phases[i].launches[j];
-        if (l.op != Launch::Op::Kernel || l.kernel != "grad_sumsq")
+        if (l.op != Launch::Op::Kernel)
           continue;
-        std::string problem = gradientNormError(l, program, plan, applied);
+        std::string problem =
+            kernelParameterError(l, program.phases[i], program, plan, layered);
+        if (problem.empty() && l.kernel == "grad_sumsq")
+          problem = gradientNormError(l, program, plan, applied);
         if (!problem.empty())
           r.fail(at + "/phases/" + std::to_string(i) + "/launches/" +
                      std::to_string(j),
