@@ -744,4 +744,150 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
   return collectiveMembersError(l, program, plan);
 }
 
+namespace {
+
+/// One of a backward kernel's inputs that its forward read or wrote:
+/// backward input `backwardIn` is the forward's input, or output where
+/// `ofOutput`, `forwardOperand`.
+struct SavedOperand {
+  size_t backwardIn;
+  bool ofOutput;
+  size_t forwardOperand;
+};
+
+/// The backward kernels of the plan format that re-read their forward's
+/// values (docs/plan-format.md); the others need only the output's
+/// gradient.
+struct BackwardKernel {
+  std::string_view backward, forward;
+  std::vector<SavedOperand> saved;
+};
+
+const std::vector<BackwardKernel> &backwardKernels() {
+  static const std::vector<BackwardKernel> table = {
+      {"linear_bwd", "linear", {{1, false, 0}, {2, false, 1}}},
+      {"rms_norm_bwd", "rms_norm", {{1, false, 0}, {2, false, 1}}},
+      {"layer_norm_bwd", "layer_norm", {{1, false, 0}, {2, false, 1}}},
+      {"attention_bwd",
+       "attention",
+       {{1, false, 0},
+        {2, false, 1},
+        {3, false, 2},
+        {4, true, 0},
+        {5, true, 1}}},
+      {"gelu_bwd", "gelu", {{1, false, 0}}},
+      {"silu_bwd", "silu", {{1, false, 0}}},
+      {"swiglu_bwd", "swiglu", {{1, false, 0}, {2, false, 1}}},
+      {"rotary_bwd", "rotary", {}},
+      {"ce_bwd",
+       "ce_stats",
+       {{0, false, 0}, {1, false, 1}, {2, true, 0}, {3, false, 2}}},
+  };
+  return table;
+}
+
+const BackwardKernel *findBackwardKernel(const std::string &name) {
+  for (const BackwardKernel &k : backwardKernels())
+    if (k.backward == name)
+      return &k;
+  return nullptr;
+}
+
+} // namespace
+
+ForwardLaunches::ForwardLaunches(const Program &program) : program(program) {
+  for (size_t j = 0; j < program.phases.size(); ++j)
+    for (size_t i = 0; i < program.phases[j].launches.size(); ++i) {
+      const Launch &l = program.phases[j].launches[i];
+      if (l.op == Launch::Op::Collective &&
+          l.collective == Launch::Collective::AllGather &&
+          program.buffers[l.input].perMicroBatch()) {
+        auto [it, first] = gatheredFrom.try_emplace(l.output, l.input);
+        if (!first && it->second != l.input)
+          it->second = -1;
+      }
+      if (l.op == Launch::Op::Kernel)
+        for (const BackwardKernel &k : backwardKernels())
+          if (k.forward == l.kernel)
+            forwards[l.kernel].push_back({&l, j, i});
+    }
+}
+
+std::string ForwardLaunches::identity(int buffer) const {
+  auto gathered = gatheredFrom.find(buffer);
+  if (gathered != gatheredFrom.end() && gathered->second >= 0)
+    return "the gathered " + identity(gathered->second);
+  const BufferSpec &b = program.buffers[buffer];
+  bool values = b.kind == BufferKind::Param ||
+                b.kind == BufferKind::ParamShard ||
+                b.kind == BufferKind::ParamGathered;
+  if (values && !b.param.empty())
+    return "parameter " + b.param + "'s values";
+  return b.name;
+}
+
+std::string ForwardLaunches::unpairedError(const Launch &l) const {
+  const BackwardKernel *k = findBackwardKernel(l.kernel);
+  if (!k)
+    return "";
+  // The first of what differs between `l` and forward `f`, or empty.
+  auto difference = [&](const Launch &f) -> std::string {
+    for (const SavedOperand &s : k->saved) {
+      if (s.backwardIn >= l.ins.size())
+        continue; // an optional operand the backward does without
+      const std::vector<int> &operands = s.ofOutput ? f.outs : f.ins;
+      std::string mine = identity(l.ins[s.backwardIn]);
+      std::string theirs = s.forwardOperand < operands.size()
+                               ? identity(operands[s.forwardOperand])
+                               : "nothing";
+      if (mine != theirs)
+        return "its input " + std::to_string(s.backwardIn) + " is " + mine +
+               ", where that launch's " + (s.ofOutput ? "output " : "input ") +
+               std::to_string(s.forwardOperand) + " is " + theirs;
+    }
+    for (const auto &[key, value] : f.params.items())
+      if (!l.params.contains(key) || l.params[key] != value)
+        return "its params." + key + " is " +
+               (l.params.contains(key) ? l.params[key].dump()
+                                       : std::string("missing")) +
+               ", where that launch's is " + value.dump();
+    return "";
+  };
+  auto found = forwards.find(std::string(k->forward));
+  std::string nearest;
+  size_t fewest = ~size_t(0);
+  if (found != forwards.end())
+    for (const Forward &forward : found->second) {
+      const Launch *f = forward.launch;
+      std::string d = difference(*f);
+      if (d.empty())
+        return "";
+      // The nearest forward: the one with the most saved operands alike.
+      size_t alike = 0;
+      for (const SavedOperand &s : k->saved) {
+        const std::vector<int> &operands = s.ofOutput ? f->outs : f->ins;
+        alike += s.backwardIn < l.ins.size() &&
+                 s.forwardOperand < operands.size() &&
+                 identity(l.ins[s.backwardIn]) ==
+                     identity(operands[s.forwardOperand]);
+      }
+      size_t unlike = k->saved.size() - alike;
+      if (unlike < fewest) {
+        fewest = unlike;
+        nearest = "/programs/" + std::to_string(program.ppRank) + "/phases/" +
+                  std::to_string(forward.phase) + "/launches/" +
+                  std::to_string(forward.index) + ": " + d;
+      }
+    }
+  std::string reads;
+  for (const SavedOperand &s : k->saved)
+    if (s.backwardIn < l.ins.size())
+      reads += (reads.empty() ? "" : ", ") + identity(l.ins[s.backwardIn]);
+  return "no " + std::string(k->forward) +
+         " of this program has the operands it takes from its forward (" +
+         reads + ") and its params" +
+         (nearest.empty() ? std::string() : "; the nearest is " + nearest) +
+         ": a backward differentiates a forward that ran";
+}
+
 } // namespace partita::runtime

@@ -5,7 +5,9 @@
 
 #include "partita/runtime/Plan.h"
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace partita::runtime {
 
@@ -22,6 +24,36 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
 /// ranks that hold the same part of it).
 std::string collectiveLaunchError(const Launch &l, const Program &program,
                                   const Plan &plan);
+
+/// A program's forward kernel launches (rms_norm, linear, attention, ...),
+/// by what they read, to match each backward launch with one: a backward
+/// kernel differentiates a forward that ran.
+class ForwardLaunches {
+public:
+  explicit ForwardLaunches(const Program &program);
+
+  /// Why backward kernel launch `l` has no forward launch that read what
+  /// it reads as the forward's values (the inputs, the weight's
+  /// parameter, the outputs it keeps: an all_gather's output stands for
+  /// its input, which a sequence-parallel backward gathers again) with
+  /// the params it shares; empty when it has one, or is no such kernel.
+  std::string unpairedError(const Launch &l) const;
+
+private:
+  /// What operand `buffer` holds, as a forward and a backward must agree.
+  std::string identity(int buffer) const;
+
+  const Program &program;
+  /// Each buffer that all_gathers of a micro-batch's values write, and
+  /// their input (-1 where they disagree).
+  std::map<int, int> gatheredFrom;
+  /// By forward kernel name, its launches and their places.
+  struct Forward {
+    const Launch *launch;
+    size_t phase, index;
+  };
+  std::map<std::string, std::vector<Forward>> forwards;
+};
 
 } // namespace partita::runtime
 

@@ -588,6 +588,55 @@ std::string gradientNormError(const Launch &l, const Program &program,
   return "";
 }
 
+/// The settings a parameter's launches must share: a norm's `eps` in its
+/// forward, backward and recomputation (else the backward differentiates
+/// another function than the forward computed), and `weight_decay` in the
+/// updates of every copy of it (else a tied parameter's copies drift
+/// apart).
+class ParameterAgreement {
+public:
+  /// Why kernel launch `l` (at `at`) disagrees with an earlier launch of
+  /// its parameter, or empty.
+  std::string disagreement(const Launch &l, const std::string &at,
+                           const Program &program, const Plan &plan) {
+    const char *key = nullptr;
+    size_t weight = 0;
+    if (l.kernel == "rms_norm" || l.kernel == "layer_norm") {
+      key = "eps";
+      weight = 1;
+    } else if (l.kernel == "rms_norm_bwd" || l.kernel == "layer_norm_bwd") {
+      key = "eps";
+      weight = 2;
+    } else if (l.kernel == "adamw") {
+      key = "weight_decay";
+    } else {
+      return "";
+    }
+    const ParameterSpec *p =
+        plan.findParameter(program.buffers[l.ins[weight]].param);
+    if (!p || !l.params.contains(key))
+      return "";
+    const json &value = l.params[key];
+    auto [first, isFirst] = given.try_emplace({p, key}, value, at);
+    const auto &[firstValue, firstAt] = first->second;
+    if (isFirst || firstValue == value)
+      return "";
+    return "params." + std::string(key) + " is " + value.dump() +
+           " for parameter " + p->name + ", but " + firstAt + " gives it " +
+           firstValue.dump() + ": " +
+           (std::string(key) == "eps"
+                ? "a norm's backward and recomputation normalise as its "
+                  "forward does"
+                : "every copy of a parameter is updated alike");
+  }
+
+private:
+  /// By parameter and key: the value the first launch gave, and where.
+  std::map<std::pair<const ParameterSpec *, std::string>,
+           std::pair<json, std::string>>
+      given;
+};
+
 /// What a program must agree on with the rest of the plan: its inputs'
 /// sizes, its schedule's micro-batches, and its launches against their
 /// buffers (kernels: KernelShapes.cpp; collectives: the group's size).
@@ -611,6 +660,9 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
       for (const char *prefix : kOptimizerStatePrefixes)
         states[{h.ppRank, prefix + p.stateBufferStem()}] = &p;
     }
+  // A parameter's settings that every launch of it shares, with the first
+  // launch that gave each.
+  ParameterAgreement agreement;
   for (const Program &program : plan.programs) {
     std::string at = "/programs/" + std::to_string(program.ppRank);
     for (size_t k = 0; k < program.buffers.size(); ++k) {
@@ -670,12 +722,14 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
           continue;
         std::string problem =
             kernelParameterError(l, program.phases[i], program, plan, layered);
+        std::string lat = at + "/phases/" + std::to_string(i) + "/launches/" +
+                          std::to_string(j);
         if (problem.empty() && l.kernel == "grad_sumsq")
           problem = gradientNormError(l, program, plan, applied);
+        if (problem.empty())
+          problem = agreement.disagreement(l, lat, program, plan);
         if (!problem.empty())
-          r.fail(at + "/phases/" + std::to_string(i) + "/launches/" +
-                     std::to_string(j),
-                 problem);
+          r.fail(lat, problem);
       }
     // The parameter's global rows are the vocabulary; the table a launch
     // reads or writes (its slice, or the table gathered for it, ZeRO-3)
@@ -888,6 +942,24 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
               : "";
       if (!error.empty())
         r.fail(at, (kernel ? l.kernel + ": " : "") + error);
+    }
+}
+
+/// Each backward kernel of `program` against the forward launches (their
+/// operands known good, and the parameters each touches).
+void checkBackwardPairs(Reader &r, const Program &program,
+                        const std::string &path) {
+  ForwardLaunches forwards(program);
+  for (size_t j = 0; j < program.phases.size(); ++j)
+    for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
+      const Launch &l = program.phases[j].launches[k];
+      if (l.op != Launch::Op::Kernel)
+        continue;
+      std::string error = forwards.unpairedError(l);
+      if (!error.empty())
+        r.fail(path + "/phases/" + std::to_string(j) + "/launches/" +
+                   std::to_string(k),
+               l.kernel + ": " + error);
     }
 }
 
@@ -1109,6 +1181,8 @@ Plan readPlan(Reader &r, const json &doc) {
     checkProgram(r, plan, program, at);
   }
   checkParameterBuffers(r, plan);
+  for (size_t i = 0; i < plan.programs.size(); ++i)
+    checkBackwardPairs(r, plan.programs[i], "/programs/" + std::to_string(i));
   checkPipelineMessages(r, plan);
   // Then the walks through steps, which assume the launches are sound.
   for (size_t i = 0; i < plan.programs.size(); ++i)

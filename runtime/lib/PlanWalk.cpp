@@ -3,6 +3,7 @@
 #include "PlanWalk.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace partita::runtime {
@@ -81,8 +82,14 @@ struct Actor {
   }
 };
 
+/// A micro-batch value that holds, on each tensor-parallel rank, one
+/// term of what the model computes: the ranks' sum (or, for the
+/// cross-entropy's row maxima, their maximum) over `tp` is the value.
+enum class Partial { None, Sum, Max };
+
 /// Two steps of one program: its asynchronous collectives against their
-/// waits, and which copy of which buffer holds each byte of its arena.
+/// waits, which copy of which buffer holds each byte of its arena, and
+/// which values are tensor-parallel partial sums.
 class StepWalk {
 public:
   StepWalk(const Plan &plan, const Program &program, std::string path)
@@ -298,6 +305,135 @@ private:
     value.read = true;
   }
 
+  /// The partial sums kernel launch `l` writes to its output `j`: a
+  /// row-parallel linear's product (its weight cut along the inputs), a
+  /// column-parallel linear's input gradient (each rank's outputs give their
+  /// term of it, also where a part is replicated), and, over vocabulary
+  /// slices, the embedding's rows and the cross-entropy's statistics.
+  Partial partialMade(const Launch &l, size_t j) const {
+    if (plan.tp < 2 || j != 0)
+      return Partial::None;
+    auto weightCut = [&](size_t in) {
+      const ParameterSpec *p =
+          plan.findParameter(program.buffers[size_t(l.ins[in])].param);
+      return p ? p->tpDim : -1;
+    };
+    bool made = false;
+    if (l.kernel == "linear")
+      made = weightCut(1) == 1;
+    else if (l.kernel == "linear_bwd")
+      made = weightCut(2) == 0;
+    else if (l.kernel == "embedding" || l.kernel == "ce_stats" ||
+             l.kernel == "ce_max")
+      made = l.params.value("vocab_parts", int64_t(1)) > 1;
+    if (!made)
+      return Partial::None;
+    return l.kernel == "ce_max" ? Partial::Max : Partial::Sum;
+  }
+
+  /// What copy `c`, partial, holds: "the tensor-parallel ranks' partial
+  /// sums from launch ...".
+  std::string partialWords(Copy c) {
+    const Value &value = valueOf(c);
+    return "the tensor-parallel ranks' partial " +
+           std::string(value.partial == Partial::Max ? "maxima" : "sums") +
+           " from " + value.writer.name(path);
+  }
+
+  /// A kernel launch: its reads and writes, and the partial sums it makes
+  /// or carries. `copy` and `add` carry them on; every other kernel needs
+  /// whole values, as do the terms of a sum, which must all be partial or
+  /// all whole (tp copies of a whole term would be summed).
+  void visitKernel(const Launch &l, const Actor &by) {
+    bool carries = l.kernel == "copy" || l.kernel == "add";
+    std::optional<std::pair<Copy, Partial>> first;
+    for (int b : l.ins) {
+      Copy in = copyOf(b, by.microBatch);
+      read(in, by);
+      Partial p = valueOf(in).partial;
+      if (p != Partial::None && !carries)
+        fail(by.at(path), "reads " + describe(in) + " (" + by.when() +
+                              "), which holds " + partialWords(in) +
+                              ", before an all_reduce or reduce_scatter "
+                              "over tp sums them");
+      if (first && first->second != p)
+        mixedTerms(first->first, in, by);
+      if (!first)
+        first = {in, p};
+    }
+    std::vector<Partial> made(l.outs.size());
+    for (size_t j = 0; j < l.outs.size(); ++j) {
+      made[j] = carries && first ? first->second : partialMade(l, j);
+      if (l.kernel == "linear" && l.ins.size() > 2 && made[j] != Partial::None)
+        fail(by.at(path), "adds bias " +
+                              program.buffers[size_t(l.ins[2])].name +
+                              " to the tensor-parallel ranks' partial sums "
+                              "of a row-parallel linear: the sum over tp "
+                              "would add it tp times (a bias_add after the "
+                              "reduction adds it once)");
+      if (j >= l.accumulate.size() || !l.accumulate[j])
+        continue;
+      Copy out = copyOf(l.outs[j], by.microBatch);
+      read(out, by, nullptr, true);
+      Partial held = valueOf(out).partial;
+      if (held != Partial::None && made[j] == Partial::None)
+        fail(by.at(path), "adds a whole value to " + describe(out) + " (" +
+                              by.when() + "), which holds " +
+                              partialWords(out) +
+                              ": a sum over tp would count it tp times");
+      if (held == Partial::None && made[j] != Partial::None)
+        fail(by.at(path), "adds partial sums to " + describe(out) + " (" +
+                              by.when() + "), whose value from " +
+                              valueOf(out).writer.name(path) +
+                              " is whole: a sum over tp would count that "
+                              "value tp times");
+    }
+    for (size_t j = 0; j < l.outs.size(); ++j) {
+      Copy out = copyOf(l.outs[j], by.microBatch);
+      write(out, by);
+      valueOf(out).partial = made[j];
+    }
+  }
+
+  /// Fails for a sum of two values of which only one is partial.
+  [[noreturn]] void mixedTerms(Copy a, Copy b, const Actor &by) {
+    if (valueOf(a).partial == Partial::None)
+      std::swap(a, b);
+    fail(by.at(path), "adds " + describe(a) + ", " + partialWords(a) +
+                          ", and " + describe(b) + ", a whole value (" +
+                          by.when() +
+                          "): a sum over tp would count the whole value tp "
+                          "times");
+  }
+
+  /// A collective's input `input` against what it does: partial sums go
+  /// only to a reduction over tp of their kind, and a micro-batch's values
+  /// are reduced only where they are partial (else every tp rank adds the
+  /// same value, or its own part of it).
+  void checkReduction(const Launch &l, Copy input, const Actor &by) {
+    Partial p = valueOf(input).partial;
+    bool reduces = l.collective != Launch::Collective::AllGather;
+    if (p != Partial::None) {
+      bool max = p == Partial::Max;
+      if (!reduces || l.group != "tp" || l.reduceMax != max)
+        fail(by.at(path), std::string(l.collectiveName()) + " over " + l.group +
+                              " of " + describe(input) + " (" + by.when() +
+                              "), which holds " + partialWords(input) +
+                              ": only an all_reduce or reduce_scatter over "
+                              "tp by " +
+                              (max ? "max" : "sum") + " makes them whole");
+    } else if (reduces && program.buffers[size_t(input.buffer)].perMicroBatch())
+      fail(by.at(path),
+           std::string(l.collectiveName()) + " over " + l.group + " of " +
+               describe(input) + " (" + by.when() + "), written by " +
+               valueOf(input).writer.name(path) +
+               ", which holds no partial sums (a row-parallel linear's "
+               "product, a column-parallel linear's input gradient, a "
+               "vocabulary-parallel embedding's rows or cross-entropy "
+               "statistics): each rank's value would count as a term of "
+               "the sum");
+  }
+
   void visit(int phaseIndex, int64_t microBatch) {
     const Phase &phase = program.phases[size_t(phaseIndex)];
     for (size_t k = 0; k < phase.launches.size(); ++k) {
@@ -339,18 +475,13 @@ private:
                    std::to_string(microBatch) + ")");
       switch (l.op) {
       case Launch::Op::Kernel:
-        for (int in : l.ins)
-          read(copyOf(in, microBatch), by);
-        for (size_t j = 0; j < l.outs.size(); ++j)
-          if (j < l.accumulate.size() && l.accumulate[j])
-            read(copyOf(l.outs[j], microBatch), by, nullptr, true);
-        for (int out : l.outs)
-          write(copyOf(out, microBatch), by);
+        visitKernel(l, by);
         break;
       case Launch::Op::Collective: {
         Copy input = copyOf(l.input, microBatch),
              output = copyOf(l.output, microBatch);
         read(input, by);
+        checkReduction(l, input, by);
         if (l.accumulateOutput)
           read(output, by, nullptr, true);
         write(output, by);
@@ -358,9 +489,16 @@ private:
           inFlight[l.output] = {input, output, by};
         break;
       }
-      case Launch::Op::Send:
-        read(copyOf(l.input, microBatch), by);
+      case Launch::Op::Send: {
+        Copy sent = copyOf(l.input, microBatch);
+        read(sent, by);
+        if (valueOf(sent).partial != Partial::None)
+          fail(by.at(path), "sends " + describe(sent) + " (" + by.when() +
+                                "), which holds " + partialWords(sent) +
+                                ", before an all_reduce or reduce_scatter "
+                                "over tp sums them");
         break;
+      }
       case Launch::Op::Recv:
         write(copyOf(l.input, microBatch), by);
         break;
@@ -382,6 +520,7 @@ private:
   struct Value {
     Actor writer;
     bool written = false, read = false;
+    Partial partial = Partial::None;
   };
   std::vector<std::vector<Value>> values; // by buffer, then copy
   Value &valueOf(Copy c) { return values[size_t(c.buffer)][size_t(c.copy)]; }
