@@ -102,6 +102,12 @@ private:
   /// Erases the backward phase's parameter gathers whose output no later
   /// launch reads before it is gathered again.
   void eraseUnreadGathers();
+  /// Erases the recomputed launches of backward phase `body` whose outputs
+  /// no later launch reads: a recomputed layer's last projection, its
+  /// reduction and the residual add it feeds write the layer's output,
+  /// which the backward never reads (the next layer's backward read the
+  /// kept copy before).
+  void eraseUnreadRecomputation(Block &body);
   void scatterGradients(llvm::SetVector<StringAttr> &params,
                         std::optional<int64_t> layer);
 
@@ -140,6 +146,8 @@ private:
   llvm::DenseSet<StringAttr> seqParallelParams;
   /// Sequence-parallel GEMM inputs gathered again in backward.
   llvm::DenseMap<StringAttr, StringAttr> regathered;
+  /// The forward launches cloned into the backward phase being built.
+  llvm::SmallPtrSet<Operation *, 32> recomputed;
 };
 
 StringAttr BackwardBuilder::addBuffer(const Twine &name, Type type,
@@ -377,7 +385,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     return success();
   }
   if (name == "attention" && config.recompute == Recompute::Selective)
-    b.clone(*op); // the core's output, recomputed instead of kept
+    recomputed.insert(b.clone(*op)); // the core's output, not kept
   static const llvm::StringMap<StringRef> simple = {
       {"rms_norm", "rms_norm_bwd"}, {"layer_norm", "layer_norm_bwd"},
       {"linear", "linear_bwd"},     {"bias_add", "bias_add_bwd"},
@@ -462,6 +470,40 @@ void BackwardBuilder::eraseUnreadGathers() {
       gather->erase();
   }
   backwardGathers.clear();
+}
+
+void BackwardBuilder::eraseUnreadRecomputation(Block &body) {
+  // Buffers some later launch reads, from the phase's end backwards.
+  llvm::DenseSet<StringAttr> read;
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+    SmallVector<StringAttr> ins, outs;
+    if (auto k = dyn_cast<exec::KernelOp>(op)) {
+      ins = refs(k.getIns());
+      outs = refs(k.getOuts());
+      if (std::optional<ArrayRef<bool>> adds = k.getAccumulate())
+        for (auto [out, add] : llvm::zip(outs, *adds))
+          if (add)
+            ins.push_back(out);
+    } else if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
+      ins = {c.getInputAttr().getAttr()};
+      outs = {c.getOutputAttr().getAttr()};
+      if (c.getAccumulate())
+        ins.push_back(outs.front());
+    } else if (auto s = dyn_cast<exec::SendOp>(op)) {
+      ins = {s.getBufferAttr().getAttr()};
+    } else if (auto w = dyn_cast<exec::WaitOp>(op)) {
+      // Completes its collective's output: needed where that is read.
+      ins = outs = {w.getBufferAttr().getAttr()};
+    }
+    if (recomputed.contains(&op) && llvm::none_of(outs, [&](StringAttr out) {
+          return read.contains(out);
+        })) {
+      op.erase();
+      continue;
+    }
+    read.insert(ins.begin(), ins.end());
+  }
+  recomputed.clear();
 }
 
 void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
@@ -581,7 +623,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
       if (layer && config.recompute == Recompute::Full)
         for (Operation *other : segment)
           if (!isa<exec::SendOp, exec::RecvOp>(other))
-            b.clone(*other);
+            recomputed.insert(b.clone(*other));
     }
     // Gradients of what this launch wrote are complete.
     if (auto k = dyn_cast<exec::KernelOp>(op))
@@ -609,6 +651,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
           added.setAttr("layer", b.getI64IntegerAttr(*layer));
   }
   scatterGradients(touched, current);
+  eraseUnreadRecomputation(*backwardBody);
   // A forward launch's parameters are gathered for its backward, which may
   // not read them: an embedding's backward reads no table, a bias's
   // gradient no bias. Gathering those would move their bytes for nothing.

@@ -369,7 +369,10 @@ def ExecBuildBackward : Pass<"exec-build-backward", "mlir::ModuleOp"> {
     all-reduced over `tp` (Megatron-LM's `f`); sequence-parallel all-gathers
     and reduce-scatters swap. Pipeline: received activations send their
     gradients back. Recomputation as the strategy says: `selective` re-runs
-    each attention core before its backward, `full` each layer's forward.
+    each attention core before its backward, `full` each layer's forward,
+    less the launches whose outputs no later backward launch reads (a
+    layer's output projection into its residual output, whose kept copy the
+    next layer's backward read before).
 
     Then a `step` phase: tied copies summed over `tied`, sequence-parallel
     norm and bias gradients over `tp`, replicated key/value projections over

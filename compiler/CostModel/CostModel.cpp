@@ -52,7 +52,8 @@ std::string CostParams::str() const {
      << ",overlap_grad_reduce=" << (overlapGradientReduction ? 1 : 0)
      << ",overlap_p2p=" << (overlapP2P ? 1 : 0)
      << ",overlap_tp=" << (overlapTensorParallel ? 1 : 0)
-     << ",attention=" << (flashAttention ? "flash" : "unfused");
+     << ",attention=" << (flashAttention ? "flash" : "unfused")
+     << ",recompute_outputs=" << (recomputeOutputs ? 1 : 0);
   // Unset ones stay unset: the device decides.
   if (runtimeGib)
     os << ",runtime_gib=" << *runtimeGib;
@@ -117,6 +118,8 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       p.overlapP2P = number == 1;
     else if (key == "overlap_tp" && (number == 0 || number == 1))
       p.overlapTensorParallel = number == 1;
+    else if (key == "recompute_outputs" && (number == 0 || number == 1))
+      p.recomputeOutputs = number == 1;
     else if (key == "runtime_gib" || key == "nccl_collective_gib" ||
              key == "nccl_p2p_gib") {
       if (!(number >= 0 && number <= 1024))
@@ -128,7 +131,8 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
       p.bucketMb = number;
     else if (key == "gemm_half_dim" || key == "gradient_bytes" ||
              key == "overlap_grad_reduce" || key == "overlap_p2p" ||
-             key == "overlap_tp" || key == "bucket_mb")
+             key == "overlap_tp" || key == "recompute_outputs" ||
+             key == "bucket_mb")
       return fail(key == "gemm_half_dim"    ? "a number from 0 to 1e6"
                   : key == "bucket_mb"      ? "MiB over 0, up to 1e6"
                   : key == "gradient_bytes" ? "2 or 4"
@@ -139,7 +143,8 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
           ("--cost-params: unknown key '" + key +
            "'; keys: gemm_efficiency, gemm_half_dim, attention_efficiency, "
            "hbm_efficiency, collective_efficiency, gradient_bytes, "
-           "overlap_grad_reduce, overlap_p2p, overlap_tp, attention, "
+           "overlap_grad_reduce, overlap_p2p, overlap_tp, recompute_outputs, "
+           "attention, "
            "runtime_gib, nccl_collective_gib, nccl_p2p_gib, bucket_mb")
               .str());
     if (err)
@@ -384,11 +389,13 @@ namespace {
 struct LayerCost {
   double forwardS = 0, backwardS = 0, recomputeS = 0;
   double attentionForwardS = 0;
-  double forwardFlops = 0, attentionFlops = 0;
+  double forwardFlops = 0, attentionFlops = 0, recomputeFlops = 0;
   double tpForwardS = 0; // collectives of one forward pass
   /// Of which a parallel residual's branches hide (dist-overlap-collectives),
   /// and of the backward pass's (exec-overlap-communication).
   double tpForwardHiddenS = 0, tpBackwardHiddenS = 0;
+  /// The collectives of the recomputed forward, and of those hidden.
+  double tpRecomputeS = 0, tpRecomputeHiddenS = 0;
   /// Sequence parallelism: backward all-gathers each GEMM input again from
   /// its kept shard (unless full recomputation re-runs the forward).
   double tpRegatherS = 0;
@@ -504,6 +511,9 @@ struct LayerCoster {
     const double kvParts =
         layer.kvHeads ? std::min<double>(t, layer.kvHeads) : t;
     std::vector<double> gemmTimes;
+    // The GEMMs a full recomputation skips (GemmProfile::unreadByBackward).
+    bool skipUnread = !params.recomputeOutputs;
+    double skippedS = 0, skippedFlops = 0;
     for (const GemmProfile &g : layer.gemms) {
       double n = g.rowParallel ? g.n : g.n / (g.keyValue ? kvParts : t);
       double k = g.rowParallel ? g.k / t : g.k;
@@ -512,6 +522,10 @@ struct LayerCoster {
       record(g.name, 2 * tokens * n * k, time);
       lc.forwardS += time;
       lc.forwardFlops += 2 * tokens * n * k;
+      if (skipUnread && g.unreadByBackward) {
+        skippedS += time;
+        skippedFlops += 2 * tokens * n * k;
+      }
     }
     // Scores and context: 4 b s s' (heads * head_dim) FLOPs over the full
     // s x s' square, as Megatron-LM counts them.
@@ -528,9 +542,13 @@ struct LayerCoster {
     lc.forwardS += lc.attentionForwardS + elementwise;
     lc.forwardFlops += lc.attentionFlops;
     lc.backwardS = 2 * lc.forwardS;
-    lc.recomputeS = c.recompute == Recompute::Full        ? lc.forwardS
+    lc.recomputeS = c.recompute == Recompute::Full ? lc.forwardS - skippedS
                     : c.recompute == Recompute::Selective ? lc.attentionForwardS
                                                           : 0;
+    lc.recomputeFlops =
+        c.recompute == Recompute::Full        ? lc.forwardFlops - skippedFlops
+        : c.recompute == Recompute::Selective ? lc.attentionFlops
+                                              : 0;
 
     // Tensor parallelism: a reduction after each row-parallel GEMM (or an
     // all-gather plus a reduce-scatter with sequence parallelism).
@@ -549,15 +567,23 @@ struct LayerCoster {
       // branch's input gather during the first (the same in a recomputed
       // forward). With sequence parallelism, backward gathers the first
       // branch's output gradient during the second's backward.
+      // A full recomputation that skips the branches' output projections
+      // and their reductions overlaps only the second branch's input gather.
+      double recomputeHiddenS = 0;
       if (layer.parallelBranches.size() == 2 && params.overlapTensorParallel) {
-        auto branchTime = [&](const LayerProfile::Branch &branch) {
+        auto branchTime = [&](const LayerProfile::Branch &branch,
+                              bool recomputed) {
           double time = branch.attention ? lc.attentionForwardS : 0;
           for (size_t i : branch.gemms)
-            time += gemmTimes[i];
+            if (!recomputed || !skipUnread || !layer.gemms[i].unreadByBackward)
+              time += gemmTimes[i];
           return time;
         };
-        double first = branchTime(layer.parallelBranches[0]);
-        double second = branchTime(layer.parallelBranches[1]);
+        double first = branchTime(layer.parallelBranches[0], false);
+        double second = branchTime(layer.parallelBranches[1], false);
+        if (c.sequenceParallel)
+          recomputeHiddenS =
+              std::min(gather, branchTime(layer.parallelBranches[0], true));
         lc.tpForwardHiddenS = c.sequenceParallel ? std::min(gather, first) +
                                                        std::min(scatter, second)
                                                  : std::min(reduce, second);
@@ -571,6 +597,15 @@ struct LayerCoster {
       }
       if (c.regathersInputs())
         lc.tpRegatherS = layer.rowParallelGemms * gather;
+      // A full recomputation runs them again, but the reductions of the
+      // GEMMs it skips (their input gathers stay).
+      if (c.recompute == Recompute::Full) {
+        int64_t skipped = skipUnread ? layer.unreadRowParallelGemms() : 0;
+        lc.tpRecomputeS =
+            lc.tpForwardS - skipped * (c.sequenceParallel ? scatter : reduce);
+        lc.tpRecomputeHiddenS =
+            skipped ? recomputeHiddenS : lc.tpForwardHiddenS;
+      }
     }
 
     lc.params =
@@ -751,11 +786,11 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       r.fwd += lc.forwardS;
       r.bwd += lc.backwardS;
       r.recompute += lc.recomputeS;
-      // Recomputation re-runs the forward in the same order, hiding the
-      // same collectives; backward's are exposed.
-      int64_t forwards = c.forwardPasses();
-      r.tp += lc.tpForwardS * (forwards + 1) + lc.tpRegatherS -
-              lc.tpForwardHiddenS * forwards - lc.tpBackwardHiddenS;
+      // Backward's collectives mirror forward's; recomputation's are
+      // forward's but the skipped GEMMs' (tpRecomputeS).
+      r.tp += 2 * lc.tpForwardS + lc.tpRecomputeS + lc.tpRegatherS -
+              lc.tpForwardHiddenS - lc.tpRecomputeHiddenS -
+              lc.tpBackwardHiddenS;
       r.params += lc.params;
       chunkKept[std::min<size_t>(position / chunkLength, v - 1)] +=
           lc.keptBytes;
@@ -841,12 +876,21 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // --- Collectives of the report -------------------------------------------
   if (t > 1) {
     double bytes = eb * tokens * h;
-    double gemms = 0; // row-parallel, on the busiest rank
-    for (int64_t i : c.layersOfRank(busiestRank, L))
+    // Row-parallel GEMMs on the busiest rank, each with a reduction (and,
+    // with sequence parallelism, its input's gather) in forward and
+    // backward; a full recomputation runs them again but for the
+    // reductions of the GEMMs it skips.
+    double gemms = 0, skipped = 0;
+    for (int64_t i : c.layersOfRank(busiestRank, L)) {
       gemms += profile.layers[i].rowParallelGemms;
-    double calls = gemms * m * (c.forwardPasses() + 1); // and backward
+      if (c.recompute == Recompute::Full && !params.recomputeOutputs)
+        skipped += profile.layers[i].unreadRowParallelGemms();
+    }
+    double passes = c.forwardPasses() + 1;
     // The embedding's (and, on one stage, the LM head's) reductions.
-    calls += m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
+    double ends = m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
+    double calls = (gemms * passes - skipped) * m + ends;
+    double gatherCalls = gemms * passes * m + ends;
     std::string algo;
     if (c.sequenceParallel) {
       // And the backward re-gathers of the GEMM inputs (and of the LM
@@ -855,7 +899,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
           c.regathersInputs() ? m * (gemms + (busiestRank == p - 1)) : 0;
       double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
       e.collectives.push_back({CollectiveKind::AllGather, "tp", algo, t, bytes,
-                               calls + regathers, ag});
+                               gatherCalls + regathers, ag});
       double rs =
           tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff, &algo);
       e.collectives.push_back(
@@ -1077,9 +1121,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   double forward = headFlops, recomputed = 0;
   for (const LayerCost &lc : layers) {
     forward += lc.forwardFlops;
-    recomputed += c.recompute == Recompute::Full        ? lc.forwardFlops
-                  : c.recompute == Recompute::Selective ? lc.attentionFlops
-                                                        : 0;
+    recomputed += lc.recomputeFlops;
   }
   // Per device and micro-batch of `tokens`; undo the tensor-parallel split.
   double scale = t * double(c.globalBatch()) * s / tokens;

@@ -59,6 +59,10 @@ struct CostParams {
   /// Flash-style attention (scores never leave on-chip memory); otherwise
   /// the score matrix is written, softmaxed and read back (Megatron-LM 2021).
   bool flashAttention = true;
+  /// A full recomputation forms the block's output GEMMs again, whose
+  /// products the backward never reads, as Megatron-LM does; Partita's
+  /// plans skip them (exec-build-backward), the default.
+  bool recomputeOutputs = false;
   /// Device memory the runtime holds outside the plan's buffers, in GiB:
   /// the CUDA context with its kernels and library handles, and the
   /// runtime's workspaces; per NCCL communicator that carries collectives;

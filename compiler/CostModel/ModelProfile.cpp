@@ -112,6 +112,19 @@ LayerProfile profileBlock(tfm::BlockOp block) {
   });
 
   layer.rowParallelGemms = int64_t(rowGemms.size());
+  // What the backward reads: the values kept for it, and what ops that
+  // produce them read. A GEMM outside that adds only to the block's result.
+  llvm::DenseSet<Operation *> readByBackward;
+  for (Operation &op : llvm::reverse(block.getBody().front()))
+    if (llvm::any_of(op.getResults(), [&](Value result) {
+          return saved.contains(result) ||
+                 llvm::any_of(result.getUsers(), [&](Operation *user) {
+                   return readByBackward.contains(user);
+                 });
+        }))
+      readByBackward.insert(&op);
+  for (auto [gemm, profile] : llvm::zip_equal(gemmOps, layer.gemms))
+    profile.unreadByBackward = !readByBackward.contains(gemm);
   // Two row-parallel GEMMs neither of which depends on the other: the
   // branches of a parallel residual.
   if (rowGemms.size() == 2) {

@@ -26,6 +26,10 @@ struct GemmProfile {
   bool rowParallel = false;
   /// A key or value projection: split over min(tp, kv heads) parts.
   bool keyValue = false;
+  /// Its product reaches only the block's result (through residual
+  /// additions), which the backward never reads: a full recomputation
+  /// skips it (exec-build-backward), with its tensor-parallel reduction.
+  bool unreadByBackward = false;
 };
 
 /// Widths are per token; "boundary" tensors are the residual stream between
@@ -55,6 +59,13 @@ struct LayerProfile {
     bool attention = false;
   };
   std::vector<Branch> parallelBranches;
+  /// Row-parallel GEMMs a full recomputation skips (unreadByBackward).
+  int64_t unreadRowParallelGemms() const {
+    int64_t n = 0;
+    for (const GemmProfile &g : gemms)
+      n += g.rowParallel && g.unreadByBackward;
+    return n;
+  }
 };
 
 struct ModelProfile {

@@ -114,12 +114,22 @@
 // SEL: exec.kernel "attention" ins [@layers.1.rotary.{{[0-9]+}}, {{.*}}] outs [@layers.1.attention.[[A:[0-9]+]], @layers.1.attention.[[A]].lse]
 // SEL-NEXT: exec.kernel "attention_bwd" ins [@d.layers.1.attention.[[A]], @layers.1.rotary.{{[0-9]+}}, @layers.1.rotary.{{[0-9]+}}, @layers.1.linear.{{[0-9]+}}, @layers.1.attention.[[A]], @layers.1.attention.[[A]].lse]
 
-// Full recomputation: each layer's forward runs again before its backward.
+// Full recomputation: each layer's forward runs again before its backward,
+// but for what the backward never reads: the MLP's output projection and
+// the residual add into the layer's output (whose kept copy the next
+// layer's backward read).
 // FULL-LABEL: exec.phase backward chunk 0
 // FULL: exec.kernel "rms_norm_bwd" ins [@d.rms_norm.{{[0-9]+}}, @layers.1.add.{{[0-9]+}}, @final_norm.weight]
 // FULL-NEXT: exec.kernel "rms_norm" ins [@layers.0.add.{{[0-9]+}}, @layers.1.attn_norm.weight]
-// FULL: exec.kernel "add" ins [@layers.1.add.{{[0-9]+}}, @layers.1.linear.{{[0-9]+}}] outs [@layers.1.add.[[OUT:[0-9]+]]]
-// FULL-NEXT: exec.kernel "copy" ins [@d.layers.1.add.[[OUT]]]
+// FULL: exec.kernel "add" ins [@layers.0.add.{{[0-9]+}}, @layers.1.linear.{{[0-9]+}}] outs [@layers.1.add.[[MID:[0-9]+]]]
+// FULL: exec.kernel "swiglu" ins [@layers.1.linear.{{[0-9]+}}, @layers.1.linear.{{[0-9]+}}] outs [@layers.1.swiglu.[[ACT:[0-9]+]]]
+// FULL-NEXT: exec.kernel "copy" ins [@d.layers.1.add.{{[0-9]+}}] outs [@d.layers.1.add.[[MID]]]
+// FULL-NOT: exec.kernel "linear" ins [@layers.1.swiglu.[[ACT]], @layers.1.mlp.down.weight]
+// FULL: exec.kernel "linear_bwd" ins [@d.layers.1.linear.{{[0-9]+}}, @layers.1.swiglu.[[ACT]], @layers.1.mlp.down.weight]
+// FULL: exec.kernel "rms_norm" ins [@embedding.0, @layers.0.attn_norm.weight]
+// FULL: exec.kernel "swiglu"
+// FULL-NEXT: exec.kernel "copy"
+// FULL-LABEL: exec.phase step
 
 // tp=4 with 2 key/value heads: each head on two ranks, its projection's
 // gradient summed over them (tp_kv).

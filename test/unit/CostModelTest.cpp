@@ -59,13 +59,20 @@ TEST(CostModel, FlopsFollowMegatronEquation3) {
   Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
   double B = 16, s = 32, l = 4, h = 64, V = 256;
   Topology node = *presetTopology("dgx-a100", 1);
-  // Full recomputation: 96 B s l h^2 (1 + s/6h + V/16lh) (Narayanan et al.
-  // 2021, Eq. 3). Without: forward + backward = 72 B s l h^2 (1 + s/6h +
-  // V/12lh).
+  // Full recomputation as Megatron-LM runs it: 96 B s l h^2 (1 + s/6h +
+  // V/16lh) (Narayanan et al. 2021, Eq. 3). Partita's skips each layer's
+  // MLP output GEMM, 2 B s 4h h FLOPs. Without: forward + backward = 72 B s
+  // l h^2 (1 + s/6h + V/12lh).
+  CostParams megatron;
+  megatron.recomputeOutputs = true;
+  double equation3 =
+      96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  CostEstimate rerun =
+      estimate(f.profile, node, "dp=8,recompute=full", megatron);
+  EXPECT_NEAR(rerun.hardwareFlops / equation3, 1.0, 1e-12);
   CostEstimate full = estimate(f.profile, node, "dp=8,recompute=full");
-  EXPECT_NEAR(full.hardwareFlops / (96 * B * s * l * h * h *
-                                    (1 + s / (6 * h) + V / (16 * l * h))),
-              1.0, 1e-12);
+  EXPECT_NEAR(full.hardwareFlops / (equation3 - 8 * B * s * l * h * h), 1.0,
+              1e-12);
   CostEstimate none = estimate(f.profile, node, "dp=8");
   EXPECT_NEAR(none.modelFlops / (72 * B * s * l * h * h *
                                  (1 + s / (6 * h) + V / (12 * l * h))),
@@ -289,6 +296,56 @@ TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
   ASSERT_TRUE(bool(sync));
   CostEstimate unhidden = estimate(par.profile, node, "tp=4,dp=2", *sync);
   EXPECT_DOUBLE_EQ(unhidden.tpCommS, s.tpCommS);
+}
+
+TEST(CostModel, FullRecomputationSkipsWhatTheBackwardNeverReads) {
+  std::string parallel = kGpt;
+  parallel.replace(parallel.find(R"("tie_embeddings")"), 0,
+                   R"("parallel_residual": true, )");
+  Fixture seq(readModelSpec(kGpt, "gpt.json", "", {}));
+  Fixture par(readModelSpec(parallel, "neox.json", "", {}));
+  // A sequential block's MLP output projection adds only into the block's
+  // output; a parallel residual's two output projections both do.
+  auto unread = [](const LayerProfile &layer) {
+    std::vector<std::string> names;
+    for (const GemmProfile &g : layer.gemms)
+      if (g.unreadByBackward)
+        names.push_back(g.name);
+    return names;
+  };
+  EXPECT_EQ(unread(seq.profile.layers[0]),
+            std::vector<std::string>({"mlp.down"}));
+  EXPECT_EQ(unread(par.profile.layers[0]),
+            std::vector<std::string>({"attn.out", "mlp.down"}));
+
+  // Megatron-LM's recomputation (recompute_outputs=1) re-runs them and
+  // their reductions: one all-reduce and the MLP output GEMM's forward
+  // time more per layer and micro-batch.
+  Topology node = *presetTopology("dgx-a100", 1);
+  ParallelConfig config;
+  auto rerun = parseCostParams("recompute_outputs=1");
+  ASSERT_TRUE(bool(rerun));
+  CostEstimate skips =
+      estimate(seq.profile, node, "tp=4,dp=2,recompute=full", {}, &config);
+  CostEstimate reruns =
+      estimate(seq.profile, node, "tp=4,dp=2,recompute=full", *rerun);
+  auto allReduces = [](const CostEstimate &e) -> const CollectiveCost & {
+    return *llvm::find_if(e.collectives, [](const CollectiveCost &c) {
+      return c.group == "tp" && c.kind == CollectiveKind::AllReduce;
+    });
+  };
+  double perMicroBatch =
+      double(seq.profile.layers.size()) * double(config.numMicroBatches);
+  EXPECT_DOUBLE_EQ(allReduces(reruns).callsPerStep -
+                       allReduces(skips).callsPerStep,
+                   perMicroBatch);
+  EXPECT_NEAR(reruns.recomputeS - skips.recomputeS,
+              skips.layerOps.at("mlp.down").forwardTimeS * perMicroBatch,
+              1e-9 * reruns.recomputeS);
+  EXPECT_NEAR(reruns.tpCommS - skips.tpCommS,
+              allReduces(skips).timePerCallS * perMicroBatch,
+              1e-9 * reruns.tpCommS);
+  EXPECT_LT(skips.stepTimeS, reruns.stepTimeS);
 }
 
 TEST(CostModel, GemmEfficiencyOverrideReplacesTheClosedForm) {
