@@ -257,12 +257,17 @@ TEST(CostModel, MicroBatchesInFlightFollowTheSchedule) {
             1);
 }
 
-TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
+/// The GPT of kGpt with a parallel residual (GPT-NeoX's block).
+std::string parallelResidualGpt() {
   std::string parallel = kGpt;
   parallel.replace(parallel.find(R"("tie_embeddings")"), 0,
                    R"("parallel_residual": true, )");
+  return parallel;
+}
+
+TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
   Fixture seq(readModelSpec(kGpt, "gpt.json", "", {}));
-  Fixture par(readModelSpec(parallel, "neox.json", "", {}));
+  Fixture par(readModelSpec(parallelResidualGpt(), "neox.json", "", {}));
   EXPECT_TRUE(seq.profile.layers[0].parallelBranches.empty());
   // The attention branch (q, k, v, out and the core), then the MLP (up,
   // down).
@@ -299,11 +304,8 @@ TEST(CostModel, ParallelResidualHidesTheAttentionReduction) {
 }
 
 TEST(CostModel, FullRecomputationSkipsWhatTheBackwardNeverReads) {
-  std::string parallel = kGpt;
-  parallel.replace(parallel.find(R"("tie_embeddings")"), 0,
-                   R"("parallel_residual": true, )");
   Fixture seq(readModelSpec(kGpt, "gpt.json", "", {}));
-  Fixture par(readModelSpec(parallel, "neox.json", "", {}));
+  Fixture par(readModelSpec(parallelResidualGpt(), "neox.json", "", {}));
   // A sequential block's MLP output projection adds only into the block's
   // output; a parallel residual's two output projections both do.
   auto unread = [](const LayerProfile &layer) {
