@@ -105,23 +105,28 @@ llvm::Error makeError(const llvm::Twine &message) {
 }
 
 /// Forward FLOPs per token of each layer (with the full-recomputation
-/// forward when asked), and of the LM head: the weights a stage cut
+/// forward when asked, without the GEMMs it skips unless
+/// `recomputeOutputs`), and of the LM head: the weights a stage cut
 /// balances.
 struct FlopWeights {
   std::vector<double> layers;
   double head = 0;
 };
 
-FlopWeights flopWeights(const ModelProfile &profile, bool fullRecompute) {
+FlopWeights flopWeights(const ModelProfile &profile, bool fullRecompute,
+                        bool recomputeOutputs) {
   FlopWeights w;
   double s = profile.seqLen;
   for (const LayerProfile &layer : profile.layers) {
-    double flops = 0;
-    for (const GemmProfile &g : layer.gemms)
+    double flops = 0, skipped = 0;
+    for (const GemmProfile &g : layer.gemms) {
       flops += 2.0 * g.n * g.k;
+      if (g.unreadByBackward && !recomputeOutputs)
+        skipped += 2.0 * g.n * g.k;
+    }
     double context = layer.window ? std::min<double>(s, layer.window) : s;
     flops += 4.0 * context * layer.heads * layer.headDim;
-    w.layers.push_back((fullRecompute ? 4 : 3) * flops);
+    w.layers.push_back(3 * flops + (fullRecompute ? flops - skipped : 0));
   }
   w.head = 3 * 2.0 * profile.hidden * profile.vocab;
   return w;
@@ -283,8 +288,9 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     return false;
   };
 
-  FlopWeights plainWeights = flopWeights(profile, false);
-  FlopWeights recomputeWeights = flopWeights(profile, true);
+  bool recomputeOutputs = options.costParams.recomputeOutputs;
+  FlopWeights plainWeights = flopWeights(profile, false, recomputeOutputs);
+  FlopWeights recomputeWeights = flopWeights(profile, true, recomputeOutputs);
   int64_t tpMax = options.allowTpAcrossNodes ? N : topo.devicesPerNode;
   // Configurations on `devices` of the topology's devices.
   auto searchOn = [&](int64_t devices) {

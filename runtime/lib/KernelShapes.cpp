@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 namespace partita::runtime {
@@ -761,6 +762,8 @@ struct SavedOperand {
 struct BackwardKernel {
   std::string_view backward, forward;
   std::vector<SavedOperand> saved;
+  /// Params the backward takes and its forward does not.
+  std::vector<std::string_view> ownParams = {};
 };
 
 const std::vector<BackwardKernel> &backwardKernels() {
@@ -781,7 +784,8 @@ const std::vector<BackwardKernel> &backwardKernels() {
       {"rotary_bwd", "rotary", {}},
       {"ce_bwd",
        "ce_stats",
-       {{0, false, 0}, {1, false, 1}, {2, true, 0}, {3, false, 2}}},
+       {{0, false, 0}, {1, false, 1}, {2, true, 0}, {3, false, 2}},
+       {"scale"}},
   };
   return table;
 }
@@ -799,9 +803,12 @@ ForwardLaunches::ForwardLaunches(const Program &program) : program(program) {
   for (size_t j = 0; j < program.phases.size(); ++j)
     for (size_t i = 0; i < program.phases[j].launches.size(); ++i) {
       const Launch &l = program.phases[j].launches[i];
+      // (A gather over one rank is a copy, which may go either way.)
       if (l.op == Launch::Op::Collective &&
           l.collective == Launch::Collective::AllGather &&
-          program.buffers[l.input].perMicroBatch()) {
+          program.buffers[l.input].perMicroBatch() &&
+          program.buffers[l.output].elements >
+              program.buffers[l.input].elements) {
         auto [it, first] = gatheredFrom.try_emplace(l.output, l.input);
         if (!first && it->second != l.input)
           it->second = -1;
@@ -845,12 +852,22 @@ std::string ForwardLaunches::unpairedError(const Launch &l) const {
                ", where that launch's " + (s.ofOutput ? "output " : "input ") +
                std::to_string(s.forwardOperand) + " is " + theirs;
     }
+    // The params both take, given by both or by neither: a kernel's
+    // default (no window, not causal) is no match for a value given.
+    auto given = [](const json &params, const std::string &key) {
+      return params.contains(key) ? params[key].dump() : std::string("none");
+    };
+    std::set<std::string> keys;
     for (const auto &[key, value] : f.params.items())
-      if (!l.params.contains(key) || l.params[key] != value)
-        return "its params." + key + " is " +
-               (l.params.contains(key) ? l.params[key].dump()
-                                       : std::string("missing")) +
-               ", where that launch's is " + value.dump();
+      keys.insert(key);
+    for (const auto &[key, value] : l.params.items())
+      if (std::find(k->ownParams.begin(), k->ownParams.end(), key) ==
+          k->ownParams.end())
+        keys.insert(key);
+    for (const std::string &key : keys)
+      if (given(l.params, key) != given(f.params, key))
+        return "its params." + key + " is " + given(l.params, key) +
+               ", where that launch's is " + given(f.params, key);
     return "";
   };
   auto found = forwards.find(std::string(k->forward));

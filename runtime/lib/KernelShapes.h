@@ -36,7 +36,7 @@ public:
   /// it reads as the forward's values (the inputs, the weight's
   /// parameter, the outputs it keeps: an all_gather's output stands for
   /// its input, which a sequence-parallel backward gathers again) with
-  /// the params it shares; empty when it has one, or is no such kernel.
+  /// the same params; empty when it has one, or is no such kernel.
   std::string unpairedError(const Launch &l) const;
 
 private:

@@ -482,8 +482,15 @@ private:
              output = copyOf(l.output, microBatch);
         read(input, by);
         checkReduction(l, input, by);
-        if (l.accumulateOutput)
+        if (l.accumulateOutput) {
           read(output, by, nullptr, true);
+          if (valueOf(output).partial != Partial::None)
+            fail(by.at(path), std::string(l.collectiveName()) +
+                                  " adds a whole value to " + describe(output) +
+                                  " (" + by.when() + "), which holds " +
+                                  partialWords(output) +
+                                  ": a sum over tp would count it tp times");
+        }
         write(output, by);
         if (l.async)
           inFlight[l.output] = {input, output, by};
