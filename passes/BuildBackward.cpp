@@ -32,6 +32,32 @@ SmallVector<StringAttr> refs(ArrayAttr array) {
   return out;
 }
 
+/// The buffers launch `op` reads (an accumulated output included) and
+/// writes; a wait reads and writes its collective's output, which it
+/// completes.
+std::pair<SmallVector<StringAttr>, SmallVector<StringAttr>>
+launchBuffers(Operation &op) {
+  SmallVector<StringAttr> ins, outs;
+  if (auto k = dyn_cast<exec::KernelOp>(op)) {
+    ins = refs(k.getIns());
+    outs = refs(k.getOuts());
+    if (std::optional<ArrayRef<bool>> adds = k.getAccumulate())
+      for (auto [out, add] : llvm::zip(outs, *adds))
+        if (add)
+          ins.push_back(out);
+  } else if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
+    ins = {c.getInputAttr().getAttr()};
+    outs = {c.getOutputAttr().getAttr()};
+    if (c.getAccumulate())
+      ins.push_back(outs.front());
+  } else if (auto s = dyn_cast<exec::SendOp>(op)) {
+    ins = {s.getBufferAttr().getAttr()};
+  } else if (auto w = dyn_cast<exec::WaitOp>(op)) {
+    ins = outs = {w.getBufferAttr().getAttr()};
+  }
+  return {ins, outs};
+}
+
 class BackwardBuilder {
 public:
   /// `gradientElement`: the dtype of parameter gradients, or null for the
@@ -445,13 +471,7 @@ void BackwardBuilder::gatherParams(ArrayRef<Operation *> launches) {
 
 void BackwardBuilder::eraseUnreadGathers() {
   auto reads = [](Operation &op, StringAttr buffer) {
-    if (auto k = dyn_cast<exec::KernelOp>(op))
-      return llvm::is_contained(refs(k.getIns()), buffer);
-    if (auto c = dyn_cast<exec::CollectiveOp>(op))
-      return c.getInputAttr().getAttr() == buffer;
-    if (auto s = dyn_cast<exec::SendOp>(op))
-      return s.getBufferAttr().getAttr() == buffer;
-    return false;
+    return llvm::is_contained(launchBuffers(op).first, buffer);
   };
   for (exec::CollectiveOp gather : backwardGathers) {
     StringAttr output = gather.getOutputAttr().getAttr();
@@ -476,25 +496,7 @@ void BackwardBuilder::eraseUnreadRecomputation(Block &body) {
   // Buffers some later launch reads, from the phase's end backwards.
   llvm::DenseSet<StringAttr> read;
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-    SmallVector<StringAttr> ins, outs;
-    if (auto k = dyn_cast<exec::KernelOp>(op)) {
-      ins = refs(k.getIns());
-      outs = refs(k.getOuts());
-      if (std::optional<ArrayRef<bool>> adds = k.getAccumulate())
-        for (auto [out, add] : llvm::zip(outs, *adds))
-          if (add)
-            ins.push_back(out);
-    } else if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
-      ins = {c.getInputAttr().getAttr()};
-      outs = {c.getOutputAttr().getAttr()};
-      if (c.getAccumulate())
-        ins.push_back(outs.front());
-    } else if (auto s = dyn_cast<exec::SendOp>(op)) {
-      ins = {s.getBufferAttr().getAttr()};
-    } else if (auto w = dyn_cast<exec::WaitOp>(op)) {
-      // Completes its collective's output: needed where that is read.
-      ins = outs = {w.getBufferAttr().getAttr()};
-    }
+    auto [ins, outs] = launchBuffers(op);
     if (recomputed.contains(&op) && llvm::none_of(outs, [&](StringAttr out) {
           return read.contains(out);
         })) {

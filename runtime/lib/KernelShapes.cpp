@@ -837,20 +837,35 @@ std::string ForwardLaunches::unpairedError(const Launch &l) const {
   const BackwardKernel *k = findBackwardKernel(l.kernel);
   if (!k)
     return "";
-  // The first of what differs between `l` and forward `f`, or empty.
-  auto difference = [&](const Launch &f) -> std::string {
-    for (const SavedOperand &s : k->saved) {
+  // What the backward reads as its forward's, the saved operands it has.
+  std::vector<std::string> mine(k->saved.size());
+  for (size_t i = 0; i < k->saved.size(); ++i)
+    if (k->saved[i].backwardIn < l.ins.size())
+      mine[i] = identity(l.ins[k->saved[i].backwardIn]);
+  // How many saved operands and params differ between `l` and forward `f`,
+  // and the first of them in words.
+  struct Difference {
+    size_t count = 0;
+    std::string first;
+    void add(std::string words) {
+      if (count++ == 0)
+        first = std::move(words);
+    }
+  };
+  auto difference = [&](const Launch &f) {
+    Difference d;
+    for (size_t i = 0; i < k->saved.size(); ++i) {
+      const SavedOperand &s = k->saved[i];
       if (s.backwardIn >= l.ins.size())
         continue; // an optional operand the backward does without
       const std::vector<int> &operands = s.ofOutput ? f.outs : f.ins;
-      std::string mine = identity(l.ins[s.backwardIn]);
       std::string theirs = s.forwardOperand < operands.size()
                                ? identity(operands[s.forwardOperand])
                                : "nothing";
-      if (mine != theirs)
-        return "its input " + std::to_string(s.backwardIn) + " is " + mine +
-               ", where that launch's " + (s.ofOutput ? "output " : "input ") +
-               std::to_string(s.forwardOperand) + " is " + theirs;
+      if (mine[i] != theirs)
+        d.add("its input " + std::to_string(s.backwardIn) + " is " + mine[i] +
+              ", where that launch's " + (s.ofOutput ? "output " : "input ") +
+              std::to_string(s.forwardOperand) + " is " + theirs);
     }
     // The params both take, given by both or by neither: a kernel's
     // default (no window, not causal) is no match for a value given.
@@ -866,40 +881,30 @@ std::string ForwardLaunches::unpairedError(const Launch &l) const {
         keys.insert(key);
     for (const std::string &key : keys)
       if (given(l.params, key) != given(f.params, key))
-        return "its params." + key + " is " + given(l.params, key) +
-               ", where that launch's is " + given(f.params, key);
-    return "";
+        d.add("its params." + key + " is " + given(l.params, key) +
+              ", where that launch's is " + given(f.params, key));
+    return d;
   };
-  auto found = forwards.find(std::string(k->forward));
+  // A match, or the nearest forward: the one with the fewest differences.
   std::string nearest;
   size_t fewest = ~size_t(0);
+  auto found = forwards.find(std::string(k->forward));
   if (found != forwards.end())
     for (const Forward &forward : found->second) {
-      const Launch *f = forward.launch;
-      std::string d = difference(*f);
-      if (d.empty())
+      Difference d = difference(*forward.launch);
+      if (d.count == 0)
         return "";
-      // The nearest forward: the one with the most saved operands alike.
-      size_t alike = 0;
-      for (const SavedOperand &s : k->saved) {
-        const std::vector<int> &operands = s.ofOutput ? f->outs : f->ins;
-        alike += s.backwardIn < l.ins.size() &&
-                 s.forwardOperand < operands.size() &&
-                 identity(l.ins[s.backwardIn]) ==
-                     identity(operands[s.forwardOperand]);
-      }
-      size_t unlike = k->saved.size() - alike;
-      if (unlike < fewest) {
-        fewest = unlike;
+      if (d.count < fewest) {
+        fewest = d.count;
         nearest = "/programs/" + std::to_string(program.ppRank) + "/phases/" +
                   std::to_string(forward.phase) + "/launches/" +
-                  std::to_string(forward.index) + ": " + d;
+                  std::to_string(forward.index) + ": " + d.first;
       }
     }
   std::string reads;
-  for (const SavedOperand &s : k->saved)
-    if (s.backwardIn < l.ins.size())
-      reads += (reads.empty() ? "" : ", ") + identity(l.ins[s.backwardIn]);
+  for (const std::string &operand : mine)
+    if (!operand.empty())
+      reads += (reads.empty() ? "" : ", ") + operand;
   return "no " + std::string(k->forward) +
          " of this program has the operands it takes from its forward (" +
          reads + ") and its params" +
