@@ -747,15 +747,6 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
 
 namespace {
 
-/// One of a backward kernel's inputs that its forward read or wrote:
-/// backward input `backwardIn` is the forward's input, or output where
-/// `ofOutput`, `forwardOperand`.
-struct SavedOperand {
-  size_t backwardIn;
-  bool ofOutput;
-  size_t forwardOperand;
-};
-
 /// The backward kernels of the plan format that re-read their forward's
 /// values (docs/plan-format.md); the others need only the output's
 /// gradient.
@@ -816,7 +807,7 @@ ForwardLaunches::ForwardLaunches(const Program &program) : program(program) {
       if (l.op == Launch::Op::Kernel)
         for (const BackwardKernel &k : backwardKernels())
           if (k.forward == l.kernel)
-            forwards[l.kernel].push_back({&l, j, i});
+            forwards[l.kernel].push_back({&l, {j, i}});
     }
 }
 
@@ -834,6 +825,27 @@ std::string ForwardLaunches::identity(int buffer) const {
 }
 
 std::string ForwardLaunches::unpairedError(const Launch &l) const {
+  return pairWith(l, nullptr);
+}
+
+std::vector<ForwardLaunches::Place>
+ForwardLaunches::pairedForwards(const Launch &l) const {
+  std::vector<Place> paired;
+  pairWith(l, &paired);
+  return paired;
+}
+
+std::vector<SavedOperand> ForwardLaunches::savedInputs(const Launch &l) const {
+  std::vector<SavedOperand> saved;
+  if (const BackwardKernel *k = findBackwardKernel(l.kernel))
+    for (const SavedOperand &s : k->saved)
+      if (s.backwardIn < l.ins.size())
+        saved.push_back(s);
+  return saved;
+}
+
+std::string ForwardLaunches::pairWith(const Launch &l,
+                                      std::vector<Place> *paired) const {
   const BackwardKernel *k = findBackwardKernel(l.kernel);
   if (!k)
     return "";
@@ -892,15 +904,21 @@ std::string ForwardLaunches::unpairedError(const Launch &l) const {
   if (found != forwards.end())
     for (const Forward &forward : found->second) {
       Difference d = difference(*forward.launch);
-      if (d.count == 0)
+      if (d.count == 0 && !paired)
         return "";
+      if (d.count == 0) {
+        paired->push_back(forward.place);
+        continue;
+      }
       if (d.count < fewest) {
         fewest = d.count;
         nearest = "/programs/" + std::to_string(program.ppRank) + "/phases/" +
-                  std::to_string(forward.phase) + "/launches/" +
-                  std::to_string(forward.index) + ": " + d.first;
+                  std::to_string(forward.place.phase) + "/launches/" +
+                  std::to_string(forward.place.index) + ": " + d.first;
       }
     }
+  if (paired && !paired->empty())
+    return "";
   std::string reads;
   for (const std::string &operand : mine)
     if (!operand.empty())

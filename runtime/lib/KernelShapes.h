@@ -25,6 +25,15 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
 std::string collectiveLaunchError(const Launch &l, const Program &program,
                                   const Plan &plan);
 
+/// One of a backward kernel's inputs that its forward read or wrote:
+/// backward input `backwardIn` is the forward's input, or output where
+/// `ofOutput`, `forwardOperand`.
+struct SavedOperand {
+  size_t backwardIn;
+  bool ofOutput;
+  size_t forwardOperand;
+};
+
 /// A program's forward kernel launches (rms_norm, linear, attention, ...),
 /// by what they read, to match each backward launch with one: a backward
 /// kernel differentiates a forward that ran.
@@ -39,7 +48,23 @@ public:
   /// the same params; empty when it has one, or is no such kernel.
   std::string unpairedError(const Launch &l) const;
 
+  /// A forward launch, by its place in the program.
+  struct Place {
+    size_t phase, index;
+  };
+  /// The forward launches that backward kernel launch `l` may
+  /// differentiate: those with its saved operands and params.
+  std::vector<Place> pairedForwards(const Launch &l) const;
+
+  /// Which of backward kernel launch `l`'s inputs hold its forward's
+  /// values.
+  std::vector<SavedOperand> savedInputs(const Launch &l) const;
+
 private:
+  /// unpairedError's words, having put the matching forwards in `paired`
+  /// (all of them; without it, it stops at the first).
+  std::string pairWith(const Launch &l, std::vector<Place> *paired) const;
+
   /// What operand `buffer` holds, as a forward and a backward must agree.
   std::string identity(int buffer) const;
 
@@ -50,7 +75,7 @@ private:
   /// By forward kernel name, its launches and their places.
   struct Forward {
     const Launch *launch;
-    size_t phase, index;
+    Place place;
   };
   std::map<std::string, std::vector<Forward>> forwards;
 };

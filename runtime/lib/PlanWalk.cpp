@@ -2,6 +2,8 @@
 
 #include "PlanWalk.h"
 
+#include "KernelShapes.h"
+
 #include <algorithm>
 #include <optional>
 #include <set>
@@ -97,6 +99,7 @@ public:
         layout(arenaLayout(program)) {
     for (const std::vector<int64_t> &copies : layout.copyOffsets)
       values.emplace_back(copies.size());
+    findComputations();
     holders[0] = {};
     holders[std::max<int64_t>(layout.bytes, 1)] = {};
   }
@@ -140,11 +143,65 @@ private:
     Copy copy;
     Actor writtenBy;
   };
-  /// An asynchronous collective started and not yet waited for.
+  /// What made a value: the write of output `output` of `by`, followed
+  /// back through recomputations (a launch that repeats an earlier one
+  /// on the same values remakes its values), and through the gathers and
+  /// tensor-parallel reductions that complete a value.
+  struct Origin {
+    Actor by;
+    size_t output = 0;
+    bool operator==(const Origin &o) const {
+      return by == o.by && output == o.output;
+    }
+  };
+  /// An asynchronous collective started and not yet waited for, and the
+  /// origin of the value it writes.
   struct Flight {
     Copy input, output;
     Actor startedBy;
+    Origin origin;
   };
+  /// The origins of what a kernel launch read and wrote, in one step.
+  struct KernelRun {
+    int64_t step = 0;
+    std::vector<Origin> ins, outs;
+  };
+
+  /// Numbers the kernel launches by computation: launches with the same
+  /// kernel, params and buffers (a forward and its recomputation) share
+  /// one. Finds the forwards of each backward.
+  void findComputations() {
+    ForwardLaunches forwards(program);
+    std::map<std::string, int> numbers;
+    std::vector<int> launches; // of each computation
+    for (size_t j = 0; j < program.phases.size(); ++j) {
+      computationOf.emplace_back(program.phases[j].launches.size(), -1);
+      for (size_t k = 0; k < program.phases[j].launches.size(); ++k) {
+        const Launch &l = program.phases[j].launches[k];
+        if (l.op != Launch::Op::Kernel)
+          continue;
+        std::string key = l.kernel + " " + l.params.dump();
+        for (const std::vector<int> *list : {&l.ins, &l.outs})
+          for (int b : *list)
+            key += " " + std::to_string(b);
+        for (bool accumulates : l.accumulate)
+          key += accumulates ? "+" : "=";
+        auto [it, added] = numbers.try_emplace(key, int(numbers.size()));
+        computationOf[j][k] = it->second;
+        if (added) {
+          computations.push_back(
+              {forwards.pairedForwards(l), forwards.savedInputs(l)});
+          launches.push_back(0);
+        }
+        ++launches[size_t(it->second)];
+      }
+    }
+    for (size_t c = 0; c < computations.size(); ++c) {
+      computations[c].kept |= launches[c] > 1;
+      for (ForwardLaunches::Place f : computations[c].forwards)
+        computations[size_t(computationOf[f.phase][f.index])].kept = true;
+    }
+  }
 
   Copy copyOf(int buffer, int64_t microBatch) const {
     int64_t copies = int64_t(layout.copyOffsets[size_t(buffer)].size());
@@ -201,7 +258,8 @@ private:
 
   /// `by` writes copy `c` (an asynchronous collective's output, found at
   /// `wait`).
-  void write(Copy c, const Actor &by, const Actor *wait = nullptr) {
+  void write(Copy c, const Actor &by, const Actor *wait = nullptr,
+             std::optional<Origin> origin = std::nullopt) {
     auto [begin, end] = bytesOf(c);
     if (begin == end)
       return;
@@ -226,22 +284,29 @@ private:
     // traffic, and a sign of a wrong plan: a reduction that overwrites
     // where it should add, a message received twice into one buffer; so is
     // a gradient (of a parameter or an activation) overwritten where it
-    // should be added to. (A kernel's side output may go unread; a
-    // collective writes its output again at its wait.)
+    // should be added to, and a micro-batch's value overwritten in its own
+    // run (a kernel's side output may go unread until another
+    // micro-batch's run writes it). Writing the same value again
+    // (a recomputation; a collective at its wait) loses nothing.
     Value &previous = valueOf(c);
     BufferKind kind = program.buffers[size_t(c.buffer)].kind;
     bool gradient = kind == BufferKind::ParamGrad ||
                     kind == BufferKind::GradShard ||
                     kind == BufferKind::ActivationGrad;
+    Origin made = origin.value_or(Origin{by, 0});
+    bool sameRun = program.buffers[size_t(c.buffer)].perMicroBatch() &&
+                   previous.writer.microBatch == by.microBatch &&
+                   previous.writer.step == by.step;
     if (previous.written && !previous.read &&
         (communicates(previous.writer) ||
-         (gradient && previous.writer.kind == Actor::Launch)) &&
-        !(previous.writer == by))
+         (gradient && previous.writer.kind == Actor::Launch) ||
+         (previous.writer.kind == Actor::Launch && sameRun)) &&
+        !(previous.writer == by) && !(previous.origin == made))
       fail(atOf(by, wait),
            who(by, wait) + "writes " + describe(c) + when(by, wait) +
                " over the value " + previous.writer.name(path) +
                " wrote, which nothing read: that launch's work is lost");
-    previous = {by, true, false};
+    previous = {by, true, false, Partial::None, made};
   }
   /// `by` reads copy `c` (an asynchronous collective's input, found at
   /// `wait`), or, `accumulating`, the value it adds its output to.
@@ -345,6 +410,7 @@ private:
   /// whole values, as do the terms of a sum, which must all be partial or
   /// all whole (tp copies of a whole term would be summed).
   void visitKernel(const Launch &l, const Actor &by) {
+    checkForwardValues(l, by);
     bool carries = l.kernel == "copy" || l.kernel == "add";
     std::optional<std::pair<Copy, Partial>> first;
     for (int b : l.ins) {
@@ -361,6 +427,21 @@ private:
       if (!first)
         first = {in, p};
     }
+    // The origins of its values: an earlier run's, where it repeats that
+    // run (a recomputation) on values of the same origins.
+    KernelRun run{step, {}, {}};
+    KernelRun *last =
+        lastRun(computationOf[size_t(by.phase)][by.index], by.microBatch);
+    if (last) {
+      for (int b : l.ins)
+        run.ins.push_back(valueOf(copyOf(b, by.microBatch)).origin);
+      bool accumulates = std::find(l.accumulate.begin(), l.accumulate.end(),
+                                   true) != l.accumulate.end();
+      if (last->step == step && last->ins == run.ins && !accumulates)
+        run.outs = last->outs;
+    }
+    for (size_t j = run.outs.size(); j < l.outs.size(); ++j)
+      run.outs.push_back({by, j});
     std::vector<Partial> made(l.outs.size());
     for (size_t j = 0; j < l.outs.size(); ++j) {
       made[j] = carries && first ? first->second : partialMade(l, j);
@@ -390,9 +471,69 @@ private:
     }
     for (size_t j = 0; j < l.outs.size(); ++j) {
       Copy out = copyOf(l.outs[j], by.microBatch);
-      write(out, by);
+      write(out, by, nullptr, run.outs[j]);
       valueOf(out).partial = made[j];
     }
+    if (last)
+      *last = std::move(run);
+  }
+
+  /// The last run in `microBatch` of `computation`, if its runs are kept.
+  KernelRun *lastRun(int computation, int64_t microBatch) {
+    Computation &c = computations[size_t(computation)];
+    if (!c.kept)
+      return nullptr;
+    std::vector<KernelRun> &byMicroBatch = c.runs;
+    if (byMicroBatch.size() <= size_t(microBatch))
+      byMicroBatch.resize(size_t(microBatch) + 1);
+    return &byMicroBatch[size_t(microBatch)];
+  }
+
+  /// A backward kernel launch against the forwards it may differentiate:
+  /// one of them, in its micro-batch and step, read or wrote the values
+  /// that its saved operands hold now (else something overwrote one in
+  /// between, and the backward would differentiate another value).
+  void checkForwardValues(const Launch &l, const Actor &by) {
+    const Computation &backward =
+        computations[size_t(computationOf[size_t(by.phase)][by.index])];
+    if (backward.forwards.empty())
+      return;
+    std::string firstDifference;
+    for (ForwardLaunches::Place f : backward.forwards) {
+      const KernelRun *read =
+          lastRun(computationOf[f.phase][f.index], by.microBatch);
+      if (read->step != step)
+        continue;
+      std::string difference;
+      for (const SavedOperand &s : backward.saved) {
+        Copy in = copyOf(l.ins[s.backwardIn], by.microBatch);
+        if (!program.buffers[size_t(in.buffer)].perMicroBatch())
+          continue;
+        const std::vector<Origin> &theirs = s.ofOutput ? read->outs : read->ins;
+        const Value &value = valueOf(in);
+        if (s.forwardOperand >= theirs.size() ||
+            value.origin == theirs[s.forwardOperand])
+          continue;
+        difference = "reads " + describe(in) + " (" + by.when() +
+                     "), which holds the value of " +
+                     value.origin.by.name(path) +
+                     ", where the forward it differentiates, " +
+                     launchPath(path, int(f.phase), f.index) + ", " +
+                     (s.ofOutput ? "wrote" : "read") + " the value of " +
+                     theirs[s.forwardOperand].by.name(path);
+        break;
+      }
+      if (difference.empty())
+        return;
+      if (firstDifference.empty())
+        firstDifference = difference;
+    }
+    if (firstDifference.empty())
+      fail(by.at(path), "no forward launch it differentiates ran for " +
+                            by.when() + " before it");
+    fail(by.at(path), firstDifference +
+                          ": the backward would differentiate another value "
+                          "than its forward's");
   }
 
   /// Fails for a sum of two values of which only one is partial.
@@ -456,7 +597,7 @@ private:
         inFlight.erase(flight);
         // The collective read its input and wrote its output until now.
         read(done.input, done.startedBy, &by);
-        write(done.output, done.startedBy, &by);
+        write(done.output, done.startedBy, &by, done.origin);
         continue;
       }
       // A kernel's buffers; a send's, a receive's or a collective's
@@ -482,6 +623,12 @@ private:
              output = copyOf(l.output, microBatch);
         read(input, by);
         checkReduction(l, input, by);
+        // A gather, or a reduction of partial sums, completes its input's
+        // value: a backward may read it as what its forward read.
+        Origin origin = l.collective == Launch::Collective::AllGather ||
+                                valueOf(input).partial != Partial::None
+                            ? valueOf(input).origin
+                            : Origin{by, 0};
         if (l.accumulateOutput) {
           read(output, by, nullptr, true);
           if (valueOf(output).partial != Partial::None)
@@ -491,9 +638,9 @@ private:
                                   partialWords(output) +
                                   ": a sum over tp would count it tp times");
         }
-        write(output, by);
+        write(output, by, nullptr, origin);
         if (l.async)
-          inFlight[l.output] = {input, output, by};
+          inFlight[l.output] = {input, output, by, origin};
         break;
       }
       case Launch::Op::Send: {
@@ -523,15 +670,30 @@ private:
   /// From each key to the next, the copy whose value the bytes hold and
   /// what wrote it; the last key is the arena's end.
   std::map<int64_t, Holder> holders;
-  /// Each copy's value: what wrote it, and whether anything read it since.
+  /// Each copy's value: what wrote it, whether anything read it since,
+  /// and its origin.
   struct Value {
     Actor writer;
     bool written = false, read = false;
     Partial partial = Partial::None;
+    Origin origin;
   };
   std::vector<std::vector<Value>> values; // by buffer, then copy
   Value &valueOf(Copy c) { return values[size_t(c.buffer)][size_t(c.copy)]; }
   std::map<int, Flight> inFlight; // by output buffer, as the executor's
+  /// By phase and launch, the computation of each kernel launch.
+  std::vector<std::vector<int>> computationOf;
+  /// What identical kernel launches compute: for a backward kernel, the
+  /// forwards it may differentiate and which of its inputs hold their
+  /// values; whether its runs are kept (it has several launches, or a
+  /// backward may differentiate it), and by micro-batch, the last run.
+  struct Computation {
+    std::vector<ForwardLaunches::Place> forwards;
+    std::vector<SavedOperand> saved;
+    bool kept = false;
+    std::vector<KernelRun> runs;
+  };
+  std::vector<Computation> computations;
 };
 
 } // namespace

@@ -31,7 +31,12 @@ struct PlanProblem {
 ///   live at once share bytes);
 /// - reads a micro-batch's buffer (tokens, labels, activations and their
 ///   gradients) that its micro-batch did not write in this step;
-/// - overwrites a collective's or a receive's value that nothing read.
+/// - overwrites, with another value, one that nothing read: a
+///   collective's or a receive's, a gradient, or a micro-batch's value
+///   within its micro-batch's run;
+/// - reads tensor-parallel partial sums where whole values are needed;
+/// - as a backward kernel, reads other values than its forward read or
+///   wrote (a recomputation remakes the forward's values).
 /// The values a buffer holds come from its writes: launches (a kernel's
 /// outputs, a collective's output, a receive) and the executor's own (the
 /// initial parameters and optimizer state, the step's zeroed gradients
