@@ -539,6 +539,10 @@ struct LayerCoster {
     double elementwise = dev.memoryTime(
         eb * tokens * (layer.boundaryTraffic / sp + layer.shardedTraffic / t));
     record("elementwise", 0, elementwise);
+    if (skipUnread)
+      skippedS += dev.memoryTime(
+          eb * tokens *
+          (layer.unreadBoundaryTraffic / sp + layer.unreadShardedTraffic / t));
     lc.forwardS += lc.attentionForwardS + elementwise;
     lc.forwardFlops += lc.attentionFlops;
     lc.backwardS = 2 * lc.forwardS;

@@ -38,6 +38,12 @@ LayerProfile profileBlock(tfm::BlockOp block) {
     (isSharded(v, columnGemms) ? layer.savedSharded : layer.savedBoundary) +=
         width(v);
   };
+  struct Traffic {
+    Operation *op;
+    double elements;
+    bool sharded;
+  };
+  SmallVector<Traffic> elementwiseOps;
   auto traffic = [&](Operation *op) {
     double elements = 0;
     for (Value v : op->getOperands())
@@ -45,9 +51,9 @@ LayerProfile profileBlock(tfm::BlockOp block) {
         elements += width(v);
     for (Value v : op->getResults())
       elements += width(v);
-    (isSharded(op->getResult(0), columnGemms) ? layer.shardedTraffic
-                                              : layer.boundaryTraffic) +=
-        elements;
+    bool sharded = isSharded(op->getResult(0), columnGemms);
+    (sharded ? layer.shardedTraffic : layer.boundaryTraffic) += elements;
+    elementwiseOps.push_back({op, elements, sharded});
   };
 
   SmallVector<Operation *> gemmOps, rowGemms;
@@ -125,6 +131,10 @@ LayerProfile profileBlock(tfm::BlockOp block) {
       readByBackward.insert(&op);
   for (auto [gemm, profile] : llvm::zip_equal(gemmOps, layer.gemms))
     profile.unreadByBackward = !readByBackward.contains(gemm);
+  for (const Traffic &t : elementwiseOps)
+    if (!readByBackward.contains(t.op))
+      (t.sharded ? layer.unreadShardedTraffic : layer.unreadBoundaryTraffic) +=
+          t.elements;
   // Two row-parallel GEMMs neither of which depends on the other: the
   // branches of a parallel residual.
   if (rowGemms.size() == 2) {

@@ -44,8 +44,12 @@ struct LayerProfile {
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   /// Sliding window (0: full causal context).
   int64_t window = 0;
-  /// Elements read plus written by the forward pass of elementwise ops.
+  /// Elements read plus written by the forward pass of elementwise ops;
+  /// of which, by ops whose results reach only the block's result (the
+  /// residual additions after unread GEMMs): a full recomputation skips
+  /// them too.
   double boundaryTraffic = 0, shardedTraffic = 0;
+  double unreadBoundaryTraffic = 0, unreadShardedTraffic = 0;
   /// Elements kept for the backward pass (no recomputation).
   double savedBoundary = 0, savedSharded = 0;
   /// Row-parallel GEMMs: one tensor-parallel reduction each, per pass.

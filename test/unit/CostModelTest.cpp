@@ -319,10 +319,18 @@ TEST(CostModel, FullRecomputationSkipsWhatTheBackwardNeverReads) {
             std::vector<std::string>({"mlp.down"}));
   EXPECT_EQ(unread(par.profile.layers[0]),
             std::vector<std::string>({"attn.out", "mlp.down"}));
+  // So is the residual addition after them: two inputs and a result of
+  // the hidden width (for the parallel residual, one addition of three).
+  const LayerProfile &seqLayer = seq.profile.layers[0];
+  double hidden = double(seq.profile.hidden);
+  EXPECT_DOUBLE_EQ(seqLayer.unreadBoundaryTraffic, 3 * hidden);
+  EXPECT_DOUBLE_EQ(seqLayer.unreadShardedTraffic, 0);
+  EXPECT_DOUBLE_EQ(par.profile.layers[0].unreadBoundaryTraffic, 4 * hidden);
 
   // Megatron-LM's recomputation (recompute_outputs=1) re-runs them and
-  // their reductions: one all-reduce and the MLP output GEMM's forward
-  // time more per layer and micro-batch.
+  // their reductions: one all-reduce, and the MLP output GEMM's and the
+  // addition's forward time more per layer and micro-batch (elementwise
+  // time goes as the bytes moved).
   Topology node = *presetTopology("dgx-a100", 1);
   ParallelConfig config;
   auto rerun = parseCostParams("recompute_outputs=1");
@@ -341,8 +349,13 @@ TEST(CostModel, FullRecomputationSkipsWhatTheBackwardNeverReads) {
   EXPECT_DOUBLE_EQ(allReduces(reruns).callsPerStep -
                        allReduces(skips).callsPerStep,
                    perMicroBatch);
+  double additionS =
+      skips.layerOps.at("elementwise").forwardTimeS *
+      seqLayer.unreadBoundaryTraffic /
+      (seqLayer.boundaryTraffic + seqLayer.shardedTraffic / config.tp);
   EXPECT_NEAR(reruns.recomputeS - skips.recomputeS,
-              skips.layerOps.at("mlp.down").forwardTimeS * perMicroBatch,
+              (skips.layerOps.at("mlp.down").forwardTimeS + additionS) *
+                  perMicroBatch,
               1e-9 * reruns.recomputeS);
   EXPECT_NEAR(reruns.tpCommS - skips.tpCommS,
               allReduces(skips).timePerCallS * perMicroBatch,
