@@ -84,10 +84,17 @@ struct Actor {
   }
 };
 
-/// A micro-batch value that holds, on each tensor-parallel rank, one
-/// term of what the model computes: the ranks' sum (or, for the
-/// cross-entropy's row maxima, their maximum) over `tp` is the value.
-enum class Partial { None, Sum, Max };
+/// A value that holds, on each tensor-parallel rank, one term of what the
+/// model computes: the ranks' sum (or, for the cross-entropy's row maxima,
+/// their maximum) over `tp` is the value; or, for the gradient of a
+/// key/value weight replicated over several tp ranks, the sum over those
+/// replicas (`tp_kv`).
+enum class Partial { None, Sum, Max, ReplicaSum };
+
+/// The group whose reduction makes partial sums `p` whole.
+const char *completingGroup(Partial p) {
+  return p == Partial::ReplicaSum ? "tp_kv" : "tp";
+}
 
 /// Two steps of one program: its asynchronous collectives against their
 /// waits, which copy of which buffer holds each byte of its arena, and
@@ -160,6 +167,7 @@ private:
     Copy input, output;
     Actor startedBy;
     Origin origin;
+    Partial partial;
   };
   /// The origins of what a kernel launch read and wrote, in one step.
   struct KernelRun {
@@ -376,7 +384,15 @@ private:
   /// term of it, also where a part is replicated), and, over vocabulary
   /// slices, the embedding's rows and the cross-entropy's statistics.
   Partial partialMade(const Launch &l, size_t j) const {
-    if (plan.tp < 2 || j != 0)
+    if (plan.tp < 2)
+      return Partial::None;
+    const ParameterSpec *gradientOf = parameterOfGradient(l.outs[j]);
+    if (gradientOf && gradientOf->tpDim < 0 && readsSequenceShard(l))
+      return Partial::Sum;
+    // Each replica of a key/value weight serves its own query heads.
+    if (gradientOf && gradientOf->tpDim >= 0 && gradientOf->tpParts < plan.tp)
+      return Partial::ReplicaSum;
+    if (j != 0)
       return Partial::None;
     auto weightCut = [&](size_t in) {
       const ParameterSpec *p =
@@ -396,13 +412,41 @@ private:
     return l.kernel == "ce_max" ? Partial::Max : Partial::Sum;
   }
 
+  /// The parameter whose gradient (whole or a ZeRO shard) `buffer` holds,
+  /// if it holds one.
+  const ParameterSpec *parameterOfGradient(int buffer) const {
+    const BufferSpec &b = program.buffers[size_t(buffer)];
+    if (b.kind != BufferKind::ParamGrad && b.kind != BufferKind::GradShard)
+      return nullptr;
+    return plan.findParameter(b.param);
+  }
+  /// Whether launch `l` reads a sequence shard: a micro-batch's value of
+  /// s/tp positions (docs/plan-format.md), so that a gradient it forms
+  /// of a replicated parameter holds its shard's term only.
+  bool readsSequenceShard(const Launch &l) const {
+    return std::any_of(l.ins.begin(), l.ins.end(), [&](int in) {
+      const BufferSpec &b = program.buffers[size_t(in)];
+      return b.perMicroBatch() && b.shape.size() > 1 &&
+             b.shape[1] * plan.tp == plan.seqLen;
+    });
+  }
+
   /// What copy `c`, partial, holds: "the tensor-parallel ranks' partial
   /// sums from launch ...".
   std::string partialWords(Copy c) {
     const Value &value = valueOf(c);
+    if (value.partial == Partial::ReplicaSum)
+      return "the key/value replicas' partial sums from " +
+             value.writer.name(path);
     return "the tensor-parallel ranks' partial " +
            std::string(value.partial == Partial::Max ? "maxima" : "sums") +
            " from " + value.writer.name(path);
+  }
+  /// How a message says that copy `c` is read while partial.
+  std::string unsummed(Copy c) {
+    return "which holds " + partialWords(c) +
+           ", before an all_reduce or reduce_scatter over " +
+           completingGroup(valueOf(c).partial) + " sums them";
   }
 
   /// A kernel launch: its reads and writes, and the partial sums it makes
@@ -418,10 +462,8 @@ private:
       read(in, by);
       Partial p = valueOf(in).partial;
       if (p != Partial::None && !carries)
-        fail(by.at(path), "reads " + describe(in) + " (" + by.when() +
-                              "), which holds " + partialWords(in) +
-                              ", before an all_reduce or reduce_scatter "
-                              "over tp sums them");
+        fail(by.at(path),
+             "reads " + describe(in) + " (" + by.when() + "), " + unsummed(in));
       if (first && first->second != p)
         mixedTerms(first->first, in, by);
       if (!first)
@@ -454,20 +496,7 @@ private:
                               "reduction adds it once)");
       if (j >= l.accumulate.size() || !l.accumulate[j])
         continue;
-      Copy out = copyOf(l.outs[j], by.microBatch);
-      read(out, by, nullptr, true);
-      Partial held = valueOf(out).partial;
-      if (held != Partial::None && made[j] == Partial::None)
-        fail(by.at(path), "adds a whole value to " + describe(out) + " (" +
-                              by.when() + "), which holds " +
-                              partialWords(out) +
-                              ": a sum over tp would count it tp times");
-      if (held == Partial::None && made[j] != Partial::None)
-        fail(by.at(path), "adds partial sums to " + describe(out) + " (" +
-                              by.when() + "), whose value from " +
-                              valueOf(out).writer.name(path) +
-                              " is whole: a sum over tp would count that "
-                              "value tp times");
+      accumulate(copyOf(l.outs[j], by.microBatch), made[j], by, "");
     }
     for (size_t j = 0; j < l.outs.size(); ++j) {
       Copy out = copyOf(l.outs[j], by.microBatch);
@@ -536,6 +565,27 @@ private:
                           "than its forward's");
   }
 
+  /// `by` (a collective where `collective` names it) adds a value,
+  /// `adding` partial sums or not, to copy `out`: both terms must be of
+  /// one kind (the step's zeros are a term of either).
+  void accumulate(Copy out, Partial adding, const Actor &by,
+                  const std::string &collective) {
+    read(out, by, nullptr, true);
+    const Value &held = valueOf(out);
+    std::string adds = collective.empty() ? "adds " : collective + " adds ";
+    if (held.partial != Partial::None && adding == Partial::None)
+      fail(by.at(path), adds + "a whole value to " + describe(out) + " (" +
+                            by.when() + "), which holds " + partialWords(out) +
+                            ": a sum over tp would count it tp times");
+    if (held.partial == Partial::None && adding != Partial::None &&
+        held.writer.kind != Actor::Zeroing)
+      fail(by.at(path), adds + "partial sums to " + describe(out) + " (" +
+                            by.when() + "), whose value from " +
+                            held.writer.name(path) +
+                            " is whole: a sum over tp would count that "
+                            "value tp times");
+  }
+
   /// Fails for a sum of two values of which only one is partial.
   [[noreturn]] void mixedTerms(Copy a, Copy b, const Actor &by) {
     if (valueOf(a).partial == Partial::None)
@@ -549,20 +599,27 @@ private:
 
   /// A collective's input `input` against what it does: partial sums go
   /// only to a reduction over tp of their kind, and a micro-batch's values
-  /// are reduced only where they are partial (else every tp rank adds the
-  /// same value, or its own part of it).
-  void checkReduction(const Launch &l, Copy input, const Actor &by) {
+  /// and replicated parameters' gradients are reduced over tp only where
+  /// they are partial (else every tp rank adds the same value, or its own
+  /// part of it). Returns what its output holds: a gradient's partial sums
+  /// stay partial through a sum over other ranks (data-parallel).
+  Partial checkReduction(const Launch &l, Copy input, const Actor &by) {
     Partial p = valueOf(input).partial;
     bool reduces = l.collective != Launch::Collective::AllGather;
+    const ParameterSpec *gradientOf = parameterOfGradient(input.buffer);
     if (p != Partial::None) {
       bool max = p == Partial::Max;
-      if (!reduces || l.group != "tp" || l.reduceMax != max)
+      std::string whole = completingGroup(p);
+      if (gradientOf && reduces && l.group != "tp" && l.group != "tp_kv" &&
+          !l.reduceMax)
+        return p;
+      if (!reduces || l.group != whole || l.reduceMax != max)
         fail(by.at(path), std::string(l.collectiveName()) + " over " + l.group +
                               " of " + describe(input) + " (" + by.when() +
                               "), which holds " + partialWords(input) +
-                              ": only an all_reduce or reduce_scatter over "
-                              "tp by " +
-                              (max ? "max" : "sum") + " makes them whole");
+                              ": only an all_reduce or reduce_scatter over " +
+                              whole + " by " + (max ? "max" : "sum") +
+                              " makes them whole");
     } else if (reduces && program.buffers[size_t(input.buffer)].perMicroBatch())
       fail(by.at(path),
            std::string(l.collectiveName()) + " over " + l.group + " of " +
@@ -573,6 +630,14 @@ private:
                "vocabulary-parallel embedding's rows or cross-entropy "
                "statistics): each rank's value would count as a term of "
                "the sum");
+    else if (reduces && gradientOf && gradientOf->tpDim < 0 && l.group == "tp")
+      fail(by.at(path),
+           std::string(l.collectiveName()) + " over tp of " + describe(input) +
+               ", whose value from " + valueOf(input).writer.name(path) +
+               " every tensor-parallel rank holds whole (its backward read "
+               "whole values, not sequence shards): the sum would count it "
+               "tp times");
+    return Partial::None;
   }
 
   void visit(int phaseIndex, int64_t microBatch) {
@@ -598,6 +663,7 @@ private:
         // The collective read its input and wrote its output until now.
         read(done.input, done.startedBy, &by);
         write(done.output, done.startedBy, &by, done.origin);
+        valueOf(done.output).partial = done.partial;
         continue;
       }
       // A kernel's buffers; a send's, a receive's or a collective's
@@ -622,25 +688,19 @@ private:
         Copy input = copyOf(l.input, microBatch),
              output = copyOf(l.output, microBatch);
         read(input, by);
-        checkReduction(l, input, by);
+        Partial carried = checkReduction(l, input, by);
         // A gather, or a reduction of partial sums, completes its input's
         // value: a backward may read it as what its forward read.
         Origin origin = l.collective == Launch::Collective::AllGather ||
                                 valueOf(input).partial != Partial::None
                             ? valueOf(input).origin
                             : Origin{by, 0};
-        if (l.accumulateOutput) {
-          read(output, by, nullptr, true);
-          if (valueOf(output).partial != Partial::None)
-            fail(by.at(path), std::string(l.collectiveName()) +
-                                  " adds a whole value to " + describe(output) +
-                                  " (" + by.when() + "), which holds " +
-                                  partialWords(output) +
-                                  ": a sum over tp would count it tp times");
-        }
+        if (l.accumulateOutput)
+          accumulate(output, carried, by, l.collectiveName());
         write(output, by, nullptr, origin);
+        valueOf(output).partial = carried;
         if (l.async)
-          inFlight[l.output] = {input, output, by, origin};
+          inFlight[l.output] = {input, output, by, origin, carried};
         break;
       }
       case Launch::Op::Send: {
@@ -648,9 +708,7 @@ private:
         read(sent, by);
         if (valueOf(sent).partial != Partial::None)
           fail(by.at(path), "sends " + describe(sent) + " (" + by.when() +
-                                "), which holds " + partialWords(sent) +
-                                ", before an all_reduce or reduce_scatter "
-                                "over tp sums them");
+                                "), " + unsummed(sent));
         break;
       }
       case Launch::Op::Recv:
