@@ -189,9 +189,11 @@ private:
         if (l.op != Launch::Op::Kernel)
           continue;
         std::string key = l.kernel + " " + l.params.dump();
-        for (const std::vector<int> *list : {&l.ins, &l.outs})
+        for (const std::vector<int> *list : {&l.ins, &l.outs}) {
+          key += " |";
           for (int b : *list)
             key += " " + std::to_string(b);
+        }
         for (bool accumulates : l.accumulate)
           key += accumulates ? "+" : "=";
         auto [it, added] = numbers.try_emplace(key, int(numbers.size()));
@@ -294,8 +296,8 @@ private:
     // a gradient (of a parameter or an activation) overwritten where it
     // should be added to, and a micro-batch's value overwritten in its own
     // run (a kernel's side output may go unread until another
-    // micro-batch's run writes it). Writing the same value again
-    // (a recomputation; a collective at its wait) loses nothing.
+    // micro-batch's run writes it). A recomputation, writing the same
+    // value again, loses nothing; nor does a collective at its wait.
     Value &previous = valueOf(c);
     BufferKind kind = program.buffers[size_t(c.buffer)].kind;
     bool gradient = kind == BufferKind::ParamGrad ||
@@ -309,7 +311,8 @@ private:
         (communicates(previous.writer) ||
          (gradient && previous.writer.kind == Actor::Launch) ||
          (previous.writer.kind == Actor::Launch && sameRun)) &&
-        !(previous.writer == by) && !(previous.origin == made))
+        !(previous.writer == by) &&
+        !(previous.origin == made && !communicates(by)))
       fail(atOf(by, wait),
            who(by, wait) + "writes " + describe(c) + when(by, wait) +
                " over the value " + previous.writer.name(path) +
@@ -454,7 +457,6 @@ private:
   /// whole values, as do the terms of a sum, which must all be partial or
   /// all whole (tp copies of a whole term would be summed).
   void visitKernel(const Launch &l, const Actor &by) {
-    checkForwardValues(l, by);
     bool carries = l.kernel == "copy" || l.kernel == "add";
     std::optional<std::pair<Copy, Partial>> first;
     for (int b : l.ins) {
@@ -469,6 +471,7 @@ private:
       if (!first)
         first = {in, p};
     }
+    checkForwardValues(l, by);
     // The origins of its values: an earlier run's, where it repeats that
     // run (a recomputation) on values of the same origins.
     KernelRun run{step, {}, {}};
@@ -598,21 +601,27 @@ private:
   }
 
   /// A collective's input `input` against what it does: partial sums go
-  /// only to a reduction over tp of their kind, and a micro-batch's values
-  /// and replicated parameters' gradients are reduced over tp only where
-  /// they are partial (else every tp rank adds the same value, or its own
-  /// part of it). Returns what its output holds: a gradient's partial sums
-  /// stay partial through a sum over other ranks (data-parallel).
+  /// only to a reduction of their kind over their group, and a
+  /// micro-batch's values and parameter gradients are reduced over
+  /// tensor-parallel ranks only where they are partial (else every rank
+  /// adds the same value, or its own part of it). Returns what its output
+  /// holds: a gradient's partial sums stay partial through a sum over
+  /// other ranks (data-parallel, tied copies), and `world`, which spans the
+  /// tp ranks too, completes them.
   Partial checkReduction(const Launch &l, Copy input, const Actor &by) {
     Partial p = valueOf(input).partial;
     bool reduces = l.collective != Launch::Collective::AllGather;
     const ParameterSpec *gradientOf = parameterOfGradient(input.buffer);
+    bool world = l.group == "world";
+    bool tensorParallel =
+        l.group == "tp" || l.group == "tp_kv" || (world && plan.tp > 1);
     if (p != Partial::None) {
       bool max = p == Partial::Max;
       std::string whole = completingGroup(p);
-      if (gradientOf && reduces && l.group != "tp" && l.group != "tp_kv" &&
-          !l.reduceMax)
+      if (gradientOf && reduces && !l.reduceMax && !tensorParallel)
         return p;
+      if (gradientOf && reduces && !l.reduceMax && world && p == Partial::Sum)
+        return Partial::None;
       if (!reduces || l.group != whole || l.reduceMax != max)
         fail(by.at(path), std::string(l.collectiveName()) + " over " + l.group +
                               " of " + describe(input) + " (" + by.when() +
@@ -630,13 +639,19 @@ private:
                "vocabulary-parallel embedding's rows or cross-entropy "
                "statistics): each rank's value would count as a term of "
                "the sum");
-    else if (reduces && gradientOf && gradientOf->tpDim < 0 && l.group == "tp")
+    else if (reduces && gradientOf && tensorParallel) {
+      const Actor &writer = valueOf(input).writer;
       fail(by.at(path),
-           std::string(l.collectiveName()) + " over tp of " + describe(input) +
-               ", whose value from " + valueOf(input).writer.name(path) +
-               " every tensor-parallel rank holds whole (its backward read "
-               "whole values, not sequence shards): the sum would count it "
-               "tp times");
+           std::string(l.collectiveName()) + " over " + l.group + " of " +
+               describe(input) + ", whose value from " + writer.name(path) +
+               " is whole on every rank of " + l.group +
+               (communicates(writer) ? " (that collective summed it)"
+                : l.group == "tp"
+                    ? " (its backward read whole values, not sequence "
+                      "shards)"
+                    : "") +
+               ": the sum would count it once per rank");
+    }
     return Partial::None;
   }
 
@@ -689,8 +704,9 @@ private:
              output = copyOf(l.output, microBatch);
         read(input, by);
         Partial carried = checkReduction(l, input, by);
-        // A gather, or a reduction of partial sums, completes its input's
-        // value: a backward may read it as what its forward read.
+        // A gather, or a reduction of partial sums, completes or carries
+        // its input's value: a backward may read it as what its forward
+        // read.
         Origin origin = l.collective == Launch::Collective::AllGather ||
                                 valueOf(input).partial != Partial::None
                             ? valueOf(input).origin

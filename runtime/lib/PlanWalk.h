@@ -34,9 +34,10 @@ struct PlanProblem {
 /// - overwrites, with another value, one that nothing read: a
 ///   collective's or a receive's, a gradient, or a micro-batch's value
 ///   within its micro-batch's run;
-/// - reads tensor-parallel partial sums (of a micro-batch's values, or a
-///   replicated parameter's gradient from sequence shards) where whole
-///   values are needed, or sums whole values over tp;
+/// - reads tensor-parallel partial sums (of a micro-batch's values, a
+///   replicated parameter's gradient from sequence shards, a key/value
+///   weight's gradient from one of its replicas) where whole values are
+///   needed, or sums whole values over tensor-parallel ranks;
 /// - as a backward kernel, reads other values than its forward read or
 ///   wrote (a recomputation remakes the forward's values).
 /// The values a buffer holds come from its writes: launches (a kernel's
