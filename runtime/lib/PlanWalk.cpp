@@ -267,9 +267,11 @@ private:
   }
 
   /// `by` writes copy `c` (an asynchronous collective's output, found at
-  /// `wait`).
+  /// `wait`): a value of `origin` (by default, `by`'s own), partial sums
+  /// where `partial` says.
   void write(Copy c, const Actor &by, const Actor *wait = nullptr,
-             std::optional<Origin> origin = std::nullopt) {
+             std::optional<Origin> origin = std::nullopt,
+             Partial partial = Partial::None) {
     auto [begin, end] = bytesOf(c);
     if (begin == end)
       return;
@@ -317,7 +319,7 @@ private:
            who(by, wait) + "writes " + describe(c) + when(by, wait) +
                " over the value " + previous.writer.name(path) +
                " wrote, which nothing read: that launch's work is lost");
-    previous = {by, true, false, Partial::None, made};
+    previous = {by, true, false, partial, made};
   }
   /// `by` reads copy `c` (an asynchronous collective's input, found at
   /// `wait`), or, `accumulating`, the value it adds its output to.
@@ -473,20 +475,29 @@ private:
     }
     checkForwardValues(l, by);
     // The origins of its values: an earlier run's, where it repeats that
-    // run (a recomputation) on values of the same origins.
-    KernelRun run{step, {}, {}};
+    // run (a recomputation) on values of the same origins. The last run is
+    // updated in place, its vectors reused: this is the walk's hot path.
     KernelRun *last =
         lastRun(computationOf[size_t(by.phase)][by.index], by.microBatch);
     if (last) {
+      bool repeats =
+          last->step == step &&
+          std::none_of(l.accumulate.begin(), l.accumulate.end(),
+                       [](bool accumulates) { return accumulates; }) &&
+          std::equal(l.ins.begin(), l.ins.end(), last->ins.begin(),
+                     last->ins.end(), [&](int b, const Origin &o) {
+                       return valueOf(copyOf(b, by.microBatch)).origin == o;
+                     });
+      last->step = step;
+      last->ins.clear();
       for (int b : l.ins)
-        run.ins.push_back(valueOf(copyOf(b, by.microBatch)).origin);
-      bool accumulates = std::find(l.accumulate.begin(), l.accumulate.end(),
-                                   true) != l.accumulate.end();
-      if (last->step == step && last->ins == run.ins && !accumulates)
-        run.outs = last->outs;
+        last->ins.push_back(valueOf(copyOf(b, by.microBatch)).origin);
+      if (!repeats) {
+        last->outs.clear();
+        for (size_t j = 0; j < l.outs.size(); ++j)
+          last->outs.push_back({by, j});
+      }
     }
-    for (size_t j = run.outs.size(); j < l.outs.size(); ++j)
-      run.outs.push_back({by, j});
     std::vector<Partial> made(l.outs.size());
     for (size_t j = 0; j < l.outs.size(); ++j) {
       made[j] = carries && first ? first->second : partialMade(l, j);
@@ -503,11 +514,8 @@ private:
     }
     for (size_t j = 0; j < l.outs.size(); ++j) {
       Copy out = copyOf(l.outs[j], by.microBatch);
-      write(out, by, nullptr, run.outs[j]);
-      valueOf(out).partial = made[j];
+      write(out, by, nullptr, last ? last->outs[j] : Origin{by, j}, made[j]);
     }
-    if (last)
-      *last = std::move(run);
   }
 
   /// The last run in `microBatch` of `computation`, if its runs are kept.
@@ -576,17 +584,20 @@ private:
     read(out, by, nullptr, true);
     const Value &held = valueOf(out);
     std::string adds = collective.empty() ? "adds " : collective + " adds ";
+    auto group = [](Partial p) { return std::string(completingGroup(p)); };
     if (held.partial != Partial::None && adding == Partial::None)
       fail(by.at(path), adds + "a whole value to " + describe(out) + " (" +
                             by.when() + "), which holds " + partialWords(out) +
-                            ": a sum over tp would count it tp times");
+                            ": a sum over " + group(held.partial) +
+                            " would count it " + group(held.partial) +
+                            " times");
     if (held.partial == Partial::None && adding != Partial::None &&
         held.writer.kind != Actor::Zeroing)
       fail(by.at(path), adds + "partial sums to " + describe(out) + " (" +
                             by.when() + "), whose value from " +
-                            held.writer.name(path) +
-                            " is whole: a sum over tp would count that "
-                            "value tp times");
+                            held.writer.name(path) + " is whole: a sum over " +
+                            group(adding) + " would count that value " +
+                            group(adding) + " times");
   }
 
   /// Fails for a sum of two values of which only one is partial.
@@ -677,8 +688,7 @@ private:
         inFlight.erase(flight);
         // The collective read its input and wrote its output until now.
         read(done.input, done.startedBy, &by);
-        write(done.output, done.startedBy, &by, done.origin);
-        valueOf(done.output).partial = done.partial;
+        write(done.output, done.startedBy, &by, done.origin, done.partial);
         continue;
       }
       // A kernel's buffers; a send's, a receive's or a collective's
@@ -713,8 +723,7 @@ private:
                             : Origin{by, 0};
         if (l.accumulateOutput)
           accumulate(output, carried, by, l.collectiveName());
-        write(output, by, nullptr, origin);
-        valueOf(output).partial = carried;
+        write(output, by, nullptr, origin, carried);
         if (l.async)
           inFlight[l.output] = {input, output, by, origin, carried};
         break;
