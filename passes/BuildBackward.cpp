@@ -87,6 +87,17 @@ private:
     return buf && (buf.getKind() == BufferKind::param ||
                    buf.getKind() == BufferKind::param_gathered);
   }
+  /// Whether a column-parallel linear writes `value` in the forward phase:
+  /// this rank's heads (or its replica of key/value heads).
+  bool columnParallelOutput(StringAttr value) {
+    return llvm::any_of(writers.lookup(value), [&](Operation *w) {
+      auto k = dyn_cast<exec::KernelOp>(w);
+      if (!k || k.getName() != "linear")
+        return false;
+      std::optional<int64_t> dim = buffer(refs(k.getIns())[1]).getShardingDim();
+      return dim && *dim == 0;
+    });
+  }
   /// Whether a pipeline receive writes `value` in the forward phase.
   bool received(StringAttr value) {
     return llvm::any_of(writers.lookup(value),
@@ -168,8 +179,9 @@ private:
   /// Parameters in program order, and the local gradient form the step
   /// phase reduces (full or ZeRO shard).
   llvm::SetVector<StringAttr> params;
-  /// Parameters whose gradients are partial over tp (sequence parallel).
-  llvm::DenseSet<StringAttr> seqParallelParams;
+  /// Parameters whose gradients are partial over tp: replicated weights
+  /// applied to sequence shards or to each head of a head split.
+  llvm::DenseSet<StringAttr> tpPartialParams;
   /// Sequence-parallel GEMM inputs gathered again in backward.
   llvm::DenseMap<StringAttr, StringAttr> regathered;
   /// The forward launches cloned into the backward phase being built.
@@ -440,13 +452,16 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     grad(in, gs, acc);
   kernel(it->second, bwdIns, gs, acc, params);
   // Norm weights and biases on sequence shards see only this rank's
-  // tokens.
-  if (config.sequenceParallel && config.tp > 1 &&
+  // tokens; a per-head norm's weight only this rank's heads.
+  if (config.tp > 1 &&
       (name == "rms_norm" || name == "layer_norm" || name == "bias_add")) {
     auto type = buffer(ins[0]).getTensorType();
-    if (type.getRank() == 3 && type.getDimSize(1) < seqLen)
+    bool sequenceShard = config.sequenceParallel && type.getRank() == 3 &&
+                         type.getDimSize(1) < seqLen;
+    bool perHead = name != "bias_add" && columnParallelOutput(ins[0]);
+    if (sequenceShard || perHead)
       for (StringAttr in : llvm::drop_begin(ins))
-        seqParallelParams.insert(in);
+        tpPartialParams.insert(in);
   }
   return success();
 }
@@ -686,7 +701,7 @@ void BackwardBuilder::buildStep() {
     auto modelParallelSums = [&](StringAttr g) {
       if (buf.getTied() && config.pp > 1)
         collective(CollectiveKind::all_reduce, "tied", g, g, std::nullopt);
-      if (seqParallelParams.contains(param))
+      if (tpPartialParams.contains(param))
         collective(CollectiveKind::all_reduce, "tp", g, g, std::nullopt);
       if (buf.getShardingParts() && *buf.getShardingParts() < config.tp)
         collective(CollectiveKind::all_reduce, "tp_kv", g, g, std::nullopt);

@@ -15,9 +15,10 @@ bool isRowParallel(tfm::LinearOp linear) {
 
 bool feedsKeyOrValue(Value value) {
   for (Operation *user : value.getUsers()) {
-    if (auto rotary = dyn_cast<tfm::RotaryOp>(user))
-      if (feedsKeyOrValue(rotary.getResult()))
-        return true;
+    // Rotary embeddings and per-head norms keep the heads where they are.
+    if (isa<tfm::RotaryOp, tfm::RmsNormOp, tfm::LayerNormOp>(user) &&
+        user->getOperand(0) == value && feedsKeyOrValue(user->getResult(0)))
+      return true;
     if (auto attention = dyn_cast<tfm::AttentionOp>(user))
       if (attention.getKey() == value || attention.getValue() == value)
         return true;

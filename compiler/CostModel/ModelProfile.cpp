@@ -18,11 +18,14 @@ int64_t width(Value v) {
 }
 
 /// Values inside a tensor-parallel region: produced by a column-parallel
-/// GEMM or by an op that keeps the split (rotary, attention, activations).
+/// GEMM or by an op that keeps the split (rotary, attention, activations,
+/// per-head norms).
 bool isSharded(Value v, const llvm::DenseSet<Operation *> &columnGemms) {
   Operation *def = v.getDefiningOp();
   if (!def)
     return false; // block argument: the residual stream
+  if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(def))
+    return isSharded(def->getOperand(0), columnGemms);
   return columnGemms.contains(def) ||
          isa<tfm::RotaryOp, tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
              tfm::SiluOp>(def);

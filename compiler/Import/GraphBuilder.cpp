@@ -5,6 +5,9 @@
 //   sequential:  r = x + attn(norm1(x));  y = r + mlp(norm2(r))
 //   parallel:    y = x + attn(norm1(x)) + mlp(norm2(x))        (GPT-NeoX)
 //
+// With qk_norm, each query and key head is normalised over its head_dim
+// before the rotary embedding (Qwen3): a norm whose weight spans one head.
+//
 // Parameter names are canonical ("layers.3.attn.q.weight"), independent of
 // the source format, so that checkpoints and shardings name tensors alike.
 //
@@ -82,8 +85,11 @@ private:
     return tfm::LinearOp::create(b, loc(prefix), tensor(shape), x, w, bv);
   }
 
-  Value norm(Value x, const Twine &prefix) {
-    int64_t h = m.hiddenSize;
+  /// The model's norm named `prefix`, over spans of `h` channels of the last
+  /// dimension (by default, all of it).
+  Value norm(Value x, const Twine &prefix, int64_t h = 0) {
+    if (h == 0)
+      h = m.hiddenSize;
     Value w = param(prefix + ".weight", {h}, tfm::InitKind::ones);
     FloatAttr eps = b.getF64FloatAttr(m.normEps);
     if (m.norm == NormKind::RmsNorm)
@@ -132,6 +138,10 @@ Value GraphBuilder::attention(Value x, const std::string &layer,
   Value q = linear(x, p + ".q", h, qWidth, m.qkvBias);
   Value k = linear(x, p + ".k", h, kvWidth, m.qkvBias);
   Value v = linear(x, p + ".v", h, kvWidth, m.qkvBias);
+  if (m.qkNorm) {
+    q = norm(q, p + ".q_norm", hd);
+    k = norm(k, p + ".k_norm", hd);
+  }
   if (m.position == PositionEmbedding::Rope) {
     q = rotary(q, p + ".rotary_q", m.numHeads);
     k = rotary(k, p + ".rotary_k", m.kvHeads());

@@ -166,8 +166,8 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
 //===----------------------------------------------------------------------===//
 
 constexpr StringRef kSupportedArchitectures[] = {
-    "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM",
-    "Qwen2ForCausalLM", "GPTNeoXForCausalLM"};
+    "GPT2LMHeadModel",  "LlamaForCausalLM", "MistralForCausalLM",
+    "Qwen2ForCausalLM", "Qwen3ForCausalLM", "GPTNeoXForCausalLM"};
 
 std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
                                        StringRef fallback, bool gated) {
@@ -214,8 +214,9 @@ void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
 }
 
-/// Llama, Mistral and Qwen2 share one layout: pre-RMSNorm, rotary, GQA and a
-/// SwiGLU MLP; they differ in biases, defaults and sliding windows.
+/// Llama, Mistral, Qwen2 and Qwen3 share one layout: pre-RMSNorm, rotary,
+/// GQA and a SwiGLU MLP; they differ in biases, defaults, sliding windows and
+/// Qwen3's query/key norms.
 void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
                      FieldSources &src) {
   using N = ObjectReader::Need;
@@ -229,6 +230,8 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
            N::Required);
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);
+  if (arch == "Qwen3ForCausalLM")
+    cfg.headDim = 128; // Qwen3's default, whatever the width
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Optional);
@@ -247,9 +250,16 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   // HF initialises every linear of these models with initializer_range.
   cfg.scaledOutputInit = false;
 
-  if (arch == "Qwen2ForCausalLM") {
-    cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
-    // Qwen2 keeps a sliding_window value even when it is switched off; when
+  if (arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM") {
+    if (arch == "Qwen2ForCausalLM") {
+      cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
+    } else {
+      cfg.qkNorm = true;
+      bool attentionBias = false;
+      readBool(r, "attention_bias", attentionBias);
+      cfg.qkvBias = cfg.attnOutBias = attentionBias;
+    }
+    // Both keep a sliding_window value even when it is switched off; when
     // on, layers from max_window_layers up use it.
     bool useWindow = false;
     readBool(r, "use_sliding_window", useWindow);
@@ -327,11 +337,9 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
     std::optional<std::string> type =
         r.string("model_type", ObjectReader::Optional);
     static const llvm::StringMap<StringRef> byModelType = {
-        {"gpt2", "GPT2LMHeadModel"},
-        {"llama", "LlamaForCausalLM"},
-        {"mistral", "MistralForCausalLM"},
-        {"qwen2", "Qwen2ForCausalLM"},
-        {"gpt_neox", "GPTNeoXForCausalLM"}};
+        {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
+        {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
+        {"qwen3", "Qwen3ForCausalLM"},     {"gpt_neox", "GPTNeoXForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
     else if (!type) {
@@ -422,6 +430,7 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   readBool(r, "mlp_bias", cfg.mlpBias);
   readBool(r, "tie_embeddings", cfg.tieEmbeddings);
   readBool(r, "parallel_residual", cfg.parallelResidual);
+  readBool(r, "qk_norm", cfg.qkNorm);
   if (auto init = r.number("init_std", N::Optional, kMinInitStd, 1.0))
     cfg.initStd = *init;
   readBool(r, "scaled_output_init", cfg.scaledOutputInit);

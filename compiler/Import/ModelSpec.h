@@ -67,6 +67,9 @@ struct ModelConfig {
   bool mlpBias = false;
   bool tieEmbeddings = false;
   bool parallelResidual = false;
+  /// Each query and key head normalised (the model's norm, over head_dim,
+  /// weights shared by the heads) before the rotary embedding (Qwen3).
+  bool qkNorm = false;
   double initStd = 0.02;
   /// Output projections (attention out, MLP down) initialised with
   /// initStd / sqrt(2 * numLayers), as GPT-2 and Megatron-LM do.

@@ -92,11 +92,19 @@ static LogicalResult verifyNormCommon(Operation *op, Value input,
   RankedTensorType inputType = tensorType(input);
   if (inputType.getRank() < 1)
     return op->emitOpError("input must have at least one dimension");
+  // The weight spans the normalised group: the whole last dimension, or
+  // one of the equal spans it is cut into (a head of a per-head norm).
   int64_t features = inputType.getShape().back();
-  if (failed(verifyFeatureVector(op, weight, "weight", features)))
-    return failure();
-  if (bias && failed(verifyFeatureVector(op, bias, "bias", features)))
-    return failure();
+  RankedTensorType weightType = tensorType(weight);
+  int64_t span = weightType.getRank() == 1 ? weightType.getDimSize(0) : 0;
+  if (span <= 0 || features % span != 0)
+    return op->emitOpError("weight must be a vector whose length divides the "
+                           "last input dimension ")
+           << features << " (the span each normalisation covers), got "
+           << weightType;
+  if (bias && tensorType(bias).getShape() != weightType.getShape())
+    return op->emitOpError("bias must be shaped like the weight ")
+           << weightType << ", got " << bias.getType();
   if (!(eps > 0.0))
     return op->emitOpError("eps must be positive, got ")
            << formatNumber(eps);

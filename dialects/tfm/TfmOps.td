@@ -170,6 +170,10 @@ def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + eps) * weight (+ bias)`; the bias is optional.
+    Statistics are taken over spans of the weight's length along the last
+    dimension: the whole of it, or each head of a per-head norm
+    (`tensor<2x128x512xf32>` with `weight : tensor<64xf32>` normalises 8
+    heads of 64 channels, each with the same weight).
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
                        Optional<Tfm_FloatTensor>:$bias, F64Attr:$eps);
@@ -183,7 +187,16 @@ def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure]> {
 
 def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure]> {
   let summary = "root-mean-square normalisation over the last dimension";
-  let description = [{ `x / sqrt(mean(x^2) + eps) * weight`. }];
+  let description = [{
+    `x / sqrt(mean(x^2) + eps) * weight`, over spans of the weight's length
+    along the last dimension, as `tfm.layer_norm`: a weight of one head's
+    width normalises each head (Qwen3's query and key norms).
+
+    ```mlir
+    %qn = tfm.rms_norm %q, %w {eps = 1.000000e-06 : f64}
+        : tensor<8x128x4096xbf16>, tensor<128xbf16> -> tensor<8x128x4096xbf16>
+    ```
+  }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
                        F64Attr:$eps);
   let results = (outs Tfm_FloatTensor:$result);

@@ -75,7 +75,8 @@ void norm(Call &c, bool rms) {
   const float *w = c.ins[1].f;
   const float *b = c.ins.size() > 2 ? c.ins[2].f : nullptr;
   double eps = c.p.at("eps").get<double>();
-  int64_t h = x.dim(-1), rows = c.rows(x);
+  // Rows of the weight's width: the last dimension, or each head of it.
+  int64_t h = c.ins[1].n, rows = x.n / h;
   Vec &y = c.result(0);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x.f + r * h;
@@ -89,7 +90,7 @@ void normBackward(Call &c, bool rms) {
   const TensorRef &dy = c.ins[0], &x = c.ins[1];
   const float *w = c.ins[2].f;
   double eps = c.p.at("eps").get<double>();
-  int64_t h = x.dim(-1), rows = c.rows(x);
+  int64_t h = c.ins[2].n, rows = x.n / h;
   Vec &dx = c.result(0), &dw = c.result(1);
   Vec *db = c.outs.size() > 2 ? &c.result(2) : nullptr;
   for (int64_t r = 0; r < rows; ++r) {

@@ -259,9 +259,10 @@ const std::set<std::string> &kernelNames() {
 
 int64_t rowsOf(const TensorRef &t) { return t.n / t.dim(-1); }
 
-/// The width a norm kernel `name` works over, within the kernels' limit.
-int64_t normWidth(const std::string &name, const TensorRef &x) {
-  int64_t h = x.dim(-1);
+/// The width a norm kernel `name` works over, that of its weight `w` (the
+/// last dimension, or a head of it), within the kernels' limit.
+int64_t normWidth(const std::string &name, const TensorRef &w) {
+  int64_t h = w.n;
   if (h > maxNormWidth())
     throw std::runtime_error(name + " over " + std::to_string(h) +
                              " columns: the CUDA kernel takes at most " +
@@ -674,15 +675,13 @@ void CudaDevice::launchKernel(const std::string &name,
     int64_t part = inner / ctx.groupSize;
     sliceColumns(in(0), outer, inner, ctx.groupRank * part, part, out(0), s);
   } else if (name == "rms_norm" || name == "layer_norm") {
-    const TensorRef &x = ins[0];
-    int64_t h = normWidth(name, x);
-    norm(in(0), in(1), ins.size() > 2 ? in(2) : In(), out(0), rowsOf(x), h,
+    int64_t h = normWidth(name, ins[1]);
+    norm(in(0), in(1), ins.size() > 2 ? in(2) : In(), out(0), ins[0].n / h, h,
          p.at("eps").get<double>(), name == "rms_norm", s);
   } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
-    const TensorRef &x = ins[1];
-    int64_t h = normWidth(name, x);
+    int64_t h = normWidth(name, ins[2]);
     normBackward(in(0), in(1), in(2), out(0), out(1),
-                 outs.size() > 2 ? out(2) : Out(), rowsOf(x), h,
+                 outs.size() > 2 ? out(2) : Out(), ins[1].n / h, h,
                  p.at("eps").get<double>(), name == "rms_norm_bwd",
                  floats(normBackwardWorkspace(h)), s);
   } else if (name == "bias_add") {

@@ -137,6 +137,16 @@ public:
                                         " elements; " + l.kernel + " needs " +
                                         std::to_string(n) + " here");
   }
+  /// A norm's weight `w` spans the last dimension of `x`, or each of the
+  /// equal spans it is cut into (a per-head norm).
+  bool normSpan(const BufferSpec &w, const BufferSpec &x) {
+    int64_t width = x.shape.back();
+    return require(w.elements > 0 && width % w.elements == 0,
+                   w.name + " holds " + std::to_string(w.elements) +
+                       " elements; " + l.kernel +
+                       " needs a count that divides the last dimension of " +
+                       x.name + " (" + std::to_string(width) + ")");
+  }
   /// A positive integer param.
   int64_t positive(const char *key) {
     const json &p = l.params;
@@ -372,21 +382,20 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     }
   } else if (k == "rms_norm" || k == "layer_norm") {
     c.number("eps", 0);
-    const BufferSpec &x = c.in(0);
-    if (c.rank(x, 1)) {
-      for (size_t i = 1; i < l.ins.size(); ++i)
-        c.elements(c.in(i), last(x));
+    const BufferSpec &x = c.in(0), &w = c.in(1);
+    if (c.rank(x, 1) && c.normSpan(w, x)) {
+      for (size_t i = 2; i < l.ins.size(); ++i)
+        c.elements(c.in(i), w.elements);
       c.elements(c.out(0), x.elements);
     }
   } else if (k == "rms_norm_bwd" || k == "layer_norm_bwd") {
     c.number("eps", 0);
-    const BufferSpec &x = c.in(1);
-    if (c.rank(x, 1)) {
+    const BufferSpec &x = c.in(1), &w = c.in(2);
+    if (c.rank(x, 1) && c.normSpan(w, x)) {
       c.elements(c.in(0), x.elements);
-      c.elements(c.in(2), last(x));
       c.elements(c.out(0), x.elements);
       for (size_t o = 1; o < l.outs.size(); ++o)
-        c.elements(c.out(o), last(x));
+        c.elements(c.out(o), w.elements);
     }
   } else if (k == "linear" || k == "linear_bwd") {
     bool forward = k == "linear";

@@ -388,11 +388,12 @@ private:
   /// column-parallel linear's input gradient (each rank's outputs give their
   /// term of it, also where a part is replicated), and, over vocabulary
   /// slices, the embedding's rows and the cross-entropy's statistics.
-  Partial partialMade(const Launch &l, size_t j) const {
+  Partial partialMade(const Launch &l, const Actor &by, size_t j) {
     if (plan.tp < 2)
       return Partial::None;
     const ParameterSpec *gradientOf = parameterOfGradient(l.outs[j]);
-    if (gradientOf && gradientOf->tpDim < 0 && readsSequenceShard(l))
+    if (gradientOf && gradientOf->tpDim < 0 &&
+        (readsSequenceShard(l) || normsHeadSplit(l, by)))
       return Partial::Sum;
     // Each replica of a key/value weight serves its own query heads.
     if (gradientOf && gradientOf->tpDim >= 0 && gradientOf->tpParts < plan.tp)
@@ -434,6 +435,26 @@ private:
       return b.perMicroBatch() && b.shape.size() > 1 &&
              b.shape[1] * plan.tp == plan.seqLen;
     });
+  }
+
+  /// Whether launch `l`, run by `by`, is the backward of a norm of a
+  /// column-parallel linear's output: this rank's heads (or its replica of
+  /// key/value heads, whose gradient holds its own query heads' term), so
+  /// that the gradient of the norm's replicated weight holds this rank's
+  /// term only (per-head query and key norms).
+  bool normsHeadSplit(const Launch &l, const Actor &by) {
+    if (l.kernel != "rms_norm_bwd" && l.kernel != "layer_norm_bwd")
+      return false;
+    const Actor &made = valueOf(copyOf(l.ins[1], by.microBatch)).origin.by;
+    if (made.kind != Actor::Launch)
+      return false;
+    const Launch &writer =
+        program.phases[size_t(made.phase)].launches[made.index];
+    if (writer.op != Launch::Op::Kernel || writer.kernel != "linear")
+      return false;
+    const ParameterSpec *weight =
+        plan.findParameter(program.buffers[size_t(writer.ins[1])].param);
+    return weight && weight->tpDim == 0;
   }
 
   /// What copy `c`, partial, holds: "the tensor-parallel ranks' partial
@@ -500,7 +521,7 @@ private:
     }
     std::vector<Partial> made(l.outs.size());
     for (size_t j = 0; j < l.outs.size(); ++j) {
-      made[j] = carries && first ? first->second : partialMade(l, j);
+      made[j] = carries && first ? first->second : partialMade(l, by, j);
       if (l.kernel == "linear" && l.ins.size() > 2 && made[j] != Partial::None)
         fail(by.at(path), "adds bias " +
                               program.buffers[size_t(l.ins[2])].name +

@@ -624,6 +624,30 @@ TEST_F(CudaKernels, Norms) {
            {},
            5e-5});
   }
+  // Per-head norms (query and key norms): 6 heads of 64 and of 20 columns,
+  // each normalised on its own with the same weight; heads of 20 start off
+  // 16 bytes in bf16.
+  for (int64_t d : {int64_t(64), int64_t(20)}) {
+    check({"rms_norm",
+           {normal({2, 19, 6 * d}), normal({d})},
+           {{2, 19, 6 * d}},
+           {},
+           {{"eps", 1e-6}}});
+    check({"rms_norm_bwd",
+           {normal({2, 19, 6 * d}), normal({2, 19, 6 * d}), normal({d})},
+           {{2, 19, 6 * d}, {d}},
+           {false, true},
+           {{"eps", 1e-6}},
+           {},
+           5e-5});
+    check({"layer_norm_bwd",
+           {normal({2, 19, 6 * d}), normal({2, 19, 6 * d}), normal({d})},
+           {{2, 19, 6 * d}, {d}, {d}},
+           {},
+           {{"eps", 1e-6}},
+           {},
+           5e-5});
+  }
   // A layer norm without a bias.
   check({"layer_norm_bwd",
          {normal({37, 300}), normal({37, 300}), normal({300})},

@@ -223,7 +223,15 @@ def norm_stats(x, eps, rms):
     return xc, inv
 
 
+def spans(x, w):
+    """x cut along its last dimension into spans of w's length, each
+    normalised on its own (one head each in a per-head norm)."""
+    return x.reshape(x.shape[:-1] + (x.shape[-1] // w.shape[0], w.shape[0]))
+
+
 def norm_bwd(dy, x, w, eps, rms):
+    shape = x.shape
+    dy, x = spans(dy, w), spans(x, w)
     xc, inv = norm_stats(x, eps, rms)
     xhat = xc * inv
     dxhat = dy * w
@@ -233,7 +241,7 @@ def norm_bwd(dy, x, w, eps, rms):
         dx -= inv * dxhat.mean(-1, keepdims=True)
     dw = (dy * xhat).reshape(-1, n).sum(0)
     db = dy.reshape(-1, n).sum(0)
-    return dx, dw, db
+    return dx.reshape(shape), dw, db
 
 
 def vocab_range(logits, params, tp_rank):
@@ -282,12 +290,12 @@ class Kernels:
         return [x[tuple(index)]]
 
     def rms_norm(self, x, w, eps):
-        xc, inv = norm_stats(x, eps, True)
-        return [xc * inv * w]
+        xc, inv = norm_stats(spans(x, w), eps, True)
+        return [(xc * inv * w).reshape(x.shape)]
 
     def layer_norm(self, x, w, b=None, eps=1e-5):
-        xc, inv = norm_stats(x, eps, False)
-        return [xc * inv * w + (0 if b is None else b)]
+        xc, inv = norm_stats(spans(x, w), eps, False)
+        return [(xc * inv * w + (0 if b is None else b)).reshape(x.shape)]
 
     def rms_norm_bwd(self, dy, x, w, eps):
         dx, dw, _ = norm_bwd(dy, x, w, eps, True)

@@ -285,16 +285,16 @@ tfm.model @m {
 // -----
 
 %x = tfm.param "x" zeros : tensor<2x4x8xf32>
-%w = tfm.param "w" zeros : tensor<4xf32>
-// expected-error @+1 {{'tfm.rms_norm' op weight must be tensor<8x...> to match the last input dimension 8, got 'tensor<4xf32>'}}
-%y = tfm.rms_norm %x, %w {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<4xf32> -> tensor<2x4x8xf32>
+%w = tfm.param "w" zeros : tensor<3xf32>
+// expected-error @+1 {{'tfm.rms_norm' op weight must be a vector whose length divides the last input dimension 8 (the span each normalisation covers), got 'tensor<3xf32>'}}
+%y = tfm.rms_norm %x, %w {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<3xf32> -> tensor<2x4x8xf32>
 
 // -----
 
 %x = tfm.param "x" zeros : tensor<2x4x8xf32>
 %w = tfm.param "w" zeros : tensor<8xf32>
 %b = tfm.param "b" zeros : tensor<2x8xf32>
-// expected-error @+1 {{'tfm.layer_norm' op bias must be tensor<8x...> to match the last input dimension 8, got 'tensor<2x8xf32>'}}
+// expected-error @+1 {{'tfm.layer_norm' op bias must be shaped like the weight 'tensor<8xf32>', got 'tensor<2x8xf32>'}}
 %y = tfm.layer_norm %x, %w, %b {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x8xf32> -> tensor<2x4x8xf32>
 
 // -----
