@@ -363,6 +363,36 @@ TEST(CostModel, FullRecomputationSkipsWhatTheBackwardNeverReads) {
   EXPECT_LT(skips.stepTimeS, reruns.stepTimeS);
 }
 
+TEST(CostModel, QueryAndKeyNormsStayWithTheirHeads) {
+  const char *llama = R"({
+    "version": 1, "name": "llama",
+    "model": {"vocab_size": 256, "hidden_size": 64, "num_layers": 2,
+              "num_heads": 4, "num_kv_heads": 2, "ffn_hidden_size": 128,
+              "norm": "rms_norm", "activation": "swiglu",
+              "position_embedding": "rope"QK},
+    "training": {"seq_len": 32, "global_batch": 16}})";
+  std::string plain = llama, qk = llama;
+  plain.replace(plain.find("QK"), 2, "");
+  qk.replace(qk.find("QK"), 2, R"(, "qk_norm": true)");
+  Fixture without(readModelSpec(plain, "llama.json", "", {}));
+  Fixture with(readModelSpec(qk, "qwen.json", "", {}));
+  const LayerProfile &a = without.profile.layers[0],
+                     &b = with.profile.layers[0];
+  // Each norm reads and writes its projection's width (q: 64, k: 32), on
+  // this rank's heads; it keeps its input for the backward, and its weight
+  // of one head (16) is replicated. The key projection still counts as a
+  // key/value GEMM through its norm.
+  double heads = 64 + 32;
+  EXPECT_DOUBLE_EQ(b.shardedTraffic - a.shardedTraffic, 2 * heads);
+  EXPECT_DOUBLE_EQ(b.boundaryTraffic, a.boundaryTraffic);
+  EXPECT_DOUBLE_EQ(b.savedSharded - a.savedSharded, heads);
+  EXPECT_DOUBLE_EQ(b.savedBoundary, a.savedBoundary);
+  EXPECT_EQ(b.replicatedParams - a.replicatedParams, 2 * 16);
+  EXPECT_EQ(b.keyValueParams, a.keyValueParams);
+  EXPECT_EQ(with.profile.numParameters - without.profile.numParameters,
+            2 * 2 * 16);
+}
+
 TEST(CostModel, GemmEfficiencyOverrideReplacesTheClosedForm) {
   Fixture f(readModelSpecFile(kExamples + "/models/llama3-8b.json", {}));
   TopologyGraph graph(*presetTopology("dgx-h100", 1));
