@@ -111,12 +111,10 @@ void readSlidingWindow(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
 // Rope scaling (same shape in HF configs and in specs)
 //===----------------------------------------------------------------------===//
 
-void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
-                     FieldSources &sources) {
-  std::optional<ObjectReader> r = parent.object(key, ObjectReader::Optional);
-  if (!r)
-    return;
-  sources["rope_scaling"] = parent.where(key);
+/// The scaling of rope_scaling's object `r`, or of HF's rope_parameters,
+/// whose other keys (`alsoRead`) the caller has read.
+void readRopeScalingObject(std::optional<ObjectReader> r, ModelConfig &cfg,
+                           llvm::ArrayRef<StringRef> alsoRead = {}) {
   // HF spells the kind "rope_type" (newer) or "type" (older); configs saved
   // by newer versions carry both.
   constexpr StringRef kinds[] = {"default", "linear", "llama3"};
@@ -136,7 +134,9 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
   if (!r->has("rope_type") && !r->has("type"))
     r->errors().add(r->where("rope_type"), "required field is missing");
   if (!type || *type == "default") {
-    r->rejectUnknownKeys({"factor"});
+    llvm::SmallVector<StringRef> known(alsoRead);
+    known.push_back("factor");
+    r->rejectUnknownKeys(known);
     return;
   }
   RopeScaling scaling;
@@ -157,8 +157,49 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
       r->errors().add(r->where("high_freq_factor"),
                       "must be greater than low_freq_factor");
   }
-  r->rejectUnknownKeys();
+  r->rejectUnknownKeys(alsoRead);
   cfg.ropeScaling = scaling;
+}
+
+void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
+                     FieldSources &sources) {
+  std::optional<ObjectReader> r = parent.object(key, ObjectReader::Optional);
+  if (!r)
+    return;
+  sources["rope_scaling"] = parent.where(key);
+  readRopeScalingObject(std::move(r), cfg);
+}
+
+/// HF's rope_parameters (transformers 5 saves the rotary base, its scaling
+/// and a partial rotary factor in one object, in place of rope_theta and
+/// rope_scaling): read after them, it overrides the base where both agree.
+void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
+                        FieldSources &sources) {
+  std::optional<ObjectReader> r =
+      parent.object("rope_parameters", ObjectReader::Optional);
+  if (!r)
+    return;
+  if (cfg.ropeScaling)
+    r->errors().add(parent.where("rope_parameters"),
+                    "rope_scaling is given too: a config gives its rotary "
+                    "scaling in one of them");
+  if (auto theta =
+          r->number("rope_theta", ObjectReader::Optional, 0.0, 1e308, true)) {
+    if (parent.has("rope_theta") && !parent.isNull("rope_theta") &&
+        parent.number("rope_theta", ObjectReader::Optional, 0.0, 1e308, true) !=
+            *theta)
+      r->errors().add(r->where("rope_theta"),
+                      "disagrees with the top-level rope_theta");
+    cfg.ropeTheta = *theta;
+  }
+  if (auto fraction = r->number("partial_rotary_factor", ObjectReader::Optional,
+                                0.0, 1.0, true)) {
+    cfg.rotaryFraction = *fraction;
+    sources["rotary_fraction"] = r->where("partial_rotary_factor");
+  }
+  sources["rope_scaling"] = parent.where("rope_parameters");
+  readRopeScalingObject(std::move(r), cfg,
+                        {"rope_theta", "partial_rotary_factor"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -245,6 +286,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *theta;
   readRopeScaling(r, "rope_scaling", cfg, src);
+  readRopeParameters(r, cfg, src);
   cfg.tieEmbeddings = false;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
   // HF initialises every linear of these models with initializer_range.
@@ -314,6 +356,7 @@ void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   if (auto base = r.number(baseKey, N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *base;
   readRopeScaling(r, "rope_scaling", cfg, src);
+  readRopeParameters(r, cfg, src);
   bool attentionBias = true;
   readBool(r, "attention_bias", attentionBias);
   cfg.qkvBias = cfg.attnOutBias = attentionBias;
