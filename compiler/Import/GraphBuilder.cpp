@@ -146,7 +146,9 @@ Value GraphBuilder::attention(Value x, const std::string &layer,
     q = rotary(q, p + ".rotary_q", m.numHeads);
     k = rotary(k, p + ".rotary_k", m.kvHeads());
   }
-  IntegerAttr window = m.slidingWindow && index >= m.slidingWindowFromLayer
+  bool slides = m.slidingLayers.empty() ? index >= m.slidingWindowFromLayer
+                                        : bool(m.slidingLayers[index]);
+  IntegerAttr window = m.slidingWindow && slides
                            ? b.getI64IntegerAttr(*m.slidingWindow)
                            : IntegerAttr();
   Value core = tfm::AttentionOp::create(b, loc(p + ".core"), q.getType(), q, k,

@@ -299,6 +299,43 @@ ObjectReader::oneOf(StringRef key, Need need,
   return std::nullopt;
 }
 
+std::optional<std::vector<std::string>>
+ObjectReader::eachOneOf(StringRef key, Need need,
+                        llvm::ArrayRef<StringRef> choices) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_array()) {
+    typeError(key, "an array of strings", *value);
+    return std::nullopt;
+  }
+  std::vector<std::string> result;
+  bool ok = true;
+  for (size_t i = 0; i < value->size(); ++i) {
+    const json &element = (*value)[i];
+    std::string at = where(key) + "/" + std::to_string(i);
+    if (!element.is_string()) {
+      errorList->add(at,
+                     "expected a string, got " + describeJsonValue(element));
+      ok = false;
+      continue;
+    }
+    std::string s = element.get<std::string>();
+    if (!llvm::is_contained(choices, StringRef(s))) {
+      std::string list;
+      for (StringRef choice : choices)
+        list += (list.empty() ? "\"" : ", \"") + choice.str() + "\"";
+      errorList->add(at,
+                     "unknown value \"" + s + "\"; expected one of " + list);
+      ok = false;
+    }
+    result.push_back(std::move(s));
+  }
+  if (!ok)
+    return std::nullopt;
+  return result;
+}
+
 std::optional<ObjectReader> ObjectReader::object(StringRef key, Need need) {
   const json *value = lookup(key, need);
   if (!value)

@@ -86,6 +86,11 @@ public:
   std::optional<std::string> oneOf(llvm::StringRef key, Need need,
                                    llvm::ArrayRef<llvm::StringRef> choices);
   std::optional<ObjectReader> object(llvm::StringRef key, Need need);
+  /// An array each of whose elements is one of `choices` (HF
+  /// "layer_types"); each wrong element is reported at its index.
+  std::optional<std::vector<std::string>>
+  eachOneOf(llvm::StringRef key, Need need,
+            llvm::ArrayRef<llvm::StringRef> choices);
   /// The first element of an array of strings (HF "architectures").
   std::optional<std::string> firstString(llvm::StringRef key, Need need);
 

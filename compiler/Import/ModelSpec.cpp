@@ -302,13 +302,25 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       cfg.qkvBias = cfg.attnOutBias = attentionBias;
     }
     // Both keep a sliding_window value even when it is switched off; when
-    // on, layers from max_window_layers up use it.
+    // on, the layers layer_types names use it, or without it those from
+    // max_window_layers up.
     bool useWindow = false;
     readBool(r, "use_sliding_window", useWindow);
     if (useWindow) {
       readSlidingWindow(r, cfg, src, N::Required);
       readInto(r, "max_window_layers", "max_window_layers",
                cfg.slidingWindowFromLayer, src, N::Optional, 0, kMaxLayers);
+      if (auto types = r.eachOneOf("layer_types", N::Optional,
+                                   {"full_attention", "sliding_attention"})) {
+        src["layer_types"] = r.where("layer_types");
+        if (int64_t(types->size()) != cfg.numLayers)
+          r.errors().add(r.where("layer_types"),
+                         "names " + llvm::Twine(types->size()) +
+                             " layers; num_hidden_layers is " +
+                             llvm::Twine(cfg.numLayers));
+        for (const std::string &type : *types)
+          cfg.slidingLayers.push_back(type == "sliding_attention");
+      }
     }
   } else if (arch == "MistralForCausalLM") {
     // HF's default is a 4096-token window; an explicit null means none.
@@ -506,6 +518,12 @@ void validate(const ModelSpec &spec, const FieldSources &src,
                    "; need an even count of at least 2");
   if (m.norm == NormKind::RmsNorm && m.normBias)
     errors.add(at("norm_bias"), "rms_norm has no bias");
+  // A spec may keep fewer of the HF config's layers, not add to them.
+  if (!m.slidingLayers.empty() && int64_t(m.slidingLayers.size()) < m.numLayers)
+    errors.add(at("num_layers"), "num_layers " + llvm::Twine(m.numLayers) +
+                                     " exceeds the " +
+                                     llvm::Twine(m.slidingLayers.size()) +
+                                     " layers of the HF config's layer_types");
   // Attention widths are derived, not read: bound them like any dimension.
   if (m.numHeads * m.headDimension() > kMaxDim)
     errors.add(at("head_dim"), "num_heads x head_dim = " +

@@ -62,6 +62,9 @@ struct ModelConfig {
   /// Layers below this index attend to the full context (Qwen2's
   /// max_window_layers); 0: the window applies to every layer.
   int64_t slidingWindowFromLayer = 0;
+  /// Per layer, whether it uses the window (HF's layer_types); when given,
+  /// in place of slidingWindowFromLayer.
+  std::vector<bool> slidingLayers;
   bool qkvBias = false;
   bool attnOutBias = false;
   bool mlpBias = false;
