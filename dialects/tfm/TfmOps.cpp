@@ -98,10 +98,9 @@ static LogicalResult verifyNormCommon(Operation *op, Value input,
   RankedTensorType weightType = tensorType(weight);
   int64_t span = weightType.getRank() == 1 ? weightType.getDimSize(0) : 0;
   if (span <= 0 || features % span != 0)
-    return op->emitOpError("weight must be a vector whose length divides the "
-                           "last input dimension ")
-           << features << " (the span each normalisation covers), got "
-           << weightType;
+    return op->emitOpError("weight length (the span each normalisation "
+                           "covers) must divide the last input dimension ")
+           << features << ", got " << weightType;
   if (bias && tensorType(bias).getShape() != weightType.getShape())
     return op->emitOpError("bias must be shaped like the weight ")
            << weightType << ", got " << bias.getType();

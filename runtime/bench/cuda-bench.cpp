@@ -398,6 +398,18 @@ json memoryBench(int64_t tokens, int64_t hidden) {
                        1e-5, true, normSums, stream);
   });
   int64_t headDim = std::min<int64_t>(128, hidden);
+  // The same norms per head of the queries (Qwen3's query norm): a weight of
+  // one head, rows of headDim columns.
+  int64_t headRows = tokens * (hidden / headDim);
+  measure("rms_norm_per_head", 2 * (2 * res + headDim), [&] {
+    cuda::norm(cuda::asInput(x), cuda::asInput(w), cuda::In(), normed, headRows,
+               headDim, 1e-5, true, stream);
+  });
+  measure("rms_norm_per_head_bwd", 2 * (3 * res + 2 * headDim), [&] {
+    cuda::normBackward(cuda::asInput(dnormed), cuda::asInput(x),
+                       cuda::asInput(w), dx, dw, cuda::Out(), headRows, headDim,
+                       1e-5, true, normSums, stream);
+  });
   std::vector<double> frequencies(headDim / 2);
   for (size_t i = 0; i < frequencies.size(); ++i)
     frequencies[i] = std::pow(500000.0, -2.0 * double(i) / double(headDim));

@@ -286,7 +286,7 @@ tfm.model @m {
 
 %x = tfm.param "x" zeros : tensor<2x4x8xf32>
 %w = tfm.param "w" zeros : tensor<3xf32>
-// expected-error @+1 {{'tfm.rms_norm' op weight must be a vector whose length divides the last input dimension 8 (the span each normalisation covers), got 'tensor<3xf32>'}}
+// expected-error @+1 {{'tfm.rms_norm' op weight length (the span each normalisation covers) must divide the last input dimension 8, got 'tensor<3xf32>'}}
 %y = tfm.rms_norm %x, %w {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<3xf32> -> tensor<2x4x8xf32>
 
 // -----
