@@ -283,6 +283,15 @@ std::optional<std::string> ObjectReader::string(StringRef key, Need need) {
   return value->get<std::string>();
 }
 
+/// What a message says of `value`, which is none of `choices`.
+static std::string unknownValue(StringRef value,
+                                llvm::ArrayRef<StringRef> choices) {
+  std::string list;
+  for (StringRef choice : choices)
+    list += (list.empty() ? "\"" : ", \"") + choice.str() + "\"";
+  return "unknown value \"" + value.str() + "\"; expected one of " + list;
+}
+
 std::optional<std::string>
 ObjectReader::oneOf(StringRef key, Need need,
                     llvm::ArrayRef<StringRef> choices) {
@@ -291,11 +300,7 @@ ObjectReader::oneOf(StringRef key, Need need,
     return std::nullopt;
   if (llvm::is_contained(choices, StringRef(*value)))
     return value;
-  std::string list;
-  for (StringRef choice : choices)
-    list += (list.empty() ? "\"" : ", \"") + choice.str() + "\"";
-  errorList->add(where(key),
-                 "unknown value \"" + *value + "\"; expected one of " + list);
+  errorList->add(where(key), unknownValue(*value, choices));
   return std::nullopt;
 }
 
@@ -322,11 +327,7 @@ ObjectReader::eachOneOf(StringRef key, Need need,
     }
     std::string s = element.get<std::string>();
     if (!llvm::is_contained(choices, StringRef(s))) {
-      std::string list;
-      for (StringRef choice : choices)
-        list += (list.empty() ? "\"" : ", \"") + choice.str() + "\"";
-      errorList->add(at,
-                     "unknown value \"" + s + "\"; expected one of " + list);
+      errorList->add(at, unknownValue(s, choices));
       ok = false;
     }
     result.push_back(std::move(s));

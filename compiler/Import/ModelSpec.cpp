@@ -171,29 +171,39 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
 }
 
 /// HF's rope_parameters (transformers 5 saves the rotary base, its scaling
-/// and a partial rotary factor in one object, in place of rope_theta and
-/// rope_scaling): read after them, it overrides the base where both agree.
+/// and a partial rotary factor in one object, in place of the top-level
+/// keys): read after them, it is an error where they disagree. `thetaKey`
+/// and `fractionKey` name the top-level keys the architecture reads; an
+/// architecture whose HF code rotates whole heads has no `fractionKey`.
 void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
-                        FieldSources &sources) {
+                        FieldSources &sources, StringRef thetaKey,
+                        StringRef fractionKey) {
   std::optional<ObjectReader> r =
       parent.object("rope_parameters", ObjectReader::Optional);
   if (!r)
     return;
   if (cfg.ropeScaling)
     r->errors().add(parent.where("rope_parameters"),
-                    "rope_scaling is given too: a config gives its rotary "
-                    "scaling in one of them");
-  if (auto theta =
-          r->number("rope_theta", ObjectReader::Optional, 0.0, 1e308, true)) {
-    if (parent.has("rope_theta") && !parent.isNull("rope_theta") &&
-        parent.number("rope_theta", ObjectReader::Optional, 0.0, 1e308, true) !=
-            *theta)
-      r->errors().add(r->where("rope_theta"),
-                      "disagrees with the top-level rope_theta");
+                    "both rope_scaling and rope_parameters are given; give "
+                    "the rotary scaling in one of them");
+  // Its value of `key`, which must agree with the top-level `topKey`.
+  auto value = [&](StringRef key, StringRef topKey,
+                   double max) -> std::optional<double> {
+    std::optional<double> v =
+        r->number(key, ObjectReader::Optional, 0.0, max, true);
+    if (v && !topKey.empty() && parent.has(topKey) &&
+        parent.number(topKey, ObjectReader::Optional, 0.0, max, true) != *v)
+      r->errors().add(r->where(key),
+                      "disagrees with the top-level " + topKey.str());
+    return v;
+  };
+  if (auto theta = value("rope_theta", thetaKey, 1e308))
     cfg.ropeTheta = *theta;
-  }
-  if (auto fraction = r->number("partial_rotary_factor", ObjectReader::Optional,
-                                0.0, 1.0, true)) {
+  if (auto fraction = value("partial_rotary_factor", fractionKey, 1.0)) {
+    if (fractionKey.empty() && *fraction != 1.0)
+      r->errors().add(r->where("partial_rotary_factor"),
+                      "this architecture's HF code rotates whole heads; a "
+                      "partial rotary factor is not supported for it");
     cfg.rotaryFraction = *fraction;
     sources["rotary_fraction"] = r->where("partial_rotary_factor");
   }
@@ -207,8 +217,9 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
 //===----------------------------------------------------------------------===//
 
 constexpr StringRef kSupportedArchitectures[] = {
-    "GPT2LMHeadModel",  "LlamaForCausalLM", "MistralForCausalLM",
-    "Qwen2ForCausalLM", "Qwen3ForCausalLM", "GPTNeoXForCausalLM"};
+    "GPT2LMHeadModel",   "LlamaForCausalLM", "MistralForCausalLM",
+    "Qwen2ForCausalLM",  "Qwen3ForCausalLM", "Phi3ForCausalLM",
+    "GPTNeoXForCausalLM"};
 
 std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
                                        StringRef fallback, bool gated) {
@@ -255,9 +266,10 @@ void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
 }
 
-/// Llama, Mistral, Qwen2 and Qwen3 share one layout: pre-RMSNorm, rotary,
-/// GQA and a SwiGLU MLP; they differ in biases, defaults, sliding windows and
-/// Qwen3's query/key norms.
+/// Llama, Mistral, Qwen2, Qwen3 and Phi-3 share one layout: pre-RMSNorm,
+/// rotary, GQA and a SwiGLU MLP (Phi-3 fuses q, k, v and gate, up into one
+/// weight each, the same maps); they differ in biases, defaults, sliding
+/// windows and Qwen3's query/key norms.
 void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
                      FieldSources &src) {
   using N = ObjectReader::Need;
@@ -269,30 +281,48 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
            N::Required, 1, kMaxLayers);
   readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
            N::Required);
+  // HF's defaults where a config leaves them out: Qwen2's and Qwen3's
+  // classes default to 32 key/value heads and Mistral's to 8 (Llama's and
+  // Phi-3's to the query heads), and Qwen3's head_dim to 128 whatever the
+  // width.
+  bool qwen = arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM";
+  if (qwen)
+    cfg.numKVHeads = 32;
+  else if (arch == "MistralForCausalLM")
+    cfg.numKVHeads = 8;
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);
   if (arch == "Qwen3ForCausalLM")
-    cfg.headDim = 128; // Qwen3's default, whatever the width
+    cfg.headDim = 128;
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Optional);
   if (auto a = hfActivation(r, "hidden_act", "silu", true))
     cfg.activation = *a;
   cfg.norm = NormKind::RmsNorm;
-  cfg.normEps = 1e-6; // the HF default for all three
+  cfg.normEps = arch == "Phi3ForCausalLM" ? 1e-5 : 1e-6; // HF's defaults
   if (auto eps = r.number("rms_norm_eps", N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
   cfg.position = PositionEmbedding::Rope;
   if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *theta;
+  // Of these, only Phi-3's HF code rotates part of each head.
+  bool phi3 = arch == "Phi3ForCausalLM";
+  if (phi3)
+    if (auto fraction =
+            r.number("partial_rotary_factor", N::Optional, 0.0, 1.0, true)) {
+      cfg.rotaryFraction = *fraction;
+      src["rotary_fraction"] = r.where("partial_rotary_factor");
+    }
   readRopeScaling(r, "rope_scaling", cfg, src);
-  readRopeParameters(r, cfg, src);
+  readRopeParameters(r, cfg, src, "rope_theta",
+                     phi3 ? "partial_rotary_factor" : "");
   cfg.tieEmbeddings = false;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
   // HF initialises every linear of these models with initializer_range.
   cfg.scaledOutputInit = false;
 
-  if (arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM") {
+  if (qwen) {
     if (arch == "Qwen2ForCausalLM") {
       cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
     } else {
@@ -303,11 +333,15 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
     }
     // Both keep a sliding_window value even when it is switched off; when
     // on, the layers layer_types names use it, or without it those from
-    // max_window_layers up.
+    // max_window_layers up (HF's defaults: a window of 4096 from layer 28).
     bool useWindow = false;
     readBool(r, "use_sliding_window", useWindow);
     if (useWindow) {
-      readSlidingWindow(r, cfg, src, N::Required);
+      cfg.slidingWindow = 4096;
+      if (r.isNull("sliding_window"))
+        cfg.slidingWindow.reset();
+      readSlidingWindow(r, cfg, src, N::Optional);
+      cfg.slidingWindowFromLayer = 28;
       readInto(r, "max_window_layers", "max_window_layers",
                cfg.slidingWindowFromLayer, src, N::Optional, 0, kMaxLayers);
       if (auto types = r.eachOneOf("layer_types", N::Optional,
@@ -322,6 +356,10 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
           cfg.slidingLayers.push_back(type == "sliding_attention");
       }
     }
+  } else if (arch == "Phi3ForCausalLM") {
+    // Phi-3's window, where it has one, covers every layer.
+    if (r.has("sliding_window"))
+      readSlidingWindow(r, cfg, src, N::Required);
   } else if (arch == "MistralForCausalLM") {
     // HF's default is a 4096-token window; an explicit null means none.
     if (r.isNull("sliding_window"))
@@ -368,7 +406,7 @@ void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   if (auto base = r.number(baseKey, N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *base;
   readRopeScaling(r, "rope_scaling", cfg, src);
-  readRopeParameters(r, cfg, src);
+  readRopeParameters(r, cfg, src, baseKey, "rotary_pct");
   bool attentionBias = true;
   readBool(r, "attention_bias", attentionBias);
   cfg.qkvBias = cfg.attnOutBias = attentionBias;
@@ -394,7 +432,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
     static const llvm::StringMap<StringRef> byModelType = {
         {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
         {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"},     {"gpt_neox", "GPTNeoXForCausalLM"}};
+        {"qwen3", "Qwen3ForCausalLM"},     {"phi3", "Phi3ForCausalLM"},
+        {"gpt_neox", "GPTNeoXForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
     else if (!type) {
