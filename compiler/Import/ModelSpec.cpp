@@ -217,9 +217,9 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
 //===----------------------------------------------------------------------===//
 
 constexpr StringRef kSupportedArchitectures[] = {
-    "GPT2LMHeadModel",   "LlamaForCausalLM", "MistralForCausalLM",
-    "Qwen2ForCausalLM",  "Qwen3ForCausalLM", "Phi3ForCausalLM",
-    "GPTNeoXForCausalLM"};
+    "GPT2LMHeadModel",    "LlamaForCausalLM",     "MistralForCausalLM",
+    "Qwen2ForCausalLM",   "Qwen3ForCausalLM",     "Phi3ForCausalLM",
+    "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM"};
 
 std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
                                        StringRef fallback, bool gated) {
@@ -242,7 +242,12 @@ std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
   return std::nullopt;
 }
 
-void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
+/// GPT-2 and GPTBigCode (StarCoder) share one layout: learned positions,
+/// LayerNorm and biased linears, a GELU MLP and a tied LM head; GPTBigCode
+/// adds multi-query attention.
+void readGpt2(ObjectReader &r, StringRef arch, ModelConfig &cfg,
+              FieldSources &src) {
+  bool bigCode = arch == "GPTBigCodeForCausalLM";
   using N = ObjectReader::Need;
   readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
   readInto(r, "n_embd", "hidden_size", cfg.hiddenSize, src, N::Required);
@@ -254,8 +259,29 @@ void readGpt2(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
   cfg.ffnHiddenSize = 4 * cfg.hiddenSize;
   readInto(r, "n_inner", "ffn_hidden_size", cfg.ffnHiddenSize, src,
            N::Optional);
-  if (auto a = hfActivation(r, "activation_function", "gelu_new", false))
+  if (auto a = hfActivation(r, "activation_function",
+                            bigCode ? "gelu_pytorch_tanh" : "gelu_new", false))
     cfg.activation = *a;
+  // Scores scaled otherwise than by 1/sqrt(head_dim) make another model.
+  bool scaled = true, byLayer = false;
+  readBool(r, "scale_attn_weights", scaled);
+  readBool(r, "scale_attn_by_inverse_layer_idx", byLayer);
+  if (!scaled)
+    r.errors().add(r.where("scale_attn_weights"),
+                   "attention scores without the 1/sqrt(head_dim) scale are "
+                   "not supported");
+  if (byLayer)
+    r.errors().add(r.where("scale_attn_by_inverse_layer_idx"),
+                   "attention scores scaled by the inverse layer index are "
+                   "not supported");
+  if (bigCode) {
+    bool multiQuery = true; // one key/value head (HF's default)
+    readBool(r, "multi_query", multiQuery);
+    if (multiQuery) {
+      cfg.numKVHeads = 1;
+      src["num_kv_heads"] = r.where("multi_query");
+    }
+  }
   cfg.norm = NormKind::LayerNorm;
   cfg.normBias = true;
   if (auto eps = r.number("layer_norm_epsilon", N::Optional, 0.0, 1.0, true))
@@ -430,9 +456,13 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
     std::optional<std::string> type =
         r.string("model_type", ObjectReader::Optional);
     static const llvm::StringMap<StringRef> byModelType = {
-        {"gpt2", "GPT2LMHeadModel"},       {"llama", "LlamaForCausalLM"},
-        {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
-        {"qwen3", "Qwen3ForCausalLM"},     {"phi3", "Phi3ForCausalLM"},
+        {"gpt2", "GPT2LMHeadModel"},
+        {"llama", "LlamaForCausalLM"},
+        {"mistral", "MistralForCausalLM"},
+        {"qwen2", "Qwen2ForCausalLM"},
+        {"qwen3", "Qwen3ForCausalLM"},
+        {"phi3", "Phi3ForCausalLM"},
+        {"gpt_bigcode", "GPTBigCodeForCausalLM"},
         {"gpt_neox", "GPTNeoXForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
@@ -455,8 +485,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
     return;
   }
   cfg.architecture = *arch;
-  if (*arch == "GPT2LMHeadModel")
-    readGpt2(r, cfg, src);
+  if (*arch == "GPT2LMHeadModel" || *arch == "GPTBigCodeForCausalLM")
+    readGpt2(r, *arch, cfg, src);
   else if (*arch == "GPTNeoXForCausalLM")
     readGptNeoX(r, cfg, src);
   else
