@@ -217,9 +217,9 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
 //===----------------------------------------------------------------------===//
 
 constexpr StringRef kSupportedArchitectures[] = {
-    "GPT2LMHeadModel",    "LlamaForCausalLM",     "MistralForCausalLM",
-    "Qwen2ForCausalLM",   "Qwen3ForCausalLM",     "Phi3ForCausalLM",
-    "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM"};
+    "GPT2LMHeadModel",    "LlamaForCausalLM",      "MistralForCausalLM",
+    "Qwen2ForCausalLM",   "Qwen3ForCausalLM",      "Phi3ForCausalLM",
+    "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "Starcoder2ForCausalLM"};
 
 std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
                                        StringRef fallback, bool gated) {
@@ -295,7 +295,8 @@ void readGpt2(ObjectReader &r, StringRef arch, ModelConfig &cfg,
 /// Llama, Mistral, Qwen2, Qwen3 and Phi-3 share one layout: pre-RMSNorm,
 /// rotary, GQA and a SwiGLU MLP (Phi-3 fuses q, k, v and gate, up into one
 /// weight each, the same maps); they differ in biases, defaults, sliding
-/// windows and Qwen3's query/key norms.
+/// windows and Qwen3's query/key norms. StarCoder2 keeps the layout with
+/// LayerNorm and a tanh-GELU MLP, all of it biased.
 void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
                      FieldSources &src) {
   using N = ObjectReader::Need;
@@ -308,14 +309,17 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
            N::Required);
   // HF's defaults where a config leaves them out: Qwen2's and Qwen3's
-  // classes default to 32 key/value heads and Mistral's to 8 (Llama's and
-  // Phi-3's to the query heads), and Qwen3's head_dim to 128 whatever the
-  // width.
+  // classes default to 32 key/value heads, Mistral's to 8 and StarCoder2's
+  // to 2 (Llama's and Phi-3's to the query heads), and Qwen3's head_dim to
+  // 128 whatever the width.
   bool qwen = arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM";
+  bool starcoder2 = arch == "Starcoder2ForCausalLM";
   if (qwen)
     cfg.numKVHeads = 32;
   else if (arch == "MistralForCausalLM")
     cfg.numKVHeads = 8;
+  else if (starcoder2)
+    cfg.numKVHeads = 2;
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);
   if (arch == "Qwen3ForCausalLM")
@@ -323,11 +327,16 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Optional);
-  if (auto a = hfActivation(r, "hidden_act", "silu", true))
+  if (auto a = hfActivation(r, "hidden_act",
+                            starcoder2 ? "gelu_pytorch_tanh" : "silu",
+                            /*gated=*/!starcoder2))
     cfg.activation = *a;
-  cfg.norm = NormKind::RmsNorm;
-  cfg.normEps = arch == "Phi3ForCausalLM" ? 1e-5 : 1e-6; // HF's defaults
-  if (auto eps = r.number("rms_norm_eps", N::Optional, 0.0, 1.0, true))
+  cfg.norm = starcoder2 ? NormKind::LayerNorm : NormKind::RmsNorm;
+  cfg.normBias = starcoder2;
+  // HF's defaults
+  cfg.normEps = arch == "Phi3ForCausalLM" || starcoder2 ? 1e-5 : 1e-6;
+  if (auto eps = r.number(starcoder2 ? "norm_epsilon" : "rms_norm_eps",
+                          N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
   cfg.position = PositionEmbedding::Rope;
   if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
@@ -343,7 +352,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   readRopeScaling(r, "rope_scaling", cfg, src);
   readRopeParameters(r, cfg, src, "rope_theta",
                      phi3 ? "partial_rotary_factor" : "");
-  cfg.tieEmbeddings = false;
+  cfg.tieEmbeddings = starcoder2;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
   // HF initialises every linear of these models with initializer_range.
   cfg.scaledOutputInit = false;
@@ -382,10 +391,15 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
           cfg.slidingLayers.push_back(type == "sliding_attention");
       }
     }
-  } else if (arch == "Phi3ForCausalLM") {
-    // Phi-3's window, where it has one, covers every layer.
+  } else if (phi3 || starcoder2) {
+    // Their window, where they have one, covers every layer.
     if (r.has("sliding_window"))
       readSlidingWindow(r, cfg, src, N::Required);
+    if (starcoder2) {
+      bool bias = true;
+      readBool(r, "use_bias", bias);
+      cfg.qkvBias = cfg.attnOutBias = cfg.mlpBias = bias;
+    }
   } else if (arch == "MistralForCausalLM") {
     // HF's default is a 4096-token window; an explicit null means none.
     if (r.isNull("sliding_window"))
@@ -463,6 +477,7 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
         {"qwen3", "Qwen3ForCausalLM"},
         {"phi3", "Phi3ForCausalLM"},
         {"gpt_bigcode", "GPTBigCodeForCausalLM"},
+        {"starcoder2", "Starcoder2ForCausalLM"},
         {"gpt_neox", "GPTNeoXForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
