@@ -170,6 +170,11 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
   readRopeScalingObject(std::move(r), cfg);
 }
 
+/// Why a partial rotary factor is refused where HF rotates whole heads.
+constexpr const char *kWholeHeads =
+    "this architecture's HF code rotates whole heads; a partial rotary "
+    "factor is not supported for it";
+
 /// HF's rope_parameters (transformers 5 saves the rotary base, its scaling
 /// and a partial rotary factor in one object, in place of the top-level
 /// keys): read after them, it is an error where they disagree. `thetaKey`
@@ -201,9 +206,7 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
     cfg.ropeTheta = *theta;
   if (auto fraction = value("partial_rotary_factor", fractionKey, 1.0)) {
     if (fractionKey.empty() && *fraction != 1.0)
-      r->errors().add(r->where("partial_rotary_factor"),
-                      "this architecture's HF code rotates whole heads; a "
-                      "partial rotary factor is not supported for it");
+      r->errors().add(r->where("partial_rotary_factor"), kWholeHeads);
     cfg.rotaryFraction = *fraction;
     sources["rotary_fraction"] = r->where("partial_rotary_factor");
   }
@@ -265,7 +268,8 @@ void readGpt2(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   // Scores scaled otherwise than by 1/sqrt(head_dim) make another model.
   bool scaled = true, byLayer = false;
   readBool(r, "scale_attn_weights", scaled);
-  readBool(r, "scale_attn_by_inverse_layer_idx", byLayer);
+  if (!bigCode) // GPTBigCode's HF code has no such scale
+    readBool(r, "scale_attn_by_inverse_layer_idx", byLayer);
   if (!scaled)
     r.errors().add(r.where("scale_attn_weights"),
                    "attention scores without the 1/sqrt(head_dim) scale are "
@@ -320,6 +324,9 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
     cfg.numKVHeads = 8;
   else if (starcoder2)
     cfg.numKVHeads = 2;
+  if (r.isNull("num_key_value_heads"))
+    cfg.numKVHeads = 0; // an explicit null means one per query head
+  src["num_kv_heads"] = r.where("num_key_value_heads"); // also the default
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);
   if (arch == "Qwen3ForCausalLM")
@@ -341,17 +348,26 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   cfg.position = PositionEmbedding::Rope;
   if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *theta;
-  // Of these, only Phi-3's HF code rotates part of each head.
+  // Of these, only Phi-3's HF code rotates part of each head; the others'
+  // cannot run a config with a partial factor.
   bool phi3 = arch == "Phi3ForCausalLM";
-  if (phi3)
-    if (auto fraction =
-            r.number("partial_rotary_factor", N::Optional, 0.0, 1.0, true)) {
+  if (auto fraction =
+          r.number("partial_rotary_factor", N::Optional, 0.0, 1.0, true)) {
+    if (phi3) {
       cfg.rotaryFraction = *fraction;
       src["rotary_fraction"] = r.where("partial_rotary_factor");
+    } else if (*fraction != 1.0) {
+      r.errors().add(r.where("partial_rotary_factor"), kWholeHeads);
     }
+  }
   readRopeScaling(r, "rope_scaling", cfg, src);
   readRopeParameters(r, cfg, src, "rope_theta",
                      phi3 ? "partial_rotary_factor" : "");
+  // Phi-3's HF code takes no linear or llama3 scaling (only longrope, which
+  // Partita does not support).
+  if (phi3 && cfg.ropeScaling)
+    r.errors().add(src["rope_scaling"],
+                   "Phi-3 takes no linear or llama3 rotary scaling");
   cfg.tieEmbeddings = starcoder2;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
   // HF initialises every linear of these models with initializer_range.
@@ -371,7 +387,16 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
     // max_window_layers up (HF's defaults: a window of 4096 from layer 28).
     bool useWindow = false;
     readBool(r, "use_sliding_window", useWindow);
-    if (useWindow) {
+    if (!useWindow) {
+      // HF has no window then to give the layers that layer_types says
+      // slide, and cannot run them.
+      if (auto types = r.eachOneOf("layer_types", N::Optional,
+                                   {"full_attention", "sliding_attention"}))
+        if (llvm::is_contained(*types, "sliding_attention"))
+          r.errors().add(r.where("layer_types"),
+                         "names sliding_attention layers, but "
+                         "use_sliding_window is false");
+    } else {
       cfg.slidingWindow = 4096;
       if (r.isNull("sliding_window"))
         cfg.slidingWindow.reset();
@@ -399,6 +424,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       bool bias = true;
       readBool(r, "use_bias", bias);
       cfg.qkvBias = cfg.attnOutBias = cfg.mlpBias = bias;
+      cfg.initStd = 0.018042; // HF's default initializer_range for it
     }
   } else if (arch == "MistralForCausalLM") {
     // HF's default is a 4096-token window; an explicit null means none.
