@@ -383,11 +383,13 @@ private:
     value.read = true;
   }
 
-  /// The partial sums kernel launch `l` writes to its output `j`: a
-  /// row-parallel linear's product (its weight cut along the inputs), a
-  /// column-parallel linear's input gradient (each rank's outputs give their
-  /// term of it, also where a part is replicated), and, over vocabulary
-  /// slices, the embedding's rows and the cross-entropy's statistics.
+  /// The partial sums kernel launch `l`, run by `by`, writes to its output
+  /// `j`: a row-parallel linear's product (its weight cut along the
+  /// inputs), a column-parallel linear's input gradient (each rank's outputs
+  /// give their term of it, also where a part is replicated), the gradient
+  /// of a replicated parameter from a sequence shard or this rank's heads,
+  /// a key/value replica's weight gradient, and, over vocabulary slices,
+  /// the embedding's rows and the cross-entropy's statistics.
   Partial partialMade(const Launch &l, const Actor &by, size_t j) {
     if (plan.tp < 2)
       return Partial::None;
