@@ -113,51 +113,51 @@ void readSlidingWindow(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
 
 /// The scaling of rope_scaling's object `r`, or of HF's rope_parameters,
 /// whose other keys (`alsoRead`) the caller has read.
-void readRopeScalingObject(std::optional<ObjectReader> r, ModelConfig &cfg,
+void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
                            llvm::ArrayRef<StringRef> alsoRead = {}) {
   // HF spells the kind "rope_type" (newer) or "type" (older); configs saved
   // by newer versions carry both.
   constexpr StringRef kinds[] = {"default", "linear", "llama3"};
   std::optional<std::string> type;
-  if (r->has("rope_type"))
-    type = r->oneOf("rope_type", ObjectReader::Required, kinds);
-  if (r->has("type")) {
+  if (r.has("rope_type"))
+    type = r.oneOf("rope_type", ObjectReader::Required, kinds);
+  if (r.has("type")) {
     std::optional<std::string> old =
-        r->oneOf("type", ObjectReader::Required, kinds);
+        r.oneOf("type", ObjectReader::Required, kinds);
     if (type && old && *old != *type)
-      r->errors().add(r->where("type"), "\"" + *old +
-                                            "\" disagrees with rope_type \"" +
-                                            *type + "\"");
+      r.errors().add(r.where("type"), "\"" + *old +
+                                          "\" disagrees with rope_type \"" +
+                                          *type + "\"");
     else if (!type)
       type = old;
   }
-  if (!r->has("rope_type") && !r->has("type"))
-    r->errors().add(r->where("rope_type"), "required field is missing");
+  if (!r.has("rope_type") && !r.has("type"))
+    r.errors().add(r.where("rope_type"), "required field is missing");
   if (!type || *type == "default") {
     llvm::SmallVector<StringRef> known(alsoRead);
     known.push_back("factor");
-    r->rejectUnknownKeys(known);
+    r.rejectUnknownKeys(known);
     return;
   }
   RopeScaling scaling;
-  if (auto factor = r->number("factor", ObjectReader::Required, 1.0))
+  if (auto factor = r.number("factor", ObjectReader::Required, 1.0))
     scaling.factor = *factor;
   if (*type == "llama3") {
     scaling.kind = RopeScaling::Kind::Llama3;
-    if (auto v = r->number("low_freq_factor", ObjectReader::Required, 0.0,
-                           1e308, true))
+    if (auto v = r.number("low_freq_factor", ObjectReader::Required, 0.0, 1e308,
+                          true))
       scaling.lowFreqFactor = *v;
-    if (auto v = r->number("high_freq_factor", ObjectReader::Required, 0.0,
-                           1e308, true))
+    if (auto v = r.number("high_freq_factor", ObjectReader::Required, 0.0,
+                          1e308, true))
       scaling.highFreqFactor = *v;
-    if (auto v = r->integer("original_max_position_embeddings",
-                            ObjectReader::Required, 1, kMaxDim))
+    if (auto v = r.integer("original_max_position_embeddings",
+                           ObjectReader::Required, 1, kMaxDim))
       scaling.originalMaxPositions = *v;
     if (scaling.highFreqFactor <= scaling.lowFreqFactor)
-      r->errors().add(r->where("high_freq_factor"),
-                      "must be greater than low_freq_factor");
+      r.errors().add(r.where("high_freq_factor"),
+                     "must be greater than low_freq_factor");
   }
-  r->rejectUnknownKeys(alsoRead);
+  r.rejectUnknownKeys(alsoRead);
   cfg.ropeScaling = scaling;
 }
 
@@ -167,7 +167,7 @@ void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
   if (!r)
     return;
   sources["rope_scaling"] = parent.where(key);
-  readRopeScalingObject(std::move(r), cfg);
+  readRopeScalingObject(*r, cfg);
 }
 
 /// Why a partial rotary factor is refused where HF rotates whole heads.
@@ -211,8 +211,7 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
     sources["rotary_fraction"] = r->where("partial_rotary_factor");
   }
   sources["rope_scaling"] = parent.where("rope_parameters");
-  readRopeScalingObject(std::move(r), cfg,
-                        {"rope_theta", "partial_rotary_factor"});
+  readRopeScalingObject(*r, cfg, {"rope_theta", "partial_rotary_factor"});
 }
 
 //===----------------------------------------------------------------------===//
@@ -318,6 +317,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   // 128 whatever the width.
   bool qwen = arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM";
   bool starcoder2 = arch == "Starcoder2ForCausalLM";
+  bool phi3 = arch == "Phi3ForCausalLM";
   if (qwen)
     cfg.numKVHeads = 32;
   else if (arch == "MistralForCausalLM")
@@ -341,7 +341,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   cfg.norm = starcoder2 ? NormKind::LayerNorm : NormKind::RmsNorm;
   cfg.normBias = starcoder2;
   // HF's defaults
-  cfg.normEps = arch == "Phi3ForCausalLM" || starcoder2 ? 1e-5 : 1e-6;
+  cfg.normEps = phi3 || starcoder2 ? 1e-5 : 1e-6;
   if (auto eps = r.number(starcoder2 ? "norm_epsilon" : "rms_norm_eps",
                           N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
@@ -350,7 +350,6 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
     cfg.ropeTheta = *theta;
   // Of these, only Phi-3's HF code rotates part of each head; the others'
   // cannot run a config with a partial factor.
-  bool phi3 = arch == "Phi3ForCausalLM";
   if (auto fraction =
           r.number("partial_rotary_factor", N::Optional, 0.0, 1.0, true)) {
     if (phi3) {
@@ -387,15 +386,15 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
     // max_window_layers up (HF's defaults: a window of 4096 from layer 28).
     bool useWindow = false;
     readBool(r, "use_sliding_window", useWindow);
+    std::optional<std::vector<std::string>> types = r.eachOneOf(
+        "layer_types", N::Optional, {"full_attention", "sliding_attention"});
     if (!useWindow) {
       // HF has no window then to give the layers that layer_types says
       // slide, and cannot run them.
-      if (auto types = r.eachOneOf("layer_types", N::Optional,
-                                   {"full_attention", "sliding_attention"}))
-        if (llvm::is_contained(*types, "sliding_attention"))
-          r.errors().add(r.where("layer_types"),
-                         "names sliding_attention layers, but "
-                         "use_sliding_window is false");
+      if (types && llvm::is_contained(*types, "sliding_attention"))
+        r.errors().add(r.where("layer_types"),
+                       "names sliding_attention layers, but "
+                       "use_sliding_window is false");
     } else {
       cfg.slidingWindow = 4096;
       if (r.isNull("sliding_window"))
@@ -404,8 +403,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       cfg.slidingWindowFromLayer = 28;
       readInto(r, "max_window_layers", "max_window_layers",
                cfg.slidingWindowFromLayer, src, N::Optional, 0, kMaxLayers);
-      if (auto types = r.eachOneOf("layer_types", N::Optional,
-                                   {"full_attention", "sliding_attention"})) {
+      if (types) {
         src["layer_types"] = r.where("layer_types");
         if (int64_t(types->size()) != cfg.numLayers)
           r.errors().add(r.where("layer_types"),

@@ -388,28 +388,23 @@ json memoryBench(int64_t tokens, int64_t hidden) {
   float *normSums =
       deviceArray<float>(cuda::normBackwardWorkspace(hidden), "norm sums");
   allocations.push_back(normSums);
-  measure("rms_norm", 2 * (2 * res + hidden), [&] {
-    cuda::norm(cuda::asInput(x), cuda::asInput(w), cuda::In(), normed, tokens,
-               hidden, 1e-5, true, stream);
-  });
-  measure("rms_norm_bwd", 2 * (3 * res + 2 * hidden), [&] {
-    cuda::normBackward(cuda::asInput(dnormed), cuda::asInput(x),
-                       cuda::asInput(w), dx, dw, cuda::Out(), tokens, hidden,
-                       1e-5, true, normSums, stream);
-  });
+  // The norm over rows of `width` columns (the hidden size, or a head of
+  // Qwen3's query norm, whose weight is one head wide) and its backward.
+  auto measureNorm = [&](const std::string &name, int64_t width) {
+    int64_t rows = res / width;
+    measure(name.c_str(), 2 * (2 * res + width), [&] {
+      cuda::norm(cuda::asInput(x), cuda::asInput(w), cuda::In(), normed, rows,
+                 width, 1e-5, true, stream);
+    });
+    measure((name + "_bwd").c_str(), 2 * (3 * res + 2 * width), [&] {
+      cuda::normBackward(cuda::asInput(dnormed), cuda::asInput(x),
+                         cuda::asInput(w), dx, dw, cuda::Out(), rows, width,
+                         1e-5, true, normSums, stream);
+    });
+  };
   int64_t headDim = std::min<int64_t>(128, hidden);
-  // The same norms per head of the queries (Qwen3's query norm): a weight of
-  // one head, rows of headDim columns.
-  int64_t headRows = tokens * (hidden / headDim);
-  measure("rms_norm_per_head", 2 * (2 * res + headDim), [&] {
-    cuda::norm(cuda::asInput(x), cuda::asInput(w), cuda::In(), normed, headRows,
-               headDim, 1e-5, true, stream);
-  });
-  measure("rms_norm_per_head_bwd", 2 * (3 * res + 2 * headDim), [&] {
-    cuda::normBackward(cuda::asInput(dnormed), cuda::asInput(x),
-                       cuda::asInput(w), dx, dw, cuda::Out(), headRows, headDim,
-                       1e-5, true, normSums, stream);
-  });
+  measureNorm("rms_norm", hidden);
+  measureNorm("rms_norm_per_head", headDim);
   std::vector<double> frequencies(headDim / 2);
   for (size_t i = 0; i < frequencies.size(); ++i)
     frequencies[i] = std::pow(500000.0, -2.0 * double(i) / double(headDim));
