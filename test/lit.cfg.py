@@ -29,7 +29,8 @@ tools = ["plan-opt", "importer-corpus-replay"]
 # plan-run is built where MPI and OpenBLAS are found; the runtime's tests
 # say REQUIRES: plan-run.
 if os.path.exists(os.path.join(config.partita_tools_dir, "plan-run")):
-    tools += ["plan-run", "partita-comm-check", "partita-guarded-run"]
+    tools += ["plan-run", "partita-comm-check", "partita-guarded-run",
+              "plan-loader-corpus-replay"]
     config.available_features.add("plan-run")
 # The CUDA backend is built where CMake finds CUDA, cuBLASLt and NCCL; its
 # GPU tests need a device as well (nvidia-smi lists one).

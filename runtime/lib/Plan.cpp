@@ -783,7 +783,8 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
   for (const Program &program : plan.programs) {
     auto visit = [&](const Phase &phase, int64_t microBatch) {
       for (const Launch &l : phase.launches) {
-        if (!l.runsIn(microBatch, plan.numMicroBatches))
+        bool message = l.op == Launch::Op::Send || l.op == Launch::Op::Recv;
+        if (!message || !l.runsIn(microBatch, plan.numMicroBatches))
           continue;
         int64_t peer =
             (program.ppRank + (l.toNext ? 1 : plan.pp - 1)) % plan.pp;
@@ -791,7 +792,7 @@ void checkPipelineMessages(Reader &r, const Plan &plan) {
         if (l.op == Launch::Op::Send)
           sent[{program.ppRank, peer}].push_back(
               {b.bytes(), microBatch, b.name, &b});
-        else if (l.op == Launch::Op::Recv)
+        else
           received[{peer, program.ppRank}].push_back(
               {b.bytes(), microBatch, b.name, &b});
       }
@@ -1211,21 +1212,27 @@ Plan loadPlan(const std::string &path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw std::runtime_error(path + ": a directory, not a plan");
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error(path + ": cannot open the plan");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parsePlan(text.str(), path);
+}
+
+Plan parsePlan(const std::string &text, const std::string &name) {
   json doc;
   try {
-    doc = json::parse(in);
+    doc = json::parse(text);
   } catch (const json::exception &e) {
-    throw std::runtime_error(path + ": not valid JSON: " + e.what());
+    throw std::runtime_error(name + ": not valid JSON: " + e.what());
   }
-  Reader r(path);
+  Reader r(name);
   try {
     return readPlan(r, doc);
   } catch (const json::exception &e) {
     // A field of the wrong type the reader does not check by name.
-    throw std::runtime_error(path + ": malformed plan: " + e.what());
+    throw std::runtime_error(name + ": malformed plan: " + e.what());
   }
 }
 

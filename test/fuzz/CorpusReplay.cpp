@@ -1,4 +1,4 @@
-//===- CorpusReplay.cpp - Run the importer fuzzer's corpus as a test ------===//
+//===- CorpusReplay.cpp - Run a fuzzer's corpus as a test -----------------===//
 //
 // Without libFuzzer, runs LLVMFuzzerTestOneInput on every file named on the
 // command line (or in directories named there), so the crash-free corpus
@@ -6,45 +6,52 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
-
 #include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/// What the target made of the inputs, where it says (a weak symbol).
+__attribute__((weak)) std::string fuzzTargetSummary();
 
 int main(int argc, char **argv) {
+  namespace fs = std::filesystem;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
-    if (!llvm::sys::fs::is_directory(argv[i])) {
+    std::error_code ec;
+    if (!fs::is_directory(argv[i], ec)) {
       files.push_back(argv[i]);
       continue;
     }
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(argv[i], ec), end;
-         it != end && !ec; it.increment(ec))
-      if (llvm::sys::fs::is_regular_file(it->path()))
-        files.push_back(it->path());
+    for (fs::directory_iterator it(argv[i], ec), end; it != end && !ec;
+         it.increment(ec))
+      if (it->is_regular_file(ec))
+        files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    llvm::errs() << "importer-corpus-replay: no input files\n";
+    std::cerr << argv[0] << ": no input files\n";
     return 1;
   }
   for (const std::string &file : files) {
-    auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
-                                              /*RequiresNullTerminator=*/false);
-    if (!buffer) {
-      llvm::errs() << file << ": " << buffer.getError().message() << "\n";
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      std::cerr << file << ": cannot read it\n";
       return 1;
     }
-    llvm::StringRef bytes = (*buffer)->getBuffer();
+    std::string bytes((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t *>(bytes.data()),
                            bytes.size());
   }
-  llvm::outs() << "replayed " << files.size() << " inputs\n";
+  std::cout << "replayed " << files.size() << " inputs";
+  if (fuzzTargetSummary)
+    std::cout << ": " << fuzzTargetSummary();
+  std::cout << "\n";
   return 0;
 }

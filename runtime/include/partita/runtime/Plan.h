@@ -264,6 +264,9 @@ struct Plan {
 /// Throws std::runtime_error.
 Plan loadPlan(const std::string &path);
 
+/// Reads and checks the plan in `text`, as loadPlan does the file `name`.
+Plan parsePlan(const std::string &text, const std::string &name);
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_PLAN_H
