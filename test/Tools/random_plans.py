@@ -133,7 +133,7 @@ def compile_plan(args, spec_path, ranks, strategy, out):
     return False
 
 
-def run_losses(args, plan, ranks, log):
+def run_losses(args, plan, log):
     cmd = [args.plan_run, plan, "--steps", "2", "--log-json", log]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -150,16 +150,16 @@ def check_model(args, rng, index, work):
         json.dump(spec, f, indent=1)
     one = os.path.join(work, f"m{index}-0.json")
     if not compile_plan(args, spec_path, 1, "dp=1", one):
-        return "refused", 0
-    plans = [(one, 1, "dp=1")]
+        return spec, "refused", 0
+    plans = [(one, "dp=1")]
     for k in range(args.strategies + 1):
         # Random pins, and one plan the search chooses.
         ranks, strategy = (random_strategy(rng) if k < args.strategies else
                            (rng.choice([2, 4, 8]), None))
         out = os.path.join(work, f"m{index}-{k + 1}.json")
         if compile_plan(args, spec_path, ranks, strategy, out):
-            plans.append((out, ranks, strategy))
-    names = [p for p, _, _ in plans]
+            plans.append((out, strategy))
+    names = [p for p, _ in plans]
     p = subprocess.run([args.replay] + names, capture_output=True, text=True)
     if p.returncode != 0 or f": 0 refused, {len(names)} loaded" not in p.stdout:
         raise Failure(f"the runtime's loader on {len(names)} plans:\n"
@@ -170,15 +170,13 @@ def check_model(args, rng, index, work):
         raise Failure(f"plan_reference.py:\n{p.stdout[-3000:]}"
                       f"{p.stderr[-3000:]}")
     if args.plan_run:
-        base = run_losses(args, one, 1, os.path.join(work, "base.log"))
-        for plan, ranks, strategy in plans[1:]:
-            losses = run_losses(args, plan, ranks,
-                                os.path.join(work, "run.log"))
+        base = run_losses(args, one, os.path.join(work, "base.log"))
+        for plan, strategy in plans[1:]:
+            losses = run_losses(args, plan, os.path.join(work, "run.log"))
             if any(abs(a - b) > 1e-5 * abs(b) for a, b in zip(losses, base)):
                 raise Failure(f"plan-run {plan} ({strategy or 'searched'}): "
-                              f"losses "
-                              f"{losses}, one device {base}")
-    return "checked", len(plans) - 1
+                              f"losses {losses}, one device {base}")
+    return spec, "checked", len(plans) - 1
 
 
 def main():
@@ -199,16 +197,15 @@ def main():
     models = parallel = refused = 0
     for index in range(args.models):
         try:
-            outcome, plans = check_model(args, rng, index, work)
+            spec, outcome, plans = check_model(args, rng, index, work)
         except Failure as e:
             with open(os.path.join(work, f"model-{index}.json")) as f:
                 print(f.read())
             print(f"FAIL model {index} (seed {args.seed}): {e}")
             return 1
-        with open(os.path.join(work, f"model-{index}.json")) as f:
-            m = json.load(f)["model"]
+        features = sorted(spec["model"].items())
         print(f"model {index}: {outcome}, {plans} parallel plans; "
-              + ",".join(f"{k}={v}" for k, v in sorted(m.items())))
+              + ",".join(f"{k}={v}" for k, v in features))
         if outcome == "refused":
             refused += 1
         else:
