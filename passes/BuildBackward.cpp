@@ -368,7 +368,9 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     return success(); // differentiated with ce_loss
   if (name == "ce_loss") {
     // ce_loss(max, stats): find the logits and labels from ce_stats.
-    auto stats = llvm::find_if(writers.lookup(ins[1]), [](Operation *w) {
+    // A copy that outlives the search: lookup returns one by value.
+    SmallVector<Operation *> statsWriters = writers.lookup(ins[1]);
+    auto stats = llvm::find_if(statsWriters, [](Operation *w) {
       return isa<exec::KernelOp>(w) &&
              cast<exec::KernelOp>(w).getName() == "ce_stats";
     });
