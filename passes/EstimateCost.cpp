@@ -50,7 +50,11 @@ struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
     std::string note;
     Topology topology = moduleTopology(module, note);
     bool usesDefault = !note.empty();
-    TopologyGraph graph(topology);
+    // The carried strategy's nodes only: a large cluster's whole graph
+    // takes a second to build, and the confirmation costs many plans.
+    TopologyGraph graph(topology, chosen && strategy.empty()
+                                      ? fromStrategyAttr(chosen).numDevices()
+                                      : topology.numDevices());
     applyCostParamsOverrides(*params, graph, module);
 
     // The report is written whole once every model is costed, so a failed

@@ -60,7 +60,13 @@ struct ExecSimulatePlanPass : impl::ExecSimulatePlanBase<ExecSimulatePlanPass> {
     SimulationOptions options;
     options.costParams = *params;
     std::string note;
-    TopologyGraph graph(moduleTopology(module, note));
+    Topology topology = moduleTopology(module, note);
+    // The plan's nodes only: a large cluster's whole graph takes seconds.
+    auto strategy =
+        module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
+    TopologyGraph graph(topology, strategy
+                                      ? fromStrategyAttr(strategy).numDevices()
+                                      : topology.numDevices());
     applyCostParamsOverrides(options.costParams, graph, module);
     options.recordSpans = !trace.empty();
     llvm::Expected<SimulationResult> result = simulatePlan(module, options);

@@ -441,7 +441,8 @@ simulatePlan(mlir::ModuleOp module, const SimulationOptions &options) {
                 " to simulate with");
   ParallelConfig config = fromStrategyAttr(strategy);
   Topology topology = fromAttr(topologyAttr);
-  TopologyGraph graph(topology);
+  // A plan on a few nodes of a large cluster is routed on those alone.
+  TopologyGraph graph(topology, config.numDevices());
   // The training element type: that of the first whole parameter.
   DType dtype = DType::F32;
   module.walk([&](exec::BufferOp buf) {

@@ -2,6 +2,9 @@
 
 #include "compiler/Topology/TopologyGraph.h"
 
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/ErrorHandling.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -14,9 +17,22 @@ void TopologyGraph::addLink(size_t from, size_t to, double bytesPerS,
   boost::add_edge(to, from, EdgeProps{bytesPerS, 0.0}, graph);
 }
 
+/// The nodes that hold ranks 0 .. `devices` - 1: at least one.
+static int64_t nodesHolding(const Topology &topology, int64_t devices) {
+  return std::clamp<int64_t>((devices + topology.devicesPerNode - 1) /
+                                 topology.devicesPerNode,
+                             1, topology.nodes);
+}
+
 TopologyGraph::TopologyGraph(const Topology &topology)
-    : topo(topology), graph(topology.numDevices()) {
-  const int64_t nodes = topo.nodes, perNode = topo.devicesPerNode;
+    : TopologyGraph(topology, topology.numDevices()) {}
+
+TopologyGraph::TopologyGraph(const Topology &topology, int64_t usedDevices)
+    : topo(topology), builtDevices(nodesHolding(topology, usedDevices) *
+                                   topology.devicesPerNode),
+      graph(builtDevices) {
+  const int64_t nodes = builtDevices / topo.devicesPerNode;
+  const int64_t perNode = topo.devicesPerNode;
   const IntraNodeLink &link = topo.intraNode;
   const InterNodeNetwork &net = topo.interNode;
   auto device = [&](int64_t node, int64_t local) {
@@ -39,7 +55,7 @@ TopologyGraph::TopologyGraph(const Topology &topology)
     for (int64_t d = 0; d < perNode; ++d)
       addLink(device(n, d), fabric, link.bytesPerS, link.latencyS);
   }
-  if (nodes == 1)
+  if (topo.nodes == 1)
     return;
 
   // NICs: device d of a node uses NIC d * nics / devicesPerNode (its rail).
@@ -72,7 +88,7 @@ TopologyGraph::TopologyGraph(const Topology &topology)
               net.latencyS);
   size_t spine = boost::add_vertex(graph);
   for (int64_t k = 0; k < nics; ++k)
-    addLink(leaf[k], spine, nodes * nicRate, 0.0);
+    addLink(leaf[k], spine, topo.nodes * nicRate, 0.0);
 }
 
 const std::vector<TopologyGraph::Edge> &
@@ -81,6 +97,11 @@ TopologyGraph::route(int64_t src, int64_t dst) const {
   auto found = routes.find(key);
   if (found != routes.end())
     return found->second;
+  if (std::max(src, dst) >= builtDevices || std::min(src, dst) < 0)
+    llvm::report_fatal_error(llvm::Twine("TopologyGraph: a route from rank ") +
+                             llvm::Twine(src) + " to rank " + llvm::Twine(dst) +
+                             " in a graph of ranks 0 to " +
+                             llvm::Twine(builtDevices - 1));
 
   // Breadth-first by hops; among routes of equal hops keep the lowest
   // latency. Stops after the level that reaches the destination.

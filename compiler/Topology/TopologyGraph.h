@@ -38,6 +38,12 @@ struct RingCost {
 class TopologyGraph {
 public:
   explicit TopologyGraph(const Topology &topology);
+  /// The graph of the nodes that hold ranks 0 .. `usedDevices` - 1, for a
+  /// plan on those ranks: routes and bandwidths between them are those of
+  /// the whole cluster, whose size still sets the shared switches'
+  /// capacity, at a fraction of the whole graph's cost on a large cluster.
+  /// Routing other ranks is a fatal error.
+  TopologyGraph(const Topology &topology, int64_t usedDevices);
 
   const Topology &topology() const { return topo; }
   size_t numVertices() const { return boost::num_vertices(graph); }
@@ -75,6 +81,8 @@ private:
   const std::vector<Edge> &route(int64_t src, int64_t dst) const;
 
   Topology topo;
+  /// Ranks 0 .. builtDevices - 1 are in the graph.
+  int64_t builtDevices;
   Graph graph;
   mutable std::map<std::pair<int64_t, int64_t>, std::vector<Edge>> routes;
   /// The strategy search asks for the same few groups many times.

@@ -121,6 +121,34 @@ TEST(TopologyGraph, NVLinkMeshSharesLinksPerPair) {
   EXPECT_DOUBLE_EQ(g.path(0, 1).bytesPerS, 300e9 / 7);
 }
 
+TEST(TopologyGraph, APlansNodesRouteAsTheWholeCluster) {
+  // Rails behind a spine that carries a quarter of the NICs' line rate:
+  // 8 nodes x 50 GB/s / 4 = 100 GB/s from each leaf.
+  Topology t = preset("dgx-h100", 8);
+  t.interNode.oversubscription = 4;
+  TopologyGraph whole(t);
+  // Ranks 0-19 fill 3 nodes: 24 devices, 3 NVSwitches, 24 NICs, 8 leaves
+  // and the spine.
+  TopologyGraph used(t, 20);
+  EXPECT_EQ(used.numVertices(), 24u + 3 + 24 + 8 + 1);
+  EXPECT_EQ(used.topology().nodes, 8);
+  // Three cross-rail flows leave leaf 0 for the spine: its capacity is the
+  // whole cluster's, however few nodes the plan uses.
+  std::vector<std::vector<int64_t>> crossRail{{0, 9}, {8, 17}, {16, 1}};
+  EXPECT_DOUBLE_EQ(used.concurrentRings(crossRail).bytesPerS, 100e9 / 3);
+  EXPECT_DOUBLE_EQ(whole.concurrentRings(crossRail).bytesPerS, 100e9 / 3);
+  for (const std::vector<int64_t> &ranks :
+       {iota(8), iota(3, 8), iota(20), std::vector<int64_t>{3, 17, 12}}) {
+    RingCost a = used.ring(ranks), b = whole.ring(ranks);
+    EXPECT_DOUBLE_EQ(a.bytesPerS, b.bytesPerS);
+    EXPECT_DOUBLE_EQ(a.latencyS, b.latencyS);
+    EXPECT_EQ(a.intraNode, b.intraNode);
+  }
+  EXPECT_DOUBLE_EQ(used.path(5, 19).latencyS, whole.path(5, 19).latencyS);
+  EXPECT_DEATH(used.path(0, 24), "a route from rank 0 to rank 24 in a graph "
+                                 "of ranks 0 to 23");
+}
+
 // Hand-computed alpha-beta times (docs/cost-model.md, "Collectives").
 TEST(Collectives, AllReduceOneGigabyte) {
   const double gb = 1e9, eff = 0.8;
