@@ -25,7 +25,7 @@ llvm_config.with_environment("PATH", config.partita_tools_dir,
                              append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.partita_tools_dir, config.llvm_tools_dir]
-tools = ["plan-opt", "importer-corpus-replay"]
+tools = ["plan-opt", "importer-corpus-replay", "topology-corpus-replay"]
 # plan-run is built where MPI and OpenBLAS are found; the runtime's tests
 # say REQUIRES: plan-run.
 if os.path.exists(os.path.join(config.partita_tools_dir, "plan-run")):
