@@ -104,12 +104,20 @@ TopologyGraph::route(int64_t src, int64_t dst) const {
                              llvm::Twine(builtDevices - 1));
 
   // Breadth-first by hops; among routes of equal hops keep the lowest
-  // latency. Stops after the level that reaches the destination.
+  // latency. Stops after the level that reaches the destination. The
+  // search's state lives across calls and only what a search reached is
+  // reset: a large cluster's graph has hundreds of thousands of vertices,
+  // and a route inside a node reaches a dozen.
   const size_t n = boost::num_vertices(graph);
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> latency(n, inf);
-  std::vector<int64_t> depth(n, -1);
-  std::vector<Edge> via(n);
+  if (search.depth.size() != n) {
+    search.latency.assign(n, 0.0);
+    search.depth.assign(n, -1);
+    search.via.assign(n, Edge());
+  }
+  std::vector<double> &latency = search.latency;
+  std::vector<int64_t> &depth = search.depth;
+  std::vector<Edge> &via = search.via;
+  std::vector<size_t> reached{static_cast<size_t>(src)};
   std::vector<size_t> frontier{static_cast<size_t>(src)}, next;
   latency[src] = 0;
   depth[src] = 0;
@@ -122,6 +130,7 @@ TopologyGraph::route(int64_t src, int64_t dst) const {
         if (depth[w] < 0) {
           depth[w] = level + 1;
           next.push_back(w);
+          reached.push_back(w);
         } else if (depth[w] != level + 1 || l >= latency[w]) {
           continue;
         }
@@ -136,6 +145,8 @@ TopologyGraph::route(int64_t src, int64_t dst) const {
        v = boost::source(via[v], graph))
     edges.push_back(via[v]);
   std::reverse(edges.begin(), edges.end());
+  for (size_t v : reached)
+    depth[v] = -1;
   return routes.emplace(key, std::move(edges)).first->second;
 }
 

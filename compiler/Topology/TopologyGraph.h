@@ -88,6 +88,13 @@ private:
   /// The strategy search asks for the same few groups many times.
   mutable std::map<std::vector<std::vector<int64_t>>, RingCost> ringCache;
   mutable std::map<int64_t, std::unique_ptr<TopologyGraph>> smaller;
+  /// route()'s breadth-first search, per vertex: unreached (depth -1)
+  /// between calls.
+  mutable struct {
+    std::vector<double> latency;
+    std::vector<int64_t> depth;
+    std::vector<Edge> via;
+  } search;
 };
 
 } // namespace partita
