@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "partita/runtime/Checkpoint.h"
+#include "partita/runtime/HostMemory.h"
 #include "partita/runtime/Plan.h"
 #include "partita/runtime/Trainer.h"
 #include "support/Paths.h"
@@ -14,7 +15,6 @@
 #include "../../runtime/mpi/MpiCommunicator.h"
 #ifdef PARTITA_HAVE_CUDA
 #include "partita/runtime/Cuda.h"
-#include "partita/runtime/HostMemory.h"
 #endif
 
 #include <mpi.h>
