@@ -93,9 +93,11 @@ llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
     double number;
     if (value.getAsDouble(number) || !std::isfinite(number))
       return fail("a finite number");
+    // Efficiencies divide every time; at least 1e-6, as the topology's
+    // rates (docs/topology.md), so that no time overflows to inf.
     auto fraction = [&](double &field) -> llvm::Error {
-      if (!(number > 0 && number <= 1))
-        return fail("a number in (0, 1]");
+      if (!(number >= 1e-6 && number <= 1))
+        return fail("a number from 1e-6 to 1");
       field = number;
       return llvm::Error::success();
     };

@@ -12,6 +12,7 @@
 // RUN: not plan-opt %s --dist-estimate-cost="strategy=dp=2,pipeline=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=KEY
 // RUN: not plan-opt %s --dist-estimate-cost="strategy=dp=2 format=yaml" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORMAT
 // RUN: not plan-opt %s --dist-estimate-cost="strategy=dp=2 cost-params=gemm_efficiency=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARAMS
+// RUN: not plan-opt %s --dist-estimate-cost="strategy=dp=2 cost-params=collective_efficiency=1e-300" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TINY
 
 // TEXT: cost of "tiny-llama" on 4 devices of topology "dgx-h100"
 // TEXT-NEXT: (no topology given: the default, one dgx-h100 node; choose one with --topology)
@@ -69,7 +70,8 @@
 // BATCH: error: --strategy: dp * mbs = 3 does not divide the global batch of 8 sequences
 // KEY: error: --strategy: unknown key 'pipeline'; keys: dp, tp, pp, vpp, zero, mbs, recompute, sp, schedule
 // FORMAT: error: dist-estimate-cost: format must be text, json or none, got 'yaml'
-// PARAMS: error: --cost-params: gemm_efficiency=2: expected a number in (0, 1]
+// PARAMS: error: --cost-params: gemm_efficiency=2: expected a number from 1e-6 to 1
+// TINY: error: --cost-params: collective_efficiency=1e-300: expected a number from 1e-6 to 1
 
 module {
   tfm.model @"tiny-llama" {
