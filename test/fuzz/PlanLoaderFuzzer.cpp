@@ -6,9 +6,8 @@
 // exception other than std::runtime_error is a bug, in the loader (it let
 // through a plan the executor cannot run) or in the executor.
 //
-// In the libFuzzer build a structure-aware mutator edits one JSON value at
-// a time (a number, a name, an array's elements, an object's keys), since
-// byte-level mutations of a plan almost never parse.
+// In the libFuzzer build JsonMutator.cpp edits one JSON value at a time,
+// since byte-level mutations of a plan almost never parse.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,12 +77,3 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   return 0;
 }
-
-#ifdef PARTITA_LIBFUZZER
-#include "JsonMutator.h"
-
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
-                                          size_t maxSize, unsigned seed) {
-  return partita::fuzz::mutateJsonDocument(data, size, maxSize, seed);
-}
-#endif

@@ -8,7 +8,8 @@
 // report that is not JSON (an inf or a NaN), a topology attribute that does
 // not print and parse back as itself, or a written plan the runtime's
 // loader refuses is a bug: a cluster the reader takes must compile or be
-// refused with a message.
+// refused with a message. In the libFuzzer build JsonMutator.cpp edits one
+// JSON value at a time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -191,12 +192,3 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          : outcomes.searchRefused);
   return 0;
 }
-
-#ifdef PARTITA_LIBFUZZER
-#include "JsonMutator.h"
-
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
-                                          size_t maxSize, unsigned seed) {
-  return partita::fuzz::mutateJsonDocument(data, size, maxSize, seed);
-}
-#endif

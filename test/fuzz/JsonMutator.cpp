@@ -1,14 +1,11 @@
-//===- JsonMutator.h - Structure-aware mutations of JSON inputs -*- C++ -*-===//
+//===- JsonMutator.cpp - Structure-aware mutations of JSON inputs --------===//
 //
-// For the libFuzzer builds of the fuzz targets whose inputs are JSON
-// documents (plans, topologies): byte-level mutations of such a document
-// almost never parse, so this mutator edits one JSON value at a time (a
-// number, a name, an array's elements, an object's keys).
+// LLVMFuzzerCustomMutator for the libFuzzer builds of the fuzz targets whose
+// inputs are JSON documents (plans, topologies): byte-level mutations of
+// such a document almost never parse, so this mutator edits one JSON value
+// at a time (a number, a name, an array's elements, an object's keys).
 //
 //===----------------------------------------------------------------------===//
-
-#ifndef PARTITA_TEST_FUZZ_JSONMUTATOR_H
-#define PARTITA_TEST_FUZZ_JSONMUTATOR_H
 
 #include <nlohmann/json.hpp>
 
@@ -21,12 +18,11 @@
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
 
-namespace partita::fuzz {
+namespace {
 
 /// Every value of a document, the root first, with the containers' values
 /// after the container.
-inline void collectValues(nlohmann::json &value,
-                          std::vector<nlohmann::json *> &out) {
+void collectValues(nlohmann::json &value, std::vector<nlohmann::json *> &out) {
   out.push_back(&value);
   if (value.is_structured())
     for (nlohmann::json &child : value)
@@ -36,9 +32,9 @@ inline void collectValues(nlohmann::json &value,
 /// Replaces `target` by a value chosen to cross a check's boundary: one
 /// already in the document (a name used elsewhere, another size), a
 /// neighbour of it, an extreme, or a value of another type.
-inline void mutateValue(nlohmann::json &target,
-                        const std::vector<nlohmann::json *> &values,
-                        std::minstd_rand &rng) {
+void mutateValue(nlohmann::json &target,
+                 const std::vector<nlohmann::json *> &values,
+                 std::minstd_rand &rng) {
   using json = nlohmann::json;
   auto pick = [&](size_t n) { return size_t(rng() % n); };
   auto sameKind = [&](auto predicate) -> const json * {
@@ -127,10 +123,12 @@ inline void mutateValue(nlohmann::json &target,
   }
 }
 
-/// LLVMFuzzerCustomMutator's work: edits one value of the JSON document in
-/// `data`, or its bytes now and then and when it is not JSON.
-inline size_t mutateJsonDocument(uint8_t *data, size_t size, size_t maxSize,
-                                 unsigned seed) {
+} // namespace
+
+/// Edits one value of the JSON document in `data`, or its bytes now and
+/// then and when it is not JSON.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
+                                          size_t maxSize, unsigned seed) {
   using json = nlohmann::json;
   std::minstd_rand rng(seed);
   json doc = json::parse(data, data + size, nullptr,
@@ -152,7 +150,3 @@ inline size_t mutateJsonDocument(uint8_t *data, size_t size, size_t maxSize,
   std::memcpy(data, out.data(), out.size());
   return out.size();
 }
-
-} // namespace partita::fuzz
-
-#endif // PARTITA_TEST_FUZZ_JSONMUTATOR_H
