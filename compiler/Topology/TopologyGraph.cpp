@@ -109,14 +109,14 @@ TopologyGraph::route(int64_t src, int64_t dst) const {
   // reset: a large cluster's graph has hundreds of thousands of vertices,
   // and a route inside a node reaches a dozen.
   const size_t n = boost::num_vertices(graph);
-  if (search.depth.size() != n) {
-    search.latency.assign(n, 0.0);
-    search.depth.assign(n, -1);
-    search.via.assign(n, Edge());
+  if (routeSearch.depth.size() != n) {
+    routeSearch.latency.assign(n, 0.0);
+    routeSearch.depth.assign(n, -1);
+    routeSearch.via.assign(n, Edge());
   }
-  std::vector<double> &latency = search.latency;
-  std::vector<int64_t> &depth = search.depth;
-  std::vector<Edge> &via = search.via;
+  std::vector<double> &latency = routeSearch.latency;
+  std::vector<int64_t> &depth = routeSearch.depth;
+  std::vector<Edge> &via = routeSearch.via;
   std::vector<size_t> reached{static_cast<size_t>(src)};
   std::vector<size_t> frontier{static_cast<size_t>(src)}, next;
   latency[src] = 0;

@@ -94,7 +94,7 @@ private:
     std::vector<double> latency;
     std::vector<int64_t> depth;
     std::vector<Edge> via;
-  } search;
+  } routeSearch;
 };
 
 } // namespace partita
