@@ -184,8 +184,12 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
     t.devicesPerNode = *perNode;
 
   if (auto d = root.object("device", need)) {
-    if (auto kind = d->string("kind", need))
+    if (auto kind = d->string("kind", need)) {
+      // Reports name the device by it, and #dist.device requires one.
+      if (kind->empty())
+        errors.add(d->where("kind"), "must not be empty");
       t.device.kind = *kind;
+    }
     readNumber(*d, "bf16_tflops", kTera, t.device.bf16Flops, need);
     readNumber(*d, "fp16_tflops", kTera, t.device.fp16Flops, need);
     readNumber(*d, "fp32_tflops", kTera, t.device.fp32Flops, need);

@@ -80,6 +80,16 @@ TEST(Topology, JsonFieldsAndErrors) {
                       "1e+09, got 1e+300"),
             std::string::npos)
       << text;
+
+  // #dist.device needs a kind: an empty one made an attribute that did not
+  // parse back (found by the topology fuzzer).
+  auto nameless = readTopology(R"({"version": 1, "preset": "dgx-h100",
+      "device": {"kind": ""}})",
+                               "nameless.json");
+  text = llvm::toString(nameless.takeError());
+  EXPECT_NE(text.find("nameless.json: /device/kind: must not be empty"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Topology, AttributeRoundTrip) {
