@@ -59,15 +59,21 @@ struct Outcomes {
   int64_t searched = 0, searchRefused = 0;
 } outcomes;
 
-/// A directory of this process's for the files the pipeline writes.
+/// A directory of this process's for the files the pipeline writes,
+/// removed at exit.
 const std::string &scratchDir() {
-  static const std::string dir = [] {
-    llvm::SmallString<128> path;
-    if (llvm::sys::fs::createUniqueDirectory("partita-topology-fuzz", path))
-      fail("cannot create a scratch directory");
-    return std::string(path);
-  }();
-  return dir;
+  static const struct Scratch {
+    std::string path;
+    Scratch() {
+      llvm::SmallString<128> created;
+      if (llvm::sys::fs::createUniqueDirectory("partita-topology-fuzz",
+                                               created))
+        fail("cannot create a scratch directory");
+      path = std::string(created);
+    }
+    ~Scratch() { llvm::sys::fs::remove_directories(path); }
+  } scratch;
+  return scratch.path;
 }
 
 std::string scratchFile(llvm::StringRef name) {
