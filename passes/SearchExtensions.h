@@ -31,6 +31,8 @@ using StrategyRule = std::function<std::optional<std::string>(
 
 /// Adjusts `params` for `module` on `graph`'s topology. Returns the name the
 /// reports show when it changed something, or nothing when it did not apply.
+/// Once the module has a strategy, `graph` may route only that strategy's
+/// ranks (TopologyGraph's usedDevices); its topology() is the whole cluster.
 using CostParamsOverride = std::function<std::optional<std::string>(
     CostParams &params, const TopologyGraph &graph, mlir::ModuleOp module)>;
 
