@@ -329,8 +329,15 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   src["num_kv_heads"] = r.where("num_key_value_heads"); // also the default
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);
-  if (arch == "Qwen3ForCausalLM")
+  if (arch == "Qwen3ForCausalLM") {
     cfg.headDim = 128;
+    // Qwen3's attention takes head_dim as it is: transformers cannot build
+    // a Qwen3 model with a null one, so no width can be inferred for it.
+    if (r.isNull("head_dim"))
+      r.errors().add(r.where("head_dim"),
+                     "Qwen3 needs a head size; null builds no model in "
+                     "transformers (omit it for the default, 128)");
+  }
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Optional);
