@@ -344,20 +344,34 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
         param("rotary_dim", rotary.getRotaryDimAttr()),
         param("theta", rotary.getThetaAttr())};
     if (auto scaling = rotary.getScalingAttr()) {
-      auto f64 = [&](const APFloat &v) {
-        return b.getF64FloatAttr(v.convertToDouble());
+      tfm::RopeScalingKind kind = scaling.getKind();
+      auto number = [&](StringRef key, StringRef field, const APFloat &v) {
+        if (tfm::ropeScalingHasField(kind, field))
+          params.push_back(param(key, b.getF64FloatAttr(v.convertToDouble())));
       };
       params.push_back(param(
-          "scaling",
-          b.getStringAttr(tfm::stringifyRopeScalingKind(scaling.getKind()))));
-      params.push_back(param("scaling_factor", f64(scaling.getFactor())));
-      params.push_back(
-          param("low_freq_factor", f64(scaling.getLowFreqFactor())));
-      params.push_back(
-          param("high_freq_factor", f64(scaling.getHighFreqFactor())));
-      params.push_back(
-          param("original_max_positions",
-                b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
+          "scaling", b.getStringAttr(tfm::stringifyRopeScalingKind(kind))));
+      number("scaling_factor", "factor", scaling.getFactor());
+      number("low_freq_factor", "low_freq_factor", scaling.getLowFreqFactor());
+      number("high_freq_factor", "high_freq_factor",
+             scaling.getHighFreqFactor());
+      if (tfm::ropeScalingHasField(kind, "original_max_positions"))
+        params.push_back(
+            param("original_max_positions",
+                  b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
+      number("beta_fast", "beta_fast", scaling.getBetaFast());
+      number("beta_slow", "beta_slow", scaling.getBetaSlow());
+      if (tfm::ropeScalingHasField(kind, "truncate"))
+        params.push_back(
+            param("truncate", b.getBoolAttr(scaling.getTruncate())));
+      number("attention_factor", "attention_factor",
+             scaling.getAttentionFactor());
+      // LongRoPE's divisors for this sequence: the kernel needs one list.
+      if (kind == tfm::RopeScalingKind::longrope)
+        params.push_back(
+            param("frequency_factors",
+                  b.getF64ArrayAttr(scaling.frequencyFactors(
+                      rotary.getInput().getType().getDimSize(1)))));
     }
     kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
     return success();

@@ -100,19 +100,20 @@ private:
                                     eps);
   }
 
+  tfm::RopeScalingAttr ropeScaling(const RopeScaling &s) {
+    using K = RopeScaling::Kind;
+    tfm::RopeScalingKind kind =
+        s.kind == K::Llama3     ? tfm::RopeScalingKind::llama3
+        : s.kind == K::Yarn     ? tfm::RopeScalingKind::yarn
+        : s.kind == K::LongRope ? tfm::RopeScalingKind::longrope
+                                : tfm::RopeScalingKind::linear;
+    return tfm::RopeScalingAttr::get(b.getContext(), kind, s);
+  }
+
   Value rotary(Value x, const Twine &name, int64_t heads) {
     tfm::RopeScalingAttr scaling;
-    if (m.ropeScaling) {
-      const RopeScaling &s = *m.ropeScaling;
-      bool llama3 = s.kind == RopeScaling::Kind::Llama3;
-      // linear keeps the attribute's defaults for the llama3-only fields.
-      scaling = tfm::RopeScalingAttr::get(
-          b.getContext(),
-          llama3 ? tfm::RopeScalingKind::llama3 : tfm::RopeScalingKind::linear,
-          APFloat(s.factor), APFloat(llama3 ? s.lowFreqFactor : 1.0),
-          APFloat(llama3 ? s.highFreqFactor : 1.0),
-          llama3 ? s.originalMaxPositions : 0);
-    }
+    if (m.ropeScaling)
+      scaling = ropeScaling(*m.ropeScaling);
     return tfm::RotaryOp::create(b, loc(name), x.getType(), x,
                                  b.getI64IntegerAttr(heads),
                                  b.getI64IntegerAttr(m.rotaryDim()),

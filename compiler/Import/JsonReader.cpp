@@ -337,6 +337,42 @@ ObjectReader::eachOneOf(StringRef key, Need need,
   return result;
 }
 
+std::optional<std::vector<double>> ObjectReader::positiveNumbers(StringRef key,
+                                                                 Need need) {
+  const json *value = lookup(key, need);
+  if (!value)
+    return std::nullopt;
+  if (!value->is_array()) {
+    typeError(key, "an array of numbers", *value);
+    return std::nullopt;
+  }
+  if (value->empty()) {
+    errorList->add(where(key), "must not be empty");
+    return std::nullopt;
+  }
+  std::vector<double> result;
+  bool ok = true;
+  for (size_t i = 0; i < value->size(); ++i) {
+    const json &element = (*value)[i];
+    std::string at = where(key) + "/" + std::to_string(i);
+    if (!element.is_number()) {
+      errorList->add(at,
+                     "expected a number, got " + describeJsonValue(element));
+      ok = false;
+      continue;
+    }
+    double d = element.get<double>();
+    if (!std::isfinite(d) || !(d > 0)) {
+      errorList->add(at, "must be > 0, got " + element.dump());
+      ok = false;
+    }
+    result.push_back(d);
+  }
+  if (!ok)
+    return std::nullopt;
+  return result;
+}
+
 std::optional<ObjectReader> ObjectReader::object(StringRef key, Need need) {
   const json *value = lookup(key, need);
   if (!value)

@@ -91,6 +91,10 @@ public:
   std::optional<std::vector<std::string>>
   eachOneOf(llvm::StringRef key, Need need,
             llvm::ArrayRef<llvm::StringRef> choices);
+  /// A non-empty array of finite numbers above 0 (LongRoPE's factors);
+  /// each wrong element is reported at its index.
+  std::optional<std::vector<double>> positiveNumbers(llvm::StringRef key,
+                                                     Need need);
   /// The first element of an array of strings (HF "architectures").
   std::optional<std::string> firstString(llvm::StringRef key, Need need);
 

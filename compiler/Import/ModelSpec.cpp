@@ -20,6 +20,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cmath>
+
 using json = nlohmann::json;
 using llvm::StringRef;
 
@@ -111,19 +113,31 @@ void readSlidingWindow(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
 // Rope scaling (same shape in HF configs and in specs)
 //===----------------------------------------------------------------------===//
 
+/// The magnitude YaRN gives the rotated channels at `factor` (Hugging
+/// Face's get_mscale).
+double yarnMagnitude(double factor, double mscale) {
+  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
 /// The scaling of rope_scaling's object `r`, or of HF's rope_parameters,
-/// whose other keys (`alsoRead`) the caller has read.
+/// whose other keys (`alsoRead`) the caller has read. `outerOriginalMax` is
+/// an HF config's top-level original_max_position_embeddings (Phi-3 keeps
+/// it there), which transformers 5 moves into the rope parameters. Every
+/// default a later field of the config cannot change is resolved here, as
+/// transformers resolves it: cfg.maxPositionEmbeddings is read before.
 void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
-                           llvm::ArrayRef<StringRef> alsoRead = {}) {
+                           llvm::ArrayRef<StringRef> alsoRead = {},
+                           std::optional<int64_t> outerOriginalMax = {}) {
+  using N = ObjectReader::Need;
   // HF spells the kind "rope_type" (newer) or "type" (older); configs saved
   // by newer versions carry both.
-  constexpr StringRef kinds[] = {"default", "linear", "llama3"};
+  constexpr StringRef kinds[] = {"default", "linear", "llama3", "yarn",
+                                 "longrope"};
   std::optional<std::string> type;
   if (r.has("rope_type"))
-    type = r.oneOf("rope_type", ObjectReader::Required, kinds);
+    type = r.oneOf("rope_type", N::Required, kinds);
   if (r.has("type")) {
-    std::optional<std::string> old =
-        r.oneOf("type", ObjectReader::Required, kinds);
+    std::optional<std::string> old = r.oneOf("type", N::Required, kinds);
     if (type && old && *old != *type)
       r.errors().add(r.where("type"), "\"" + *old +
                                           "\" disagrees with rope_type \"" +
@@ -140,34 +154,108 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
     return;
   }
   RopeScaling scaling;
-  if (auto factor = r.number("factor", ObjectReader::Required, 1.0))
+  bool longrope = *type == "longrope";
+  std::optional<double> factor =
+      r.number("factor", longrope ? N::Optional : N::Required, 1.0);
+  if (factor)
     scaling.factor = *factor;
+  if (*type != "linear") {
+    // The pretrained length: rope_scaling's, else the top-level one, else
+    // (yarn and longrope, as transformers 5) max_position_embeddings.
+    StringRef key = "original_max_position_embeddings";
+    bool needed = *type == "llama3" && !outerOriginalMax;
+    std::optional<int64_t> inner =
+        r.integer(key, needed ? N::Required : N::Optional, 1, kMaxDim);
+    if (inner && outerOriginalMax && *inner != *outerOriginalMax)
+      r.errors().add(r.where(key), "disagrees with the top-level " + key.str() +
+                                       " " + llvm::Twine(*outerOriginalMax));
+    if (std::optional<int64_t> given = inner ? inner : outerOriginalMax)
+      scaling.originalMaxPositions = *given;
+    else if (*type != "llama3")
+      scaling.originalMaxPositions = cfg.maxPositionEmbeddings;
+    if (scaling.originalMaxPositions == 0 && *type != "llama3")
+      r.errors().add(r.where(key), "required field is missing (and there "
+                                   "is no max_position_embeddings to take "
+                                   "it from)");
+  }
+  std::optional<double> attentionFactor;
+  if (*type == "yarn" || longrope)
+    attentionFactor =
+        r.number("attention_factor", N::Optional, 0.0, 1e308, true);
   if (*type == "llama3") {
     scaling.kind = RopeScaling::Kind::Llama3;
-    if (auto v = r.number("low_freq_factor", ObjectReader::Required, 0.0, 1e308,
-                          true))
+    if (auto v = r.number("low_freq_factor", N::Required, 0.0, 1e308, true))
       scaling.lowFreqFactor = *v;
-    if (auto v = r.number("high_freq_factor", ObjectReader::Required, 0.0,
-                          1e308, true))
+    if (auto v = r.number("high_freq_factor", N::Required, 0.0, 1e308, true))
       scaling.highFreqFactor = *v;
-    if (auto v = r.integer("original_max_position_embeddings",
-                           ObjectReader::Required, 1, kMaxDim))
-      scaling.originalMaxPositions = *v;
     if (scaling.highFreqFactor <= scaling.lowFreqFactor)
       r.errors().add(r.where("high_freq_factor"),
                      "must be greater than low_freq_factor");
+  } else if (*type == "yarn") {
+    scaling.kind = RopeScaling::Kind::Yarn;
+    if (auto v = r.number("beta_fast", N::Optional, 0.0, 1e308, true))
+      scaling.betaFast = *v;
+    if (auto v = r.number("beta_slow", N::Optional, 0.0, 1e308, true))
+      scaling.betaSlow = *v;
+    if (scaling.betaFast < scaling.betaSlow)
+      r.errors().add(r.where("beta_fast"), "must be at least beta_slow (" +
+                                               formatNumber(scaling.betaSlow) +
+                                               "), got " +
+                                               formatNumber(scaling.betaFast));
+    if (auto v = r.boolean("truncate", N::Optional))
+      scaling.truncate = *v;
+    // DeepSeek's pair: the magnitude is their ratio when both are nonzero.
+    std::optional<double> mscale = r.number("mscale", N::Optional, 0.0);
+    std::optional<double> mscaleAllDim =
+        r.number("mscale_all_dim", N::Optional, 0.0);
+    if (attentionFactor)
+      scaling.attentionFactor = *attentionFactor;
+    else if (mscale && mscaleAllDim && *mscale != 0 && *mscaleAllDim != 0)
+      scaling.attentionFactor = yarnMagnitude(scaling.factor, *mscale) /
+                                yarnMagnitude(scaling.factor, *mscaleAllDim);
+    else
+      scaling.attentionFactor = yarnMagnitude(scaling.factor, 1.0);
+  } else if (longrope) {
+    scaling.kind = RopeScaling::Kind::LongRope;
+    if (auto v = r.positiveNumbers("short_factor", N::Required))
+      scaling.shortFactor.assign(v->begin(), v->end());
+    if (auto v = r.positiveNumbers("long_factor", N::Required))
+      scaling.longFactor.assign(v->begin(), v->end());
+    if (!scaling.shortFactor.empty() && !scaling.longFactor.empty() &&
+        scaling.shortFactor.size() != scaling.longFactor.size())
+      r.errors().add(r.where("long_factor"),
+                     "has " + llvm::Twine(scaling.longFactor.size()) +
+                         " factors; short_factor has " +
+                         llvm::Twine(scaling.shortFactor.size()));
+    // Without a factor, the context's growth over the pretrained length.
+    int64_t original = scaling.originalMaxPositions;
+    if (!factor)
+      scaling.factor =
+          original > 0 && cfg.maxPositionEmbeddings > original
+              ? double(cfg.maxPositionEmbeddings) / double(original)
+              : 1.0;
+    if (attentionFactor)
+      scaling.attentionFactor = *attentionFactor;
+    else if (scaling.factor > 1.0 && original > 1)
+      scaling.attentionFactor = std::sqrt(1.0 + std::log(scaling.factor) /
+                                                    std::log(double(original)));
+    else if (scaling.factor > 1.0 && original == 1)
+      r.errors().add(r.where("original_max_position_embeddings"),
+                     "1 leaves LongRoPE's default attention factor "
+                     "undefined; give attention_factor");
   }
   r.rejectUnknownKeys(alsoRead);
   cfg.ropeScaling = scaling;
 }
 
 void readRopeScaling(ObjectReader &parent, StringRef key, ModelConfig &cfg,
-                     FieldSources &sources) {
+                     FieldSources &sources,
+                     std::optional<int64_t> outerOriginalMax = {}) {
   std::optional<ObjectReader> r = parent.object(key, ObjectReader::Optional);
   if (!r)
     return;
   sources["rope_scaling"] = parent.where(key);
-  readRopeScalingObject(*r, cfg);
+  readRopeScalingObject(*r, cfg, {}, outerOriginalMax);
 }
 
 /// Why a partial rotary factor is refused where HF rotates whole heads.
@@ -182,7 +270,8 @@ constexpr const char *kWholeHeads =
 /// architecture whose HF code rotates whole heads has no `fractionKey`.
 void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
                         FieldSources &sources, StringRef thetaKey,
-                        StringRef fractionKey) {
+                        StringRef fractionKey,
+                        std::optional<int64_t> outerOriginalMax) {
   std::optional<ObjectReader> r =
       parent.object("rope_parameters", ObjectReader::Optional);
   if (!r)
@@ -211,7 +300,8 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
     sources["rotary_fraction"] = r->where("partial_rotary_factor");
   }
   sources["rope_scaling"] = parent.where("rope_parameters");
-  readRopeScalingObject(*r, cfg, {"rope_theta", "partial_rotary_factor"});
+  readRopeScalingObject(*r, cfg, {"rope_theta", "partial_rotary_factor"},
+                        outerOriginalMax);
 }
 
 //===----------------------------------------------------------------------===//
@@ -366,14 +456,16 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       r.errors().add(r.where("partial_rotary_factor"), kWholeHeads);
     }
   }
-  readRopeScaling(r, "rope_scaling", cfg, src);
+  std::optional<int64_t> outerOriginalMax =
+      r.integer("original_max_position_embeddings", N::Optional, 1, kMaxDim);
+  readRopeScaling(r, "rope_scaling", cfg, src, outerOriginalMax);
   readRopeParameters(r, cfg, src, "rope_theta",
-                     phi3 ? "partial_rotary_factor" : "");
-  // Phi-3's HF code takes no linear or llama3 scaling (only longrope, which
-  // Partita does not support).
-  if (phi3 && cfg.ropeScaling)
+                     phi3 ? "partial_rotary_factor" : "", outerOriginalMax);
+  // Phi-3's HF code takes LongRoPE only.
+  if (phi3 && cfg.ropeScaling &&
+      cfg.ropeScaling->kind != RopeScaling::Kind::LongRope)
     r.errors().add(src["rope_scaling"],
-                   "Phi-3 takes no linear or llama3 rotary scaling");
+                   "Phi-3 takes no rotary scaling but longrope");
   cfg.tieEmbeddings = starcoder2;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
   // HF initialises every linear of these models with initializer_range.
@@ -476,8 +568,10 @@ void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
       r.has("rotary_emb_base") ? "rotary_emb_base" : "rope_theta";
   if (auto base = r.number(baseKey, N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *base;
-  readRopeScaling(r, "rope_scaling", cfg, src);
-  readRopeParameters(r, cfg, src, baseKey, "rotary_pct");
+  std::optional<int64_t> outerOriginalMax =
+      r.integer("original_max_position_embeddings", N::Optional, 1, kMaxDim);
+  readRopeScaling(r, "rope_scaling", cfg, src, outerOriginalMax);
+  readRopeParameters(r, cfg, src, baseKey, "rotary_pct", outerOriginalMax);
   bool attentionBias = true;
   readBool(r, "attention_bias", attentionBias);
   cfg.qkvBias = cfg.attnOutBias = attentionBias;
@@ -631,6 +725,17 @@ void validate(const ModelSpec &spec, const FieldSources &src,
                "rotary embedding covers " + llvm::Twine(m.rotaryDim()) +
                    " channels of head_dim " + llvm::Twine(m.headDimension()) +
                    "; need an even count of at least 2");
+  if (m.position == PositionEmbedding::Rope && m.ropeScaling &&
+      m.ropeScaling->kind == RopeScaling::Kind::LongRope &&
+      m.headDimension() > 0 &&
+      int64_t(m.ropeScaling->shortFactor.size()) != m.rotaryDim() / 2)
+    errors.add(at("rope_scaling"),
+               "longrope has " +
+                   llvm::Twine(m.ropeScaling->shortFactor.size()) +
+                   " factors a list; the rotary embedding turns " +
+                   llvm::Twine(m.rotaryDim() / 2) +
+                   " pairs of channels a head (rotary_dim " +
+                   llvm::Twine(m.rotaryDim()) + ")");
   if (m.norm == NormKind::RmsNorm && m.normBias)
     errors.add(at("norm_bias"), "rms_norm has no bias");
   // A spec may keep fewer of the HF config's layers, not add to them.

@@ -8,6 +8,7 @@
 #ifndef PARTITA_COMPILER_IMPORT_MODELSPEC_H
 #define PARTITA_COMPILER_IMPORT_MODELSPEC_H
 
+#include "dialects/tfm/TfmDialect.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -28,13 +29,11 @@ llvm::StringRef toString(Activation kind);
 llvm::StringRef toString(PositionEmbedding kind);
 llvm::StringRef toString(DType type);
 
-struct RopeScaling {
-  enum class Kind { Linear, Llama3 } kind = Kind::Linear;
-  double factor = 1.0;
-  // llama3 only; the defaults are those of #tfm.rope_scaling.
-  double lowFreqFactor = 1.0;
-  double highFreqFactor = 1.0;
-  int64_t originalMaxPositions = 0;
+/// A rotary scaling as #tfm.rope_scaling holds it: the importer resolves
+/// the config's defaults (docs/model-spec.md) so that the graph needs no
+/// other field of the config. Fields the kind does not use are ignored.
+struct RopeScaling : tfm::RopeScalingFields {
+  enum class Kind { Linear, Llama3, Yarn, LongRope } kind = Kind::Linear;
 };
 
 /// The architecture of a decoder-only Transformer. Field names follow the

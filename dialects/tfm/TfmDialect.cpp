@@ -9,6 +9,8 @@
 #include "support/Format.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace partita::tfm;
 
@@ -99,39 +101,87 @@ LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
 // #tfm.rope_scaling<linear, factor = 2.0>
 // #tfm.rope_scaling<llama3, factor = 8.0, low_freq_factor = 1.0,
 //                   high_freq_factor = 4.0, original_max_positions = 8192>
+// #tfm.rope_scaling<yarn, factor = 4.0, original_max_positions = 32768,
+//                   beta_fast = 32.0, beta_slow = 1.0, truncate = true,
+//                   attention_factor = 1.1386>
+// #tfm.rope_scaling<longrope, original_max_positions = 4096,
+//                   attention_factor = 1.19, short_factor = [1.0, 1.1],
+//                   long_factor = [1.0, 4.2]>
+
+bool partita::tfm::ropeScalingHasField(RopeScalingKind kind, StringRef key) {
+  using K = RopeScalingKind;
+  if (key == "factor")
+    return kind != K::longrope;
+  if (key == "low_freq_factor" || key == "high_freq_factor")
+    return kind == K::llama3;
+  if (key == "original_max_positions")
+    return kind != K::linear;
+  if (key == "beta_fast" || key == "beta_slow" || key == "truncate")
+    return kind == K::yarn;
+  if (key == "attention_factor")
+    return kind == K::yarn || kind == K::longrope;
+  if (key == "short_factor" || key == "long_factor")
+    return kind == K::longrope;
+  return false;
+}
+
 Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
   StringRef kindName;
   if (parser.parseLess() || parser.parseKeyword(&kindName))
     return {};
   std::optional<RopeScalingKind> kind = symbolizeRopeScalingKind(kindName);
   if (!kind) {
-    parser.emitError(parser.getCurrentLocation(),
-                     "unknown rope scaling kind '")
-        << kindName << "', expected 'linear' or 'llama3'";
+    parser.emitError(parser.getCurrentLocation(), "unknown rope scaling kind '")
+        << kindName << "', expected 'linear', 'llama3', 'yarn' or 'longrope'";
     return {};
   }
-  // Fields a kind does not use keep these defaults, so that the printed
-  // form (which omits them) reads back as the same attribute.
-  double factor = 1.0, lowFreq = 1.0, highFreq = 1.0;
-  int64_t originalMaxPositions = 0;
-  bool isLlama3 = *kind == RopeScalingKind::llama3;
+  RopeScalingFields f;
+  auto parseList = [&](SmallVectorImpl<double> &list) {
+    return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() {
+      return parser.parseFloat(list.emplace_back());
+    });
+  };
   auto parseKeyValue = [&](StringRef key) -> ParseResult {
     SMLoc loc = parser.getCurrentLocation();
     if (parser.parseEqual())
       return failure();
+    if (!ropeScalingHasField(*kind, key)) {
+      // A field of another kind, or of none.
+      for (RopeScalingKind other :
+           {RopeScalingKind::linear, RopeScalingKind::llama3,
+            RopeScalingKind::yarn, RopeScalingKind::longrope})
+        if (ropeScalingHasField(other, key))
+          return parser.emitError(loc, "'") << key << "' does not apply to "
+                                            << kindName << " rope scaling";
+      return parser.emitError(loc, "unknown rope scaling field '")
+             << key << "'";
+    }
     if (key == "factor")
-      return parser.parseFloat(factor);
-    if (!isLlama3 && (key == "low_freq_factor" || key == "high_freq_factor" ||
-                      key == "original_max_positions"))
-      return parser.emitError(loc, "'")
-             << key << "' applies to llama3 rope scaling only";
+      return parser.parseFloat(f.factor);
     if (key == "low_freq_factor")
-      return parser.parseFloat(lowFreq);
+      return parser.parseFloat(f.lowFreqFactor);
     if (key == "high_freq_factor")
-      return parser.parseFloat(highFreq);
+      return parser.parseFloat(f.highFreqFactor);
     if (key == "original_max_positions")
-      return parser.parseInteger(originalMaxPositions);
-    return parser.emitError(loc, "unknown rope scaling field '") << key << "'";
+      return parser.parseInteger(f.originalMaxPositions);
+    if (key == "beta_fast")
+      return parser.parseFloat(f.betaFast);
+    if (key == "beta_slow")
+      return parser.parseFloat(f.betaSlow);
+    if (key == "attention_factor")
+      return parser.parseFloat(f.attentionFactor);
+    if (key == "short_factor")
+      return parseList(f.shortFactor);
+    if (key == "long_factor")
+      return parseList(f.longFactor);
+    // The one boolean field: truncate.
+    StringRef value;
+    if (parser.parseKeyword(&value))
+      return failure();
+    if (value != "true" && value != "false")
+      return parser.emitError(loc, "truncate must be true or false");
+    f.truncate = value == "true";
+    return success();
   };
   while (succeeded(parser.parseOptionalComma())) {
     StringRef key;
@@ -140,43 +190,119 @@ Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
+  // Fields the kind does not use hold RopeScalingFields' defaults.
+  MLIRContext *ctx = parser.getContext();
+  auto list = [&](ArrayRef<double> values) {
+    return *kind == RopeScalingKind::longrope
+               ? DenseF64ArrayAttr::get(ctx, values)
+               : DenseF64ArrayAttr();
+  };
   return parser.getChecked<RopeScalingAttr>(
-      parser.getContext(), *kind, APFloat(factor), APFloat(lowFreq),
-      APFloat(highFreq), originalMaxPositions);
+      ctx, *kind, APFloat(f.factor), APFloat(f.lowFreqFactor),
+      APFloat(f.highFreqFactor), f.originalMaxPositions, APFloat(f.betaFast),
+      APFloat(f.betaSlow), f.truncate, APFloat(f.attentionFactor),
+      list(f.shortFactor), list(f.longFactor));
 }
 
 void RopeScalingAttr::print(AsmPrinter &printer) const {
-  printer << '<' << stringifyRopeScalingKind(getKind()) << ", factor = ";
-  printer.printFloat(getFactor());
-  if (getKind() == RopeScalingKind::llama3) {
-    printer << ", low_freq_factor = ";
-    printer.printFloat(getLowFreqFactor());
-    printer << ", high_freq_factor = ";
-    printer.printFloat(getHighFreqFactor());
+  RopeScalingKind kind = getKind();
+  printer << '<' << stringifyRopeScalingKind(kind);
+  auto number = [&](StringRef key, const APFloat &value) {
+    if (!ropeScalingHasField(kind, key))
+      return;
+    printer << ", " << key << " = ";
+    printer.printFloat(value);
+  };
+  auto list = [&](StringRef key, DenseF64ArrayAttr values) {
+    if (!ropeScalingHasField(kind, key))
+      return;
+    printer << ", " << key << " = [";
+    llvm::interleaveComma(values.asArrayRef(), printer,
+                          [&](double v) { printer.printFloat(APFloat(v)); });
+    printer << ']';
+  };
+  number("factor", getFactor());
+  number("low_freq_factor", getLowFreqFactor());
+  number("high_freq_factor", getHighFreqFactor());
+  if (ropeScalingHasField(kind, "original_max_positions"))
     printer << ", original_max_positions = " << getOriginalMaxPositions();
-  }
+  number("beta_fast", getBetaFast());
+  number("beta_slow", getBetaSlow());
+  if (ropeScalingHasField(kind, "truncate"))
+    printer << ", truncate = " << (getTruncate() ? "true" : "false");
+  number("attention_factor", getAttentionFactor());
+  list("short_factor", getShortFactor());
+  list("long_factor", getLongFactor());
   printer << '>';
 }
 
 LogicalResult
 RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         RopeScalingKind kind, APFloat factor, APFloat lowFreq,
-                        APFloat highFreq, int64_t originalMaxPositions) {
+                        APFloat highFreq, int64_t originalMaxPositions,
+                        APFloat betaFast, APFloat betaSlow, bool truncate,
+                        APFloat attentionFactor, DenseF64ArrayAttr shortFactor,
+                        DenseF64ArrayAttr longFactor) {
+  StringRef kindName = stringifyRopeScalingKind(kind);
   if (!(factor.convertToDouble() >= 1.0))
     return emitError() << "rope scaling factor must be >= 1, got "
                        << partita::formatNumber(factor.convertToDouble());
-  if (kind != RopeScalingKind::llama3)
-    return success();
-  if (!(lowFreq.convertToDouble() > 0.0) ||
-      !(highFreq.convertToDouble() > lowFreq.convertToDouble()))
-    return emitError() << "llama3 rope scaling needs 0 < low_freq_factor < "
-                          "high_freq_factor, got "
-                       << partita::formatNumber(lowFreq.convertToDouble())
-                       << " and "
-                       << partita::formatNumber(highFreq.convertToDouble());
-  if (originalMaxPositions <= 0)
-    return emitError() << "llama3 rope scaling needs original_max_positions "
-                          "> 0, got "
+  if (kind != RopeScalingKind::linear && originalMaxPositions <= 0)
+    return emitError() << kindName
+                       << " rope scaling needs original_max_positions > 0, "
+                          "got "
                        << originalMaxPositions;
+  double attention = attentionFactor.convertToDouble();
+  if (!(attention > 0.0) || !std::isfinite(attention))
+    return emitError() << "rope scaling attention_factor must be positive, "
+                          "got "
+                       << partita::formatNumber(attention);
+  switch (kind) {
+  case RopeScalingKind::linear:
+    return success();
+  case RopeScalingKind::llama3:
+    if (!(lowFreq.convertToDouble() > 0.0) ||
+        !(highFreq.convertToDouble() > lowFreq.convertToDouble()))
+      return emitError() << "llama3 rope scaling needs 0 < low_freq_factor < "
+                            "high_freq_factor, got "
+                         << partita::formatNumber(lowFreq.convertToDouble())
+                         << " and "
+                         << partita::formatNumber(highFreq.convertToDouble());
+    return success();
+  case RopeScalingKind::yarn:
+    if (!(betaSlow.convertToDouble() > 0.0) ||
+        !(betaFast.convertToDouble() >= betaSlow.convertToDouble()))
+      return emitError() << "yarn rope scaling needs 0 < beta_slow <= "
+                            "beta_fast, got "
+                         << partita::formatNumber(betaSlow.convertToDouble())
+                         << " and "
+                         << partita::formatNumber(betaFast.convertToDouble());
+    return success();
+  case RopeScalingKind::longrope:
+    for (auto [name, list] : {std::pair{"short_factor", shortFactor},
+                              std::pair{"long_factor", longFactor}}) {
+      if (!list || list.empty())
+        return emitError() << "longrope rope scaling needs a " << name;
+      for (double v : list.asArrayRef())
+        if (!(v > 0.0) || !std::isfinite(v))
+          return emitError()
+                 << "longrope " << name << " values must be positive, got "
+                 << partita::formatNumber(v);
+    }
+    if (shortFactor.size() != longFactor.size())
+      return emitError() << "longrope short_factor and long_factor differ in "
+                            "length: "
+                         << shortFactor.size() << " and " << longFactor.size();
+    return success();
+  }
   return success();
+}
+
+ArrayRef<double> RopeScalingAttr::frequencyFactors(int64_t seqLen) const {
+  assert(getKind() == RopeScalingKind::longrope && "longrope only");
+  // As Hugging Face's LongRoPE: the long factors once positions go past
+  // the pretrained length.
+  return (seqLen > getOriginalMaxPositions() ? getLongFactor()
+                                             : getShortFactor())
+      .asArrayRef();
 }

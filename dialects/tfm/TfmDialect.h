@@ -4,6 +4,7 @@
 #define PARTITA_DIALECTS_TFM_TFMDIALECT_H
 
 #include "mlir/IR/Dialect.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include "dialects/tfm/TfmDialect.h.inc"
@@ -42,6 +43,22 @@ inline constexpr llvm::StringRef kOptimizerDecays[] = {"cosine", "linear",
 /// The range of the real setting `key`; null when `key` is none of
 /// kOptimizerReals.
 const OptimizerRealRange *findOptimizerReal(llvm::StringRef key);
+
+/// The fields of #tfm.rope_scaling. A field its kind does not use keeps
+/// the default here, which the parser gives the fields the printed form
+/// omits, so that an attribute prints and parses back as itself.
+struct RopeScalingFields {
+  double factor = 1.0;
+  double lowFreqFactor = 1.0;
+  double highFreqFactor = 1.0;
+  int64_t originalMaxPositions = 0;
+  double betaFast = 32.0;
+  double betaSlow = 1.0;
+  bool truncate = true;
+  double attentionFactor = 1.0;
+  llvm::SmallVector<double> shortFactor;
+  llvm::SmallVector<double> longFactor;
+};
 
 } // namespace partita::tfm
 

@@ -362,6 +362,16 @@ LogicalResult RotaryOp::verify() {
   if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError("theta must be positive, got ")
            << formatNumber(getTheta().convertToDouble());
+  RopeScalingAttr scaling = getScalingAttr();
+  // YaRN places its ramp by the frequencies' turns, log-scaled by theta.
+  if (scaling && scaling.getKind() == RopeScalingKind::yarn &&
+      getTheta().convertToDouble() == 1.0)
+    return emitOpError("yarn scaling needs a theta other than 1");
+  if (scaling && scaling.getKind() == RopeScalingKind::longrope &&
+      int64_t(scaling.getShortFactor().size()) != rotaryDim / 2)
+    return emitOpError("longrope scaling has ")
+           << scaling.getShortFactor().size() << " factors a list; rotary_dim "
+           << rotaryDim << " needs " << rotaryDim / 2;
   if (getType() != getInput().getType())
     return emitOpError("result type ")
            << getType() << " differs from the input type "

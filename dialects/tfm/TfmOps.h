@@ -15,6 +15,14 @@
 
 #include "dialects/tfm/TfmEnums.h.inc"
 
+namespace partita::tfm {
+
+/// Whether a #tfm.rope_scaling of `kind` uses the field `key` (its name in
+/// the attribute's assembly).
+bool ropeScalingHasField(RopeScalingKind kind, llvm::StringRef key);
+
+} // namespace partita::tfm
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/tfm/TfmAttrs.h.inc"
 

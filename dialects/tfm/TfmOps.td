@@ -147,7 +147,8 @@ def Tfm_RotaryOp : Tfm_Op<"rotary", [Pure]> {
     of `input : tensor<BxSx(num_heads*head_dim)>` by position-dependent
     angles with base `theta`. `rotary_dim < head_dim` is partial rotary
     (GPT-NeoX). An optional `scaling` rescales the frequencies
-    (`#tfm.rope_scaling`, as Llama 3.1 does).
+    (`#tfm.rope_scaling`: linear, Llama 3.1's, YaRN or LongRoPE, whose lists
+    hold `rotary_dim / 2` factors).
 
     ```mlir
     %q2 = tfm.rotary %q {num_heads = 32 : i64, rotary_dim = 128 : i64, theta = 5.000000e+05 : f64}

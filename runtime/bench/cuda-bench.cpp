@@ -415,7 +415,7 @@ json memoryBench(int64_t tokens, int64_t hidden) {
               "rotary frequencies");
   measure("rotary", 2 * 2 * res, [&] {
     cuda::rotary(cuda::asInput(x), normed, 1, tokens, hidden / headDim, headDim,
-                 headDim, invFreq, 1.0f, stream);
+                 headDim, invFreq, /*magnitude=*/1.0, 1.0f, stream);
   });
 
   // The cross-entropy's passes over the logits, with a vocabulary as much

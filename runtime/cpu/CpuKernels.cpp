@@ -158,12 +158,13 @@ void rotary(Call &c, float sign) {
   int64_t heads = c.p.at("num_heads").get<int64_t>();
   int64_t rd = c.p.at("rotary_dim").get<int64_t>(), d = width / heads;
   std::vector<double> inv = rotaryInverseFrequencies(c.p);
+  double magnitude = rotaryMagnitude(c.p);
   Vec &y = c.result(0);
   std::copy(x.f, x.f + x.n, y.begin());
   for (int64_t t = 0; t < s; ++t)
     for (int64_t i = 0; i < rd / 2; ++i) {
-      float cs = float(std::cos(t * inv[i])),
-            sn = sign * float(std::sin(t * inv[i]));
+      float cs = float(magnitude * std::cos(t * inv[i])),
+            sn = sign * float(magnitude * std::sin(t * inv[i]));
       for (int64_t bb = 0; bb < b; ++bb)
         for (int64_t hh = 0; hh < heads; ++hh) {
           int64_t base = (bb * s + t) * width + hh * d;
@@ -607,8 +608,42 @@ std::vector<double> rotaryInverseFrequencies(const nlohmann::json &p) {
         f = (1 - smooth) * f / factor + smooth * f;
       }
     }
+  } else if (kind == "yarn") {
+    // Hugging Face's YaRN: pairs below `low` turn often enough over the
+    // pretrained length to keep their frequency, those above `high` are
+    // interpolated, and a linear ramp over the index blends those between.
+    double factor = p.at("scaling_factor").get<double>(),
+           old = p.at("original_max_positions").get<double>();
+    auto pairTurning = [&](double turns) {
+      return rd * std::log(old / (turns * 2 * M_PI)) / (2 * std::log(theta));
+    };
+    double low = pairTurning(p.at("beta_fast").get<double>()),
+           high = pairTurning(p.at("beta_slow").get<double>());
+    if (p.at("truncate").get<bool>()) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, double(rd - 1));
+    if (low == high)
+      high += 0.001;
+    for (int64_t i = 0; i < rd / 2; ++i) {
+      double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+      inv[i] = inv[i] / factor * ramp + inv[i] * (1 - ramp);
+    }
+  } else if (kind == "longrope") {
+    const nlohmann::json &factors = p.at("frequency_factors");
+    for (int64_t i = 0; i < rd / 2; ++i)
+      inv[i] /= factors.at(i).get<double>();
   }
   return inv;
+}
+
+double rotaryMagnitude(const nlohmann::json &p) {
+  std::string kind = p.value("scaling", "");
+  return kind == "yarn" || kind == "longrope"
+             ? p.at("attention_factor").get<double>()
+             : 1.0;
 }
 
 using DirectFn = void (*)(const std::vector<TensorRef> &,

@@ -26,8 +26,12 @@ void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
                   const nlohmann::json &params, const KernelContext &ctx);
 
 /// The rotary kernels' inverse frequencies (rotary_dim / 2 of them) from
-/// their parameters, with linear or llama3 scaling.
+/// their parameters, with linear, llama3, yarn or longrope scaling.
 std::vector<double> rotaryInverseFrequencies(const nlohmann::json &params);
+
+/// What the rotary kernels multiply the rotated channels by: yarn's and
+/// longrope's attention_factor, else 1.
+double rotaryMagnitude(const nlohmann::json &params);
 
 } // namespace partita::runtime
 

@@ -697,7 +697,7 @@ void CudaDevice::launchKernel(const std::string &name,
     int64_t heads = p.at("num_heads").get<int64_t>();
     rotary(in(0), out(0), x.dim(0), x.dim(1), heads, x.dim(2) / heads,
            p.at("rotary_dim").get<int64_t>(), inverseFrequencies(p),
-           name == "rotary" ? 1.0f : -1.0f, s);
+           rotaryMagnitude(p), name == "rotary" ? 1.0f : -1.0f, s);
   } else if (name == "attention" || name == "attention_bwd") {
     bool forward = name == "attention";
     const TensorRef &q = ins[forward ? 0 : 1];

@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(kNormThreads)
 /// kRotaryHeadsPerThread heads.
 __global__ void rotaryKernel(In x, Out y, int64_t b, int64_t s, int64_t heads,
                              int64_t d, int64_t rd, const double *invFreq,
-                             float sign) {
+                             double magnitude, float sign) {
   int64_t half = rd / 2, rest = d - 2 * half;
   int64_t rotatedPacks = packsOf(half), perRow = rotatedPacks + packsOf(rest);
   int64_t headGroups = rotaryHeadGroups(heads);
@@ -509,8 +509,8 @@ __global__ void rotaryKernel(In x, Out y, int64_t b, int64_t s, int64_t heads,
       double sv = 0, cv = 1;
       if (e < count)
         sincos(double(t) * invFreq[i + e], &sv, &cv);
-      cs[e] = float(cv);
-      sn[e] = sign * float(sv);
+      cs[e] = float(magnitude * cv);
+      sn[e] = sign * float(magnitude * sv);
     }
     for (int64_t h = firstHead; h < endHead; ++h) {
       int64_t at = (row * heads + h) * d + i;
@@ -1157,13 +1157,13 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
 }
 
 void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
-            int64_t rd, const double *invFreq, float sign,
+            int64_t rd, const double *invFreq, double magnitude, float sign,
             cudaStream_t stream) {
   int64_t half = rd / 2;
   int64_t threads =
       b * s * rotaryHeadGroups(heads) * (packsOf(half) + packsOf(d - 2 * half));
   launchKernel(rotaryKernel, blocksFor(threads), kThreads, 0, stream, x, y, b,
-               s, heads, d, rd, invFreq, sign);
+               s, heads, d, rd, invFreq, magnitude, sign);
 }
 
 void embedding(In table, const int32_t *tokens, int64_t count, int64_t rows,

@@ -90,9 +90,11 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
 int64_t maxNormWidth();
 
 /// Rotary embedding of [b, s, heads * d] with `invFreq` (rd / 2 values, on
-/// the device); sign -1 is the backward rotation.
+/// the device), the rotated channels scaled by `magnitude`; sign -1 is the
+/// backward rotation.
 void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
-            int64_t rd, const double *invFreq, float sign, cudaStream_t stream);
+            int64_t rd, const double *invFreq, double magnitude, float sign,
+            cudaStream_t stream);
 
 /// Token rows of `table` ([rows, h], the vocabulary from `start`); tokens
 /// outside it give zero rows.

@@ -314,22 +314,53 @@ const char *roleWords(Operand role) {
 }
 
 /// RoPE's frequencies (rotaryInverseFrequencies): a base, and the scaling's
-/// factors where a scaling is named.
-void checkRotaryFrequencies(Check &c, const json &p) {
+/// fields where a scaling is named (docs/plan-format.md).
+void checkRotaryFrequencies(Check &c, const json &p, int64_t rotaryDim) {
   c.number("theta", 0);
   if (!p.contains("scaling"))
     return;
-  c.oneOf("scaling", {"linear", "llama3"});
-  c.number("scaling_factor", 1, /*orEqual=*/true);
-  if (p["scaling"] != "llama3")
+  c.oneOf("scaling", {"linear", "llama3", "yarn", "longrope"});
+  if (!c.error.empty())
     return;
-  c.number("original_max_positions", 0);
-  c.number("low_freq_factor", 0);
-  c.number("high_freq_factor", 0);
-  if (c.error.empty())
-    c.require(p["high_freq_factor"].get<double>() >
-                  p["low_freq_factor"].get<double>(),
-              "params.high_freq_factor: expected more than low_freq_factor");
+  std::string kind = p["scaling"];
+  if (kind != "longrope")
+    c.number("scaling_factor", 1, /*orEqual=*/true);
+  if (kind != "linear")
+    c.number("original_max_positions", 0);
+  if (kind == "yarn" || kind == "longrope")
+    c.number("attention_factor", 0);
+  if (kind == "llama3") {
+    c.number("low_freq_factor", 0);
+    c.number("high_freq_factor", 0);
+    if (c.error.empty())
+      c.require(p["high_freq_factor"].get<double>() >
+                    p["low_freq_factor"].get<double>(),
+                "params.high_freq_factor: expected more than low_freq_factor");
+  } else if (kind == "yarn") {
+    c.number("beta_slow", 0);
+    c.number("beta_fast", 0);
+    c.require(p.contains("truncate") && p["truncate"].is_boolean(),
+              "params.truncate: expected true or false");
+    if (c.error.empty())
+      c.require(p["theta"].get<double>() != 1,
+                "params.theta: yarn needs a base other than 1");
+    if (c.error.empty())
+      c.require(p["beta_fast"].get<double>() >= p["beta_slow"].get<double>(),
+                "params.beta_fast: expected at least beta_slow");
+  } else if (kind == "longrope") {
+    const char *what = "params.frequency_factors: expected rotary_dim / 2 "
+                       "finite numbers above 0";
+    if (!c.require(p.contains("frequency_factors") &&
+                       p["frequency_factors"].is_array() &&
+                       int64_t(p["frequency_factors"].size()) == rotaryDim / 2,
+                   what))
+      return;
+    for (const json &v : p["frequency_factors"])
+      if (!c.require(v.is_number() && std::isfinite(v.get<double>()) &&
+                         v.get<double>() > 0,
+                     what))
+        return;
+  }
 }
 
 void checkShapes(Check &c, const Launch &l, const Plan &plan) {
@@ -438,7 +469,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
                 "params.rotary_dim: expected an even number up to the head "
                 "dimension");
     c.elements(c.out(0), x.elements);
-    checkRotaryFrequencies(c, l.params);
+    checkRotaryFrequencies(c, l.params, rotary);
   } else if (k == "attention" || k == "attention_bwd") {
     size_t q = k == "attention" ? 0 : 1;
     int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");

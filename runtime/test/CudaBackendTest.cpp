@@ -673,9 +673,24 @@ TEST_F(CudaKernels, Rotary) {
                   {"theta", 500000.0},       {"scaling", "llama3"},
                   {"scaling_factor", 8.0},   {"low_freq_factor", 1.0},
                   {"high_freq_factor", 4.0}, {"original_max_positions", 64}};
+  // The rotated channels scaled by an attention factor, on 6 of 16.
+  json yarn = {{"num_heads", 4},        {"rotary_dim", 6},
+               {"theta", 10000.0},      {"scaling", "yarn"},
+               {"scaling_factor", 4.0}, {"original_max_positions", 64},
+               {"beta_fast", 32.0},     {"beta_slow", 1.0},
+               {"truncate", false},     {"attention_factor", 1.25}};
+  json longrope = {{"num_heads", 4},
+                   {"rotary_dim", 16},
+                   {"theta", 10000.0},
+                   {"scaling", "longrope"},
+                   {"original_max_positions", 64},
+                   {"attention_factor", 0.75},
+                   {"frequency_factors", {1, 1.5, 2, 3, 4, 6, 8, 16}}};
   for (const char *kernel : {"rotary", "rotary_bwd"}) {
     check({kernel, {normal({2, 300, 64})}, {{2, 300, 64}}, {}, plain});
     check({kernel, {normal({2, 300, 128})}, {{2, 300, 128}}, {true}, partial});
+    check({kernel, {normal({2, 100, 64})}, {{2, 100, 64}}, {}, yarn});
+    check({kernel, {normal({2, 100, 64})}, {{2, 100, 64}}, {}, longrope});
     // Heads of 22 rotating 12 columns: the pairs' packs and the copied
     // columns' are partial, and heads start off 16 bytes.
     check({kernel,

@@ -2,6 +2,13 @@
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:4 strategy=tp=2,pp=2,sp=0,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s
 // Sequence parallelism keeps the dist collectives' groups and dims.
 // RUN: plan-opt %examples/models/tiny-llama.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,sp=1,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=SP
+// A rotary scaling's fields become the kernel's params; LongRoPE's list is
+// the one for the plan's sequence (17 positions, past the pretrained 16:
+// the long factors), whatever the ranks' share of the heads.
+// RUN: plan-opt %inputs/rope/phi3-longrope.json --seq-len=17 --global-batch=2 --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=LONGROPE
+// LONGROPE: exec.kernel "rotary" ins [{{.*}}] outs [{{.*}}] params {attention_factor = 1.2247448713915889 : f64, frequency_factors = [1.000000e+00, 2.000000e+00, 4.000000e+00, 8.000000e+00], num_heads = 2 : i64, original_max_positions = 16 : i64, rotary_dim = 8 : i64, scaling = "longrope", theta = 1.000000e+04 : f64}
+// RUN: plan-opt %inputs/rope/qwen2-yarn.json --seq-len=32 --global-batch=2 --pass-pipeline='builtin.module(partita-compile{topology=cpu:1 strategy=mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=YARN
+// YARN: exec.kernel "rotary" ins [{{.*}}] outs [{{.*}}] params {attention_factor = 1.1386294361119891 : f64, beta_fast = 3.200000e+01 : f64, beta_slow = 1.000000e+00 : f64, num_heads = 4 : i64, original_max_positions = 32768 : i64, rotary_dim = 8 : i64, scaling = "yarn", scaling_factor = 4.000000e+00 : f64, theta = 1.000000e+06 : f64, truncate = true}
 
 // The model is replaced by the programs; the module says what they run.
 // CHECK: module attributes {{{.*}}exec.model = "tiny-llama", exec.seq_len = 128 : i64, tfm.optimizer = {

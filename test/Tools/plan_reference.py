@@ -129,8 +129,32 @@ def rope_tables(seq, rotary_dim, params):
         middle = (wavelen <= old / low) & (wavelen >= old / high)
         inv = np.where(middle, (1 - smooth) * inv / factor + smooth * inv,
                        scaled)
+    elif kind == "yarn":
+        # As transformers' _compute_yarn_parameters writes it.
+        base, old = params["theta"], params["original_max_positions"]
+
+        def correction_dim(rotations):
+            return (rotary_dim * math.log(old / (rotations * 2 * math.pi))
+                    / (2 * math.log(base)))
+
+        low = correction_dim(params["beta_fast"])
+        high = correction_dim(params["beta_slow"])
+        if params["truncate"]:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, rotary_dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(rotary_dim // 2) - low) / (high - low), 0, 1)
+        extrapolation = 1 - ramp
+        inv = (inv / params["scaling_factor"]) * (1 - extrapolation) + \
+            inv * extrapolation
+    elif kind == "longrope":
+        inv = inv / np.asarray(params["frequency_factors"], dtype=np.float64)
+    magnitude = params.get("attention_factor", 1.0) \
+        if kind in ("yarn", "longrope") else 1.0
     angles = np.outer(np.arange(seq), inv)
-    return np.cos(angles).astype(FLOAT), np.sin(angles).astype(FLOAT)
+    return ((magnitude * np.cos(angles)).astype(FLOAT),
+            (magnitude * np.sin(angles)).astype(FLOAT))
 
 
 def rotate(x, params, sign):

@@ -266,8 +266,8 @@ tfm.model @m {
 // -----
 
 %x = tfm.param "x" zeros : tensor<2x4x64xf32>
-// expected-error @+1 {{unknown rope scaling kind 'yarn', expected 'linear' or 'llama3'}}
-%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<yarn, factor = 8.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+// expected-error @+1 {{unknown rope scaling kind 'ntk', expected 'linear', 'llama3', 'yarn' or 'longrope'}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<ntk, factor = 8.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
 
 // -----
 
@@ -466,8 +466,74 @@ tfm.model @m {
 // -----
 
 %x = tfm.param "x" zeros : tensor<2x4x64xf32>
-// expected-error @+1 {{'low_freq_factor' applies to llama3 rope scaling only}}
+// expected-error @+1 {{'low_freq_factor' does not apply to linear rope scaling}}
 %y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<linear, factor = 2.0, low_freq_factor = 1.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{'factor' does not apply to longrope rope scaling}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<longrope, factor = 2.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{'beta_fast' does not apply to llama3 rope scaling}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<llama3, beta_fast = 2.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{yarn rope scaling needs 0 < beta_slow <= beta_fast, got 32 and 1}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<yarn, factor = 4.0, original_max_positions = 64, beta_fast = 1.0, beta_slow = 32.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{yarn rope scaling needs original_max_positions > 0, got 0}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<yarn, factor = 4.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{rope scaling attention_factor must be positive, got 0}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<yarn, factor = 4.0, original_max_positions = 64, attention_factor = 0.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{truncate must be true or false}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<yarn, factor = 4.0, original_max_positions = 64, truncate = yes>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{'tfm.rotary' op yarn scaling needs a theta other than 1}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0 : f64, scaling = #tfm.rope_scaling<yarn, factor = 4.0, original_max_positions = 64>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{longrope rope scaling needs a long_factor}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<longrope, original_max_positions = 64, short_factor = [1.0, 1.0, 1.0, 1.0]>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{longrope long_factor values must be positive, got -2}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<longrope, original_max_positions = 64, short_factor = [1.0, 1.0, 1.0, 1.0], long_factor = [1.0, -2.0, 1.0, 1.0]>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{longrope short_factor and long_factor differ in length: 4 and 3}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<longrope, original_max_positions = 64, short_factor = [1.0, 1.0, 1.0, 1.0], long_factor = [1.0, 2.0, 1.0]>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{'tfm.rotary' op longrope scaling has 3 factors a list; rotary_dim 8 needs 4}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<longrope, original_max_positions = 64, short_factor = [1.0, 1.0, 1.0], long_factor = [1.0, 2.0, 1.0]>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
 
 // -----
 
