@@ -14,11 +14,12 @@
 // schedule never queue behind each other; only the directions the rank's
 // program uses are connected.
 //
-// A watchdog thread follows every enqueued operation by its event: past the
-// collective timeout, on an NCCL asynchronous error, or on a CUDA error (a
-// kernel's fault, which no later event outlives), it aborts the
-// communicators and stops the job, naming the rank, the operation and the
-// step.
+// A watchdog thread follows every enqueued operation by its event, and the
+// host's blocking MPI calls (the executor's barriers and agreements, host
+// messages of checkpoints): past the collective timeout, on an NCCL
+// asynchronous error, or on a CUDA error (a kernel's fault, which no later
+// event outlives), it aborts the communicators and stops the job, naming
+// the rank, the operation and the step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +40,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -166,9 +168,11 @@ public:
   }
   void recv(int64_t from, void *data, int64_t bytes) override {
     if (isHost(data)) {
-      forEachMpiPiece(bytes, [&](int64_t at, int count) {
-        MPI_Recv(static_cast<char *>(data) + at, count, MPI_BYTE, int(from), 0,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      hostCall("receive from rank " + std::to_string(from), [&] {
+        forEachMpiPiece(bytes, [&](int64_t at, int count) {
+          MPI_Recv(static_cast<char *>(data) + at, count, MPI_BYTE, int(from),
+                   0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        });
       });
       return;
     }
@@ -182,16 +186,22 @@ public:
     follow(c.stream, "receive from rank " + std::to_string(from));
     after(c.stream, device.stream(Stream::Compute));
   }
-  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  void barrier() override {
+    hostCall("barrier over world", [] { MPI_Barrier(MPI_COMM_WORLD); });
+  }
   bool anyRank(bool mine) override {
     int value = mine, any = 0;
-    MPI_Allreduce(&value, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    hostCall("agreement over world", [&] {
+      MPI_Allreduce(&value, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    });
     return any != 0;
   }
   void finishSends() override {
-    for (HostSend &h : hostSends)
-      MPI_Waitall(int(h.requests.size()), h.requests.data(),
-                  MPI_STATUSES_IGNORE);
+    hostCall("delivery of host sends", [this] {
+      for (HostSend &h : hostSends)
+        MPI_Waitall(int(h.requests.size()), h.requests.data(),
+                    MPI_STATUSES_IGNORE);
+    });
     hostSends.clear();
     for (auto &[pair, c] : channels)
       if (pair.first == me)
@@ -283,11 +293,13 @@ private:
     std::vector<char> data;
     std::vector<MPI_Request> requests; // one per piece
   };
-  struct Pending {
-    cudaEvent_t event;
+  struct HostCall {
     std::string what;
     int64_t step;
     std::chrono::steady_clock::time_point since;
+  };
+  struct Pending : HostCall {
+    cudaEvent_t event;
   };
 
   /// Stops the job, naming `what` and NCCL's reason, unless `status` is a
@@ -357,13 +369,26 @@ private:
     if (!insideStart)
       after(comm, compute);
   }
+  /// Runs `mpi`, a blocking MPI call of the host's, under the watchdog's
+  /// timeout as enqueued work is: a peer stuck between steps leaves this
+  /// rank in a barrier, not in NCCL.
+  template <typename Fn> void hostCall(const std::string &what, Fn &&mpi) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      blocking = HostCall{what, step, std::chrono::steady_clock::now()};
+    }
+    changed.notify_all();
+    mpi();
+    std::lock_guard<std::mutex> lock(mutex);
+    blocking.reset();
+  }
   /// Hands the watchdog an event after the work enqueued on `s`.
   void follow(cudaStream_t s, const std::string &what) {
     cudaEvent_t e = takeEvent();
     check(cudaEventRecord(e, s), "an event");
     {
       std::lock_guard<std::mutex> lock(mutex);
-      pending.push_back({e, what, step, std::chrono::steady_clock::now()});
+      pending.push_back({{what, step, std::chrono::steady_clock::now()}, e});
     }
     changed.notify_all();
   }
@@ -375,8 +400,21 @@ private:
     if (cudaError_t status = cudaSetDevice(device.index()))
       stopLocked(std::string("cudaSetDevice in the NCCL watchdog: ") +
                  cudaGetErrorString(status));
+    auto timedOut = [this](std::chrono::steady_clock::time_point since) {
+      return timeoutSeconds > 0 && std::chrono::duration<double>(
+                                       std::chrono::steady_clock::now() - since)
+                                           .count() > timeoutSeconds;
+    };
+    auto stopTimedOut = [this](const std::string &what, int64_t inStep) {
+      stopLocked(what + " did not complete within " +
+                 std::to_string(int64_t(timeoutSeconds)) + " s in step " +
+                 std::to_string(inStep) +
+                 " (a rank is stuck or gone); stopping the job");
+    };
     while (!stopping) {
       changed.wait_for(lock, std::chrono::milliseconds(50));
+      if (blocking && timedOut(blocking->since))
+        stopTimedOut(blocking->what, blocking->step);
       cudaError_t reached = cudaSuccess;
       while (!pending.empty() &&
              (reached = cudaEventQuery(pending.front().event)) == cudaSuccess) {
@@ -401,18 +439,12 @@ private:
         if (error == ncclSuccess)
           ncclCommGetAsyncError(c.comm, &error);
       const Pending &oldest = pending.front();
-      double waited = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - oldest.since)
-                          .count();
       if (error != ncclSuccess)
         stopLocked(oldest.what + " failed in step " +
                    std::to_string(oldest.step) + ": " +
                    ncclGetErrorString(error) + "; stopping the job");
-      if (timeoutSeconds > 0 && waited > timeoutSeconds)
-        stopLocked(oldest.what + " did not complete within " +
-                   std::to_string(int64_t(timeoutSeconds)) + " s in step " +
-                   std::to_string(oldest.step) +
-                   " (a rank is stuck or gone); stopping the job");
+      if (timedOut(oldest.since))
+        stopTimedOut(oldest.what, oldest.step);
     }
   }
 
@@ -503,6 +535,8 @@ private:
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<Pending> pending;
+  /// The host's blocking MPI call under way, if any (hostCall).
+  std::optional<HostCall> blocking;
   /// Events done with, for reuse (under `mutex`: the watchdog gives back).
   std::vector<cudaEvent_t> spareEvents;
   /// after()'s event per stream it orders others after (host thread only).
