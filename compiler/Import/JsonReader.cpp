@@ -304,73 +304,73 @@ ObjectReader::oneOf(StringRef key, Need need,
   return std::nullopt;
 }
 
-std::optional<std::vector<std::string>>
-ObjectReader::eachOneOf(StringRef key, Need need,
-                        llvm::ArrayRef<StringRef> choices) {
+template <typename T, typename ElementFn>
+std::optional<std::vector<T>>
+ObjectReader::eachElement(StringRef key, Need need, StringRef arrayOf,
+                          bool nonEmpty, ElementFn element) {
   const json *value = lookup(key, need);
   if (!value)
     return std::nullopt;
   if (!value->is_array()) {
-    typeError(key, "an array of strings", *value);
+    typeError(key, arrayOf, *value);
     return std::nullopt;
   }
-  std::vector<std::string> result;
+  if (nonEmpty && value->empty()) {
+    errorList->add(where(key), "must not be empty");
+    return std::nullopt;
+  }
+  std::vector<T> result;
   bool ok = true;
   for (size_t i = 0; i < value->size(); ++i) {
-    const json &element = (*value)[i];
-    std::string at = where(key) + "/" + std::to_string(i);
-    if (!element.is_string()) {
-      errorList->add(at,
-                     "expected a string, got " + describeJsonValue(element));
-      ok = false;
-      continue;
-    }
-    std::string s = element.get<std::string>();
-    if (!llvm::is_contained(choices, StringRef(s))) {
-      errorList->add(at, unknownValue(s, choices));
-      ok = false;
-    }
-    result.push_back(std::move(s));
+    std::optional<T> v =
+        element((*value)[i], where(key) + "/" + std::to_string(i));
+    ok &= v.has_value();
+    if (v)
+      result.push_back(std::move(*v));
   }
   if (!ok)
     return std::nullopt;
   return result;
 }
 
+std::optional<std::vector<std::string>>
+ObjectReader::eachOneOf(StringRef key, Need need,
+                        llvm::ArrayRef<StringRef> choices) {
+  return eachElement<std::string>(
+      key, need, "an array of strings", /*nonEmpty=*/false,
+      [&](const json &element,
+          const std::string &at) -> std::optional<std::string> {
+        if (!element.is_string()) {
+          errorList->add(at, "expected a string, got " +
+                                 describeJsonValue(element));
+          return std::nullopt;
+        }
+        std::string s = element.get<std::string>();
+        if (!llvm::is_contained(choices, StringRef(s))) {
+          errorList->add(at, unknownValue(s, choices));
+          return std::nullopt;
+        }
+        return s;
+      });
+}
+
 std::optional<std::vector<double>> ObjectReader::positiveNumbers(StringRef key,
                                                                  Need need) {
-  const json *value = lookup(key, need);
-  if (!value)
-    return std::nullopt;
-  if (!value->is_array()) {
-    typeError(key, "an array of numbers", *value);
-    return std::nullopt;
-  }
-  if (value->empty()) {
-    errorList->add(where(key), "must not be empty");
-    return std::nullopt;
-  }
-  std::vector<double> result;
-  bool ok = true;
-  for (size_t i = 0; i < value->size(); ++i) {
-    const json &element = (*value)[i];
-    std::string at = where(key) + "/" + std::to_string(i);
-    if (!element.is_number()) {
-      errorList->add(at,
-                     "expected a number, got " + describeJsonValue(element));
-      ok = false;
-      continue;
-    }
-    double d = element.get<double>();
-    if (!std::isfinite(d) || !(d > 0)) {
-      errorList->add(at, "must be > 0, got " + element.dump());
-      ok = false;
-    }
-    result.push_back(d);
-  }
-  if (!ok)
-    return std::nullopt;
-  return result;
+  return eachElement<double>(
+      key, need, "an array of numbers", /*nonEmpty=*/true,
+      [&](const json &element, const std::string &at) -> std::optional<double> {
+        if (!element.is_number()) {
+          errorList->add(at, "expected a number, got " +
+                                 describeJsonValue(element));
+          return std::nullopt;
+        }
+        double d = element.get<double>();
+        if (!std::isfinite(d) || !(d > 0)) {
+          errorList->add(at, "must be > 0, got " + element.dump());
+          return std::nullopt;
+        }
+        return d;
+      });
 }
 
 std::optional<ObjectReader> ObjectReader::object(StringRef key, Need need) {

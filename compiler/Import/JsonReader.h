@@ -109,6 +109,13 @@ private:
   const nlohmann::json *lookup(llvm::StringRef key, Need need);
   void typeError(llvm::StringRef key, llvm::StringRef expected,
                  const nlohmann::json &value);
+  /// The array at `key` (`arrayOf` names what it must be in messages),
+  /// each element read by `element(value, location)`, which reports its own
+  /// problem and returns nullopt; nullopt if anything was wrong.
+  template <typename T, typename ElementFn>
+  std::optional<std::vector<T>> eachElement(llvm::StringRef key, Need need,
+                                            llvm::StringRef arrayOf,
+                                            bool nonEmpty, ElementFn element);
 
   const nlohmann::json *obj; // a pointer so that readers can be reassigned
   std::string file;
