@@ -431,7 +431,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
       {"linear", "linear_bwd"},     {"bias_add", "bias_add_bwd"},
       {"rotary", "rotary_bwd"},     {"attention", "attention_bwd"},
       {"gelu", "gelu_bwd"},         {"silu", "silu_bwd"},
-      {"swiglu", "swiglu_bwd"}};
+      {"swiglu", "swiglu_bwd"},     {"geglu", "geglu_bwd"}};
   auto it = simple.find(name);
   if (it == simple.end())
     return op->emitOpError("kernel '") << name << "' has no backward rule";
@@ -448,7 +448,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     bwdIns.append(outs.begin(), outs.end());
   } else if (name == "gelu" || name == "silu")
     bwdIns.push_back(ins[0]);
-  else if (name == "swiglu")
+  else if (name == "swiglu" || name == "geglu")
     bwdIns.append({ins[0], ins[1]});
   for (StringAttr in : ins)
     grad(in, gs, acc);

@@ -294,24 +294,33 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
             param("group", groupName(slice.getAxisAttr()))});
     return success();
   }
-  if (auto emb = dyn_cast<tfm::EmbeddingOp>(op)) {
-    kernel("embedding", {emb.getTable(), emb.getTokens()}, emb.getResult(),
-           {param("vocab_parts", b.getI64IntegerAttr(1))});
+  // A scale or a weight offset that changes nothing is left out of params.
+  auto embedding = [&](Value table, Value tokens, Value result, int64_t parts,
+                       FloatAttr scale) {
+    SmallVector<NamedAttribute> params = {
+        param("vocab_parts", b.getI64IntegerAttr(parts))};
+    if (scale.getValueAsDouble() != 1.0)
+      params.push_back(param("scale", scale));
+    kernel("embedding", {table, tokens}, result, params);
     return success();
-  }
-  if (auto emb = dyn_cast<dist::VocabEmbeddingOp>(op)) {
-    kernel("embedding", {emb.getTable(), emb.getTokens()}, emb.getResult(),
-           {param("vocab_parts", b.getI64IntegerAttr(config.tp))});
-    return success();
-  }
+  };
+  if (auto emb = dyn_cast<tfm::EmbeddingOp>(op))
+    return embedding(emb.getTable(), emb.getTokens(), emb.getResult(), 1,
+                     emb.getScaleAttr());
+  if (auto emb = dyn_cast<dist::VocabEmbeddingOp>(op))
+    return embedding(emb.getTable(), emb.getTokens(), emb.getResult(),
+                     config.tp, emb.getScaleAttr());
   if (auto pos = dyn_cast<tfm::PositionEmbeddingOp>(op)) {
     kernel("position_embedding", {pos.getInput(), pos.getTable()},
            pos.getResult());
     return success();
   }
   if (auto norm = dyn_cast<tfm::RmsNormOp>(op)) {
+    SmallVector<NamedAttribute> params = {param("eps", norm.getEpsAttr())};
+    if (norm.getWeightOffset().convertToDouble() != 0.0)
+      params.push_back(param("weight_offset", norm.getWeightOffsetAttr()));
     kernel("rms_norm", {norm.getInput(), norm.getWeight()}, norm.getResult(),
-           {param("eps", norm.getEpsAttr())});
+           params);
     return success();
   }
   if (auto norm = dyn_cast<tfm::LayerNormOp>(op)) {
@@ -401,11 +410,13 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     launch.setOutsAttr(b.getArrayAttr({oRef, lseRef}));
     return success();
   }
+  auto approximate = [&](tfm::GeluApproximation a) {
+    return param("approximate",
+                 b.getStringAttr(tfm::stringifyGeluApproximation(a)));
+  };
   if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {
-    kernel(
-        "gelu", {gelu.getInput()}, gelu.getResult(),
-        {param("approximate", b.getStringAttr(tfm::stringifyGeluApproximation(
-                                  gelu.getApproximate())))});
+    kernel("gelu", {gelu.getInput()}, gelu.getResult(),
+           {approximate(gelu.getApproximate())});
     return success();
   }
   if (auto silu = dyn_cast<tfm::SiluOp>(op)) {
@@ -414,6 +425,11 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
   }
   if (auto swiglu = dyn_cast<tfm::SwigluOp>(op)) {
     kernel("swiglu", {swiglu.getGate(), swiglu.getUp()}, swiglu.getResult());
+    return success();
+  }
+  if (auto geglu = dyn_cast<tfm::GegluOp>(op)) {
+    kernel("geglu", {geglu.getGate(), geglu.getUp()}, geglu.getResult(),
+           {approximate(geglu.getApproximate())});
     return success();
   }
   if (auto add = dyn_cast<tfm::AddOp>(op)) {

@@ -230,7 +230,7 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     shard(embedding.getTable(), 0, t);
     auto local = dist::VocabEmbeddingOp::create(
         builder, loc, result.getType(), embedding.getTable(),
-        embedding.getTokens(), tpAxis());
+        embedding.getTokens(), tpAxis(), embedding.getScaleAttr());
     // Learned positions are added to the full sequence before it is split.
     bool positionsFollow = llvm::any_of(result.getUsers(), [](Operation *u) {
       return isa<tfm::PositionEmbeddingOp>(u);
@@ -280,8 +280,9 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   if (op->getNumResults() == 1 && op->getNumOperands() >= 1) {
     Value result = op->getResult(0);
     Type first = op->getOperand(0).getType();
-    if (isa<tfm::RmsNormOp, tfm::LayerNormOp, tfm::AddOp, tfm::SwigluOp,
-            tfm::GeluOp, tfm::SiluOp, tfm::BiasAddOp, dist::AllReduceOp>(op))
+    if (isa<tfm::RmsNormOp, tfm::LayerNormOp, tfm::AddOp, tfm::BiasAddOp,
+            dist::AllReduceOp>(op) ||
+        tfm::isActivation(op))
       result.setType(first);
   }
   return success();

@@ -9,8 +9,7 @@ namespace partita {
 bool isRowParallel(tfm::LinearOp linear) {
   Operation *producer = linear.getInput().getDefiningOp();
   return producer &&
-         isa<tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp>(
-             producer);
+         (isa<tfm::AttentionOp>(producer) || tfm::isActivation(producer));
 }
 
 bool feedsKeyOrValue(Value value) {

@@ -27,8 +27,7 @@ bool isSharded(Value v, const llvm::DenseSet<Operation *> &columnGemms) {
   if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(def))
     return isSharded(def->getOperand(0), columnGemms);
   return columnGemms.contains(def) ||
-         isa<tfm::RotaryOp, tfm::AttentionOp, tfm::SwigluOp, tfm::GeluOp,
-             tfm::SiluOp>(def);
+         isa<tfm::RotaryOp, tfm::AttentionOp>(def) || tfm::isActivation(def);
 }
 
 LayerProfile profileBlock(tfm::BlockOp block) {
@@ -111,7 +110,7 @@ LayerProfile profileBlock(tfm::BlockOp block) {
       for (Value v : op->getOperands().drop_front())
         layer.replicatedParams +=
             cast<RankedTensorType>(v.getType()).getNumElements();
-    } else if (isa<tfm::SwigluOp, tfm::GeluOp, tfm::SiluOp>(op)) {
+    } else if (tfm::isActivation(op)) {
       traffic(op);
       for (Value v : op->getOperands())
         save(v);

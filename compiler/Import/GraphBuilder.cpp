@@ -90,10 +90,15 @@ private:
   Value norm(Value x, const Twine &prefix, int64_t h = 0) {
     if (h == 0)
       h = m.hiddenSize;
-    Value w = param(prefix + ".weight", {h}, tfm::InitKind::ones);
+    // A unit offset's weights start at zero: the scale starts at one.
+    Value w =
+        param(prefix + ".weight", {h},
+              m.normUnitOffset ? tfm::InitKind::zeros : tfm::InitKind::ones);
     FloatAttr eps = b.getF64FloatAttr(m.normEps);
     if (m.norm == NormKind::RmsNorm)
-      return tfm::RmsNormOp::create(b, loc(prefix), x.getType(), x, w, eps);
+      return tfm::RmsNormOp::create(
+          b, loc(prefix), x.getType(), x, w, eps,
+          b.getF64FloatAttr(m.normUnitOffset ? 1.0 : 0.0));
     Value bias = m.normBias ? param(prefix + ".bias", {h}, tfm::InitKind::zeros)
                             : Value();
     return tfm::LayerNormOp::create(b, loc(prefix), x.getType(), x, w, bias,
@@ -164,19 +169,24 @@ Value GraphBuilder::mlp(Value x, const std::string &layer) {
   std::string p = layer + ".mlp";
   int64_t h = m.hiddenSize, f = m.ffnHiddenSize;
   Value hidden;
-  if (m.activation == Activation::SwiGlu) {
+  auto approximate = tfm::GeluApproximationAttr::get(
+      b.getContext(), m.activation == Activation::GeluTanh ||
+                              m.activation == Activation::GeGluTanh
+                          ? tfm::GeluApproximation::tanh
+                          : tfm::GeluApproximation::none);
+  if (isGated(m.activation)) {
     Value gate = linear(x, p + ".gate", h, f, m.mlpBias);
     Value up = linear(x, p + ".up", h, f, m.mlpBias);
-    hidden =
-        tfm::SwigluOp::create(b, loc(p + ".act"), gate.getType(), gate, up);
+    if (m.activation == Activation::SwiGlu)
+      hidden =
+          tfm::SwigluOp::create(b, loc(p + ".act"), gate.getType(), gate, up);
+    else
+      hidden = tfm::GegluOp::create(b, loc(p + ".act"), gate.getType(), gate,
+                                    up, approximate);
   } else {
     Value up = linear(x, p + ".up", h, f, m.mlpBias);
-    auto approx = m.activation == Activation::GeluTanh
-                      ? tfm::GeluApproximation::tanh
-                      : tfm::GeluApproximation::none;
-    hidden = tfm::GeluOp::create(
-        b, loc(p + ".act"), up.getType(), up,
-        tfm::GeluApproximationAttr::get(b.getContext(), approx));
+    hidden =
+        tfm::GeluOp::create(b, loc(p + ".act"), up.getType(), up, approximate);
   }
   return linear(hidden, p + ".down", f, h, m.mlpBias,
                 /*outputProjection=*/true);
@@ -222,8 +232,9 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   int64_t h = m.hiddenSize, v = m.vocabSize;
   Value table =
       param("embed.tokens.weight", {v, h}, tfm::InitKind::normal, m.initStd);
-  Value x = tfm::EmbeddingOp::create(b, loc("embed.tokens"), activation(h),
-                                     table, tokens);
+  Value x = tfm::EmbeddingOp::create(
+      b, loc("embed.tokens"), activation(h), table, tokens,
+      b.getF64FloatAttr(m.embeddingMultiplier()));
   if (m.position == PositionEmbedding::Learned) {
     Value positions =
         param("embed.positions.weight", {m.maxPositionEmbeddings, h},

@@ -38,6 +38,10 @@ StringRef toString(Activation kind) {
     return "gelu_tanh";
   case Activation::SwiGlu:
     return "swiglu";
+  case Activation::GeGlu:
+    return "geglu";
+  case Activation::GeGluTanh:
+    return "geglu_tanh";
   }
   return "";
 }
@@ -60,6 +64,11 @@ int64_t ModelConfig::rotaryDim() const {
   // int(head_dim * fraction), as GPT-NeoX computes it; validate() requires
   // an even result.
   return static_cast<int64_t>(headDimension() * rotaryFraction);
+}
+
+double ModelConfig::embeddingMultiplier() const {
+  return embeddingScaleSqrtHidden ? std::sqrt(double(hiddenSize))
+                                  : embeddingScale;
 }
 
 namespace {
@@ -311,7 +320,8 @@ void readRopeParameters(ObjectReader &parent, ModelConfig &cfg,
 constexpr StringRef kSupportedArchitectures[] = {
     "GPT2LMHeadModel",    "LlamaForCausalLM",      "MistralForCausalLM",
     "Qwen2ForCausalLM",   "Qwen3ForCausalLM",      "Phi3ForCausalLM",
-    "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "Starcoder2ForCausalLM"};
+    "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "Starcoder2ForCausalLM",
+    "GemmaForCausalLM"};
 
 std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
                                        StringRef fallback, bool gated) {
@@ -319,16 +329,13 @@ std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
   if (r.has(key))
     if (auto v = r.string(key, ObjectReader::Optional))
       name = *v;
-  if (gated) {
-    if (name == "silu" || name == "swish")
-      return Activation::SwiGlu;
-  } else {
-    if (name == "gelu")
-      return Activation::Gelu;
-    if (name == "gelu_new" || name == "gelu_pytorch_tanh" ||
-        name == "gelu_fast")
-      return Activation::GeluTanh;
-  }
+  // A gated MLP applies the activation to its gate: act(gate) * up.
+  if (gated && (name == "silu" || name == "swish"))
+    return Activation::SwiGlu;
+  if (name == "gelu")
+    return gated ? Activation::GeGlu : Activation::Gelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast")
+    return gated ? Activation::GeGluTanh : Activation::GeluTanh;
   r.errors().add(r.where(key), "activation \"" + name +
                                    "\" is not supported for this architecture");
   return std::nullopt;
@@ -389,7 +396,9 @@ void readGpt2(ObjectReader &r, StringRef arch, ModelConfig &cfg,
 /// rotary, GQA and a SwiGLU MLP (Phi-3 fuses q, k, v and gate, up into one
 /// weight each, the same maps); they differ in biases, defaults, sliding
 /// windows and Qwen3's query/key norms. StarCoder2 keeps the layout with
-/// LayerNorm and a tanh-GELU MLP, all of it biased.
+/// LayerNorm and a tanh-GELU MLP, all of it biased. Gemma keeps it with a
+/// GeGLU MLP, norm weights offset from one and embeddings scaled by
+/// sqrt(hidden_size).
 void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
                      FieldSources &src) {
   using N = ObjectReader::Need;
@@ -403,13 +412,16 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
            N::Required);
   // HF's defaults where a config leaves them out: Qwen2's and Qwen3's
   // classes default to 32 key/value heads, Mistral's to 8 and StarCoder2's
-  // to 2 (Llama's and Phi-3's to the query heads), and Qwen3's head_dim to
-  // 128 whatever the width.
+  // to 2, Gemma's to 16 (Llama's and Phi-3's to the query heads), and
+  // Qwen3's head_dim to 128 and Gemma's to 256 whatever the width.
   bool qwen = arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM";
   bool starcoder2 = arch == "Starcoder2ForCausalLM";
   bool phi3 = arch == "Phi3ForCausalLM";
+  bool gemma = arch == "GemmaForCausalLM";
   if (qwen)
     cfg.numKVHeads = 32;
+  else if (gemma)
+    cfg.numKVHeads = 16;
   else if (arch == "MistralForCausalLM")
     cfg.numKVHeads = 8;
   else if (starcoder2)
@@ -428,11 +440,15 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
                      "Qwen3 needs a head size; null builds no model in "
                      "transformers (omit it for the default, 128)");
   }
+  if (gemma)
+    cfg.headDim = 256;
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Optional);
-  if (auto a = hfActivation(r, "hidden_act",
-                            starcoder2 ? "gelu_pytorch_tanh" : "silu",
+  // Gemma's HF code ignores hidden_act for hidden_activation, and takes
+  // the tanh GELU when that is null or absent.
+  if (auto a = hfActivation(r, gemma ? "hidden_activation" : "hidden_act",
+                            starcoder2 || gemma ? "gelu_pytorch_tanh" : "silu",
                             /*gated=*/!starcoder2))
     cfg.activation = *a;
   cfg.norm = starcoder2 ? NormKind::LayerNorm : NormKind::RmsNorm;
@@ -466,7 +482,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       cfg.ropeScaling->kind != RopeScaling::Kind::LongRope)
     r.errors().add(src["rope_scaling"],
                    "Phi-3 takes no rotary scaling but longrope");
-  cfg.tieEmbeddings = starcoder2;
+  cfg.tieEmbeddings = starcoder2 || gemma;
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
   // HF initialises every linear of these models with initializer_range.
   cfg.scaledOutputInit = false;
@@ -531,11 +547,16 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       readSlidingWindow(r, cfg, src, N::Required);
     else
       cfg.slidingWindow = 4096;
-  } else { // Llama
+  } else { // Llama and Gemma
     bool attentionBias = false;
     readBool(r, "attention_bias", attentionBias);
     cfg.qkvBias = cfg.attnOutBias = attentionBias;
-    readBool(r, "mlp_bias", cfg.mlpBias);
+    if (gemma) {
+      cfg.normUnitOffset = true;
+      cfg.embeddingScaleSqrtHidden = true;
+    } else {
+      readBool(r, "mlp_bias", cfg.mlpBias);
+    }
   }
 }
 
@@ -603,7 +624,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
         {"phi3", "Phi3ForCausalLM"},
         {"gpt_bigcode", "GPTBigCodeForCausalLM"},
         {"starcoder2", "Starcoder2ForCausalLM"},
-        {"gpt_neox", "GPTNeoXForCausalLM"}};
+        {"gpt_neox", "GPTNeoXForCausalLM"},
+        {"gemma", "GemmaForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
     else if (!type) {
@@ -669,11 +691,20 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   }
   if (auto eps = r.number("norm_eps", N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
-  if (auto act =
-          r.oneOf("activation", sizeNeed, {"gelu", "gelu_tanh", "swiglu"}))
-    cfg.activation = *act == "gelu"        ? Activation::Gelu
-                     : *act == "gelu_tanh" ? Activation::GeluTanh
-                                           : Activation::SwiGlu;
+  if (auto offset = r.boolean("norm_unit_offset", N::Optional)) {
+    cfg.normUnitOffset = *offset;
+    src["norm_unit_offset"] = r.where("norm_unit_offset");
+  }
+  constexpr Activation kActivations[] = {Activation::Gelu, Activation::GeluTanh,
+                                         Activation::SwiGlu, Activation::GeGlu,
+                                         Activation::GeGluTanh};
+  llvm::SmallVector<StringRef> activationNames;
+  for (Activation a : kActivations)
+    activationNames.push_back(toString(a));
+  if (auto act = r.oneOf("activation", sizeNeed, activationNames))
+    for (Activation a : kActivations)
+      if (toString(a) == *act)
+        cfg.activation = a;
   if (auto pos = r.oneOf("position_embedding", sizeNeed, {"learned", "rope"})) {
     cfg.position = *pos == "learned" ? PositionEmbedding::Learned
                                      : PositionEmbedding::Rope;
@@ -693,6 +724,11 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   readBool(r, "attn_out_bias", cfg.attnOutBias);
   readBool(r, "mlp_bias", cfg.mlpBias);
   readBool(r, "tie_embeddings", cfg.tieEmbeddings);
+  if (auto scale = r.number("embedding_scale", N::Optional, 0.0, 1e30,
+                            /*minExclusive=*/true)) {
+    cfg.embeddingScale = *scale;
+    cfg.embeddingScaleSqrtHidden = false;
+  }
   readBool(r, "parallel_residual", cfg.parallelResidual);
   readBool(r, "qk_norm", cfg.qkNorm);
   if (auto init = r.number("init_std", N::Optional, kMinInitStd, 1.0))
@@ -738,6 +774,10 @@ void validate(const ModelSpec &spec, const FieldSources &src,
                    llvm::Twine(m.rotaryDim()) + ")");
   if (m.norm == NormKind::RmsNorm && m.normBias)
     errors.add(at("norm_bias"), "rms_norm has no bias");
+  if (m.norm == NormKind::LayerNorm && m.normUnitOffset)
+    errors.add(at("norm_unit_offset"),
+               "a unit weight offset is an rms_norm's (Gemma); layer_norm "
+               "has none");
   // A spec may keep fewer of the HF config's layers, not add to them.
   if (!m.slidingLayers.empty() && int64_t(m.slidingLayers.size()) < m.numLayers)
     errors.add(at("num_layers"), "num_layers " + llvm::Twine(m.numLayers) +

@@ -20,12 +20,17 @@
 namespace partita {
 
 enum class NormKind { LayerNorm, RmsNorm };
-enum class Activation { Gelu, GeluTanh, SwiGlu };
+enum class Activation { Gelu, GeluTanh, SwiGlu, GeGlu, GeGluTanh };
 enum class PositionEmbedding { Learned, Rope };
 enum class DType { BF16, F16, F32 };
 
 llvm::StringRef toString(NormKind kind);
 llvm::StringRef toString(Activation kind);
+/// Whether the MLP has a gate projection (SwiGLU, GeGLU).
+inline bool isGated(Activation kind) {
+  return kind == Activation::SwiGlu || kind == Activation::GeGlu ||
+         kind == Activation::GeGluTanh;
+}
 llvm::StringRef toString(PositionEmbedding kind);
 llvm::StringRef toString(DType type);
 
@@ -52,6 +57,8 @@ struct ModelConfig {
   NormKind norm = NormKind::RmsNorm;
   double normEps = 1e-5;
   bool normBias = false;
+  /// RMSNorm weights kept as offsets from one, initialised to zero (Gemma).
+  bool normUnitOffset = false;
   Activation activation = Activation::SwiGlu;
   PositionEmbedding position = PositionEmbedding::Rope;
   double ropeTheta = 10000.0;
@@ -68,6 +75,11 @@ struct ModelConfig {
   bool attnOutBias = false;
   bool mlpBias = false;
   bool tieEmbeddings = false;
+  /// Token embeddings are multiplied by embeddingScale, or by
+  /// sqrt(hidden_size) where embeddingScaleSqrtHidden (Gemma's, which
+  /// follows a width a spec overrides).
+  double embeddingScale = 1.0;
+  bool embeddingScaleSqrtHidden = false;
   bool parallelResidual = false;
   /// Each query and key head normalised (the model's norm, over head_dim,
   /// weights shared by the heads) before the rotary embedding (Qwen3).
@@ -82,6 +94,7 @@ struct ModelConfig {
     return headDim ? headDim : (numHeads ? hiddenSize / numHeads : 0);
   }
   int64_t rotaryDim() const;
+  double embeddingMultiplier() const;
 };
 
 /// Settings of one training step.

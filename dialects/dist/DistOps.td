@@ -91,10 +91,12 @@ def Dist_VocabEmbeddingOp : Dist_Op<"vocab_embedding", [Pure]> {
     The table holds rows `[r * V/n, (r+1) * V/n)` of the vocabulary for rank
     r of `axis` (size n); tokens outside that range give zero rows, so an
     all-reduce over the axis completes the lookup. V may be the vocabulary
-    padded to a multiple of n; no token indexes the padding rows.
+    padded to a multiple of n; no token indexes the padding rows. Rows are
+    multiplied by `scale`, as `tfm.embedding`'s.
   }];
   let arguments = (ins Dist_AnyTensor:$table, RankedTensorOf<[I32, I64]>:$tokens,
-                       Dist_MeshAxisAttr:$axis);
+                       Dist_MeshAxisAttr:$axis,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs Dist_AnyTensor:$result);
   let assemblyFormat = [{
     $table `,` $tokens attr-dict `:` type($table) `,` type($tokens) `->`

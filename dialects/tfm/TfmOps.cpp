@@ -8,6 +8,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace partita::tfm;
 using partita::formatNumber;
@@ -316,6 +318,10 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("table must be [vocab, hidden], got ") << table;
   if (tokens.getRank() != 2)
     return emitOpError("tokens must be [batch, seq], got ") << tokens;
+  double scale = getScale().convertToDouble();
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return emitOpError("scale must be positive and finite, got ")
+           << formatNumber(scale);
   SmallVector<int64_t> expected(tokens.getShape());
   expected.push_back(table.getDimSize(1));
   if (getType().getShape() != ArrayRef<int64_t>(expected))
@@ -389,6 +395,10 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult RmsNormOp::verify() {
+  double offset = getWeightOffset().convertToDouble();
+  if (!std::isfinite(offset))
+    return emitOpError("weight_offset must be finite, got ")
+           << formatNumber(offset);
   return verifyNormCommon(*this, getInput(), getWeight(), Value(),
                           getEps().convertToDouble());
 }

@@ -29,4 +29,14 @@ bool ropeScalingHasField(RopeScalingKind kind, llvm::StringRef key);
 #define GET_OP_CLASSES
 #include "dialects/tfm/TfmOps.h.inc"
 
+namespace partita::tfm {
+
+/// The MLP's activations, plain and gated: elementwise, so they keep a
+/// tensor-parallel split as it is.
+inline bool isActivation(mlir::Operation *op) {
+  return mlir::isa<GeluOp, SiluOp, SwigluOp, GegluOp>(op);
+}
+
+} // namespace partita::tfm
+
 #endif // PARTITA_DIALECTS_TFM_TFMOPS_H

@@ -114,9 +114,12 @@ def Tfm_ParamOp : Tfm_Op<"param", [Pure]> {
 def Tfm_EmbeddingOp : Tfm_Op<"embedding", [Pure]> {
   let summary = "token embedding lookup";
   let description = [{
-    `result[b, s, :] = table[tokens[b, s], :]` with `table : tensor<VxHxT>`.
+    `result[b, s, :] = scale * table[tokens[b, s], :]` with
+    `table : tensor<VxHxT>`. Gemma scales its embeddings by
+    `sqrt(hidden)`; a tied LM head reads the table unscaled.
   }];
-  let arguments = (ins Tfm_FloatTensor:$table, Tfm_TokenTensor:$tokens);
+  let arguments = (ins Tfm_FloatTensor:$table, Tfm_TokenTensor:$tokens,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scale);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
     $table `,` $tokens attr-dict `:` type($table) `,` type($tokens) `->`
@@ -189,9 +192,12 @@ def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure]> {
 def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure]> {
   let summary = "root-mean-square normalisation over the last dimension";
   let description = [{
-    `x / sqrt(mean(x^2) + eps) * weight`, over spans of the weight's length
-    along the last dimension, as `tfm.layer_norm`: a weight of one head's
-    width normalises each head (Qwen3's query and key norms).
+    `x / sqrt(mean(x^2) + eps) * (weight_offset + weight)`, over spans of
+    the weight's length along the last dimension, as `tfm.layer_norm`: a
+    weight of one head's width normalises each head (Qwen3's query and key
+    norms). Gemma keeps its weights as offsets from one (`weight_offset =
+    1`, the weights initialised to zero), so that weight decay pulls the
+    scale towards one rather than zero.
 
     ```mlir
     %qn = tfm.rms_norm %q, %w {eps = 1.000000e-06 : f64}
@@ -199,7 +205,8 @@ def Tfm_RmsNormOp : Tfm_Op<"rms_norm", [Pure]> {
     ```
   }];
   let arguments = (ins Tfm_FloatTensor:$input, Tfm_FloatTensor:$weight,
-                       F64Attr:$eps);
+                       F64Attr:$eps,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_offset);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->`
@@ -306,6 +313,19 @@ def Tfm_SwigluOp : Tfm_Op<"swiglu", [Pure, SameOperandsAndResultType]> {
     projections are separate `tfm.linear` ops feeding this op.
   }];
   let arguments = (ins Tfm_FloatTensor:$gate, Tfm_FloatTensor:$up);
+  let results = (outs Tfm_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def Tfm_GegluOp : Tfm_Op<"geglu", [Pure, SameOperandsAndResultType]> {
+  let summary = "gated activation gelu(gate) * up";
+  let description = [{
+    The gate of a GeGLU MLP (Gemma: the tanh form), as `tfm.swiglu` with
+    `tfm.gelu`'s `approximate` in place of silu.
+  }];
+  let arguments = (ins Tfm_FloatTensor:$gate, Tfm_FloatTensor:$up,
+      DefaultValuedAttr<Tfm_GeluApproximationAttr,
+                        "GeluApproximation::none">:$approximate);
   let results = (outs Tfm_FloatTensor:$result);
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }

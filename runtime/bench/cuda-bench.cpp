@@ -366,11 +366,13 @@ json memoryBench(int64_t tokens, int64_t hidden) {
             dy = bf16(act, "dy"), dgate = bf16(act, "dgate"),
             dup = bf16(act, "dup");
   measure("swiglu", 3 * 2 * act, [&] {
-    cuda::swiglu(cuda::asInput(gate), cuda::asInput(up), y, act, stream);
+    cuda::gated(cuda::Unary::Silu, cuda::asInput(gate), cuda::asInput(up), y,
+                act, stream);
   });
   measure("swiglu_bwd", 5 * 2 * act, [&] {
-    cuda::swigluBackward(cuda::asInput(dy), cuda::asInput(gate),
-                         cuda::asInput(up), dgate, dup, act, stream);
+    cuda::gatedBackward(cuda::Unary::Silu, cuda::asInput(dy),
+                        cuda::asInput(gate), cuda::asInput(up), dgate, dup, act,
+                        stream);
   });
   cuda::In addends[2] = {cuda::asInput(bf16(res, "x")),
                          cuda::asInput(bf16(res, "residual"))};
@@ -394,12 +396,12 @@ json memoryBench(int64_t tokens, int64_t hidden) {
     int64_t rows = res / width;
     measure(name.c_str(), 2 * (2 * res + width), [&] {
       cuda::norm(cuda::asInput(x), cuda::asInput(w), cuda::In(), normed, rows,
-                 width, 1e-5, true, stream);
+                 width, 1e-5, true, 0.0f, stream);
     });
     measure((name + "_bwd").c_str(), 2 * (3 * res + 2 * width), [&] {
       cuda::normBackward(cuda::asInput(dnormed), cuda::asInput(x),
                          cuda::asInput(w), dx, dw, cuda::Out(), rows, width,
-                         1e-5, true, normSums, stream);
+                         1e-5, true, 0.0f, normSums, stream);
     });
   };
   int64_t headDim = std::min<int64_t>(128, hidden);

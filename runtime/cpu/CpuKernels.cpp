@@ -75,6 +75,7 @@ void norm(Call &c, bool rms) {
   const float *w = c.ins[1].f;
   const float *b = c.ins.size() > 2 ? c.ins[2].f : nullptr;
   double eps = c.p.at("eps").get<double>();
+  float offset = float(normWeightOffset(c.p));
   // Rows of the weight's width: the last dimension, or each head of it.
   int64_t h = c.ins[1].n, rows = x.n / h;
   Vec &y = c.result(0);
@@ -82,7 +83,8 @@ void norm(Call &c, bool rms) {
     const float *xr = x.f + r * h;
     auto [mean, inv] = rowStatistics(xr, h, rms, eps);
     for (int64_t j = 0; j < h; ++j)
-      y[r * h + j] = float((xr[j] - mean) * inv) * w[j] + (b ? b[j] : 0.0f);
+      y[r * h + j] =
+          float((xr[j] - mean) * inv) * (w[j] + offset) + (b ? b[j] : 0.0f);
   }
 }
 
@@ -90,6 +92,7 @@ void normBackward(Call &c, bool rms) {
   const TensorRef &dy = c.ins[0], &x = c.ins[1];
   const float *w = c.ins[2].f;
   double eps = c.p.at("eps").get<double>();
+  float offset = float(normWeightOffset(c.p));
   int64_t h = c.ins[2].n, rows = x.n / h;
   Vec &dx = c.result(0), &dw = c.result(1);
   Vec *db = c.outs.size() > 2 ? &c.result(2) : nullptr;
@@ -98,7 +101,8 @@ void normBackward(Call &c, bool rms) {
     auto [mean, inv] = rowStatistics(xr, h, rms, eps);
     double dotXhat = 0, sumDxhat = 0;
     for (int64_t j = 0; j < h; ++j) {
-      double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
+      double xhat = (xr[j] - mean) * inv,
+             dxhat = double(g[j]) * (w[j] + offset);
       dotXhat += dxhat * xhat;
       sumDxhat += dxhat;
       dw[j] += float(g[j] * xhat);
@@ -106,7 +110,8 @@ void normBackward(Call &c, bool rms) {
         (*db)[j] += g[j];
     }
     for (int64_t j = 0; j < h; ++j) {
-      double xhat = (xr[j] - mean) * inv, dxhat = double(g[j]) * w[j];
+      double xhat = (xr[j] - mean) * inv,
+             dxhat = double(g[j]) * (w[j] + offset);
       double v = dxhat - dotXhat / h * xhat - (rms ? 0 : sumDxhat / h);
       dx[r * h + j] = float(inv * v);
     }
@@ -367,12 +372,13 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          const TensorRef &table = c.ins[0], &tokens = c.ins[1];
          int64_t h = table.dim(1), rows = table.dim(0);
          int64_t start = vocabStart(c, rows);
+         float scale = float(embeddingScale(c.p));
          Vec &y = c.result(0);
          for (int64_t t = 0; t < tokens.n; ++t) {
            int64_t local = tokens.i[t] - start;
            if (local >= 0 && local < rows)
-             std::copy(table.f + local * h, table.f + (local + 1) * h,
-                       y.begin() + t * h);
+             for (int64_t j = 0; j < h; ++j)
+               y[t * h + j] = scale * table.f[local * h + j];
          }
        }},
       {"embedding_bwd",
@@ -380,12 +386,13 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          const TensorRef &dy = c.ins[0], &tokens = c.ins[1];
          int64_t rows = c.outs[0].dim(0), h = c.outs[0].dim(1);
          int64_t start = vocabStart(c, rows);
+         float scale = float(embeddingScale(c.p));
          Vec &d = c.result(0);
          for (int64_t t = 0; t < tokens.n; ++t) {
            int64_t local = tokens.i[t] - start;
            if (local >= 0 && local < rows)
              for (int64_t j = 0; j < h; ++j)
-               d[local * h + j] += dy.f[t * h + j];
+               d[local * h + j] += scale * dy.f[t * h + j];
          }
        }},
       {"position_embedding",
@@ -488,6 +495,23 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            float s = sigmoid(g);
            dg[i] = dy * u * (s + g * s * (1 - s));
            du[i] = dy * g * s;
+         }
+       }},
+      {"geglu",
+       [](Call &c) {
+         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         Vec &y = c.result(0);
+         for (int64_t i = 0; i < c.ins[0].n; ++i)
+           y[i] = gelu(c.ins[0].f[i], t) * c.ins[1].f[i];
+       }},
+      {"geglu_bwd",
+       [](Call &c) {
+         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         Vec &dg = c.result(0), &du = c.result(1);
+         for (int64_t i = 0; i < c.ins[0].n; ++i) {
+           float dy = c.ins[0].f[i], g = c.ins[1].f[i], u = c.ins[2].f[i];
+           dg[i] = dy * u * geluGrad(g, t);
+           du[i] = dy * gelu(g, t);
          }
        }},
       {"add",
@@ -645,6 +669,12 @@ double rotaryMagnitude(const nlohmann::json &p) {
              ? p.at("attention_factor").get<double>()
              : 1.0;
 }
+
+double normWeightOffset(const nlohmann::json &p) {
+  return p.value("weight_offset", 0.0);
+}
+
+double embeddingScale(const nlohmann::json &p) { return p.value("scale", 1.0); }
 
 using DirectFn = void (*)(const std::vector<TensorRef> &,
                           const std::vector<TensorRef> &,

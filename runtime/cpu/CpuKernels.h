@@ -33,6 +33,12 @@ std::vector<double> rotaryInverseFrequencies(const nlohmann::json &params);
 /// longrope's attention_factor, else 1.
 double rotaryMagnitude(const nlohmann::json &params);
 
+/// What rms_norm adds to its weights: `weight_offset` (Gemma's 1), else 0.
+double normWeightOffset(const nlohmann::json &params);
+
+/// What the embedding multiplies its rows by: `scale`, else 1.
+double embeddingScale(const nlohmann::json &params);
+
 } // namespace partita::runtime
 
 #endif // PARTITA_RUNTIME_CPU_CPUKERNELS_H

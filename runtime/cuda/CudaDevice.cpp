@@ -243,6 +243,8 @@ const std::set<std::string> &kernelNames() {
                                               "silu_bwd",
                                               "swiglu",
                                               "swiglu_bwd",
+                                              "geglu",
+                                              "geglu_bwd",
                                               "add",
                                               "copy",
                                               "ce_max",
@@ -258,6 +260,16 @@ const std::set<std::string> &kernelNames() {
 }
 
 int64_t rowsOf(const TensorRef &t) { return t.n / t.dim(-1); }
+
+/// The activation of a gelu, silu, swiglu or geglu kernel (or their
+/// backward): the GELUs' form is the plan's `approximate`.
+cuda::Unary activation(const std::string &kernel, const nlohmann::json &p) {
+  if (kernel.rfind("silu", 0) == 0 || kernel.rfind("swiglu", 0) == 0)
+    return cuda::Unary::Silu;
+  return p.at("approximate").get<std::string>() == "tanh"
+             ? cuda::Unary::GeluTanh
+             : cuda::Unary::Gelu;
+}
 
 /// The width a norm kernel `name` works over, that of its weight `w` (the
 /// last dimension, or a head of it), within the kernels' limit.
@@ -649,12 +661,13 @@ void CudaDevice::launchKernel(const std::string &name,
     const TensorRef &table = ins[0], &tokens = ins[1];
     int64_t rows = table.dim(0), h = table.dim(1);
     embedding(in(0), tokens.i, tokens.n, rows, h, vocabStart(p, ctx, rows),
-              out(0), s);
+              float(embeddingScale(p)), out(0), s);
   } else if (name == "embedding_bwd") {
     const TensorRef &tokens = ins[1];
     int64_t rows = outs[0].dim(0), h = outs[0].dim(1);
     embeddingBackward(in(0), tokens.i, tokens.n, rows, h,
-                      vocabStart(p, ctx, rows), out(0),
+                      vocabStart(p, ctx, rows), float(embeddingScale(p)),
+                      out(0),
                       workspace(embeddingBackwardWorkspace(tokens.n, rows)), s);
   } else if (name == "position_embedding") {
     const TensorRef &x = ins[0];
@@ -677,13 +690,14 @@ void CudaDevice::launchKernel(const std::string &name,
   } else if (name == "rms_norm" || name == "layer_norm") {
     int64_t h = normWidth(name, ins[1]);
     norm(in(0), in(1), ins.size() > 2 ? in(2) : In(), out(0), ins[0].n / h, h,
-         p.at("eps").get<double>(), name == "rms_norm", s);
+         p.at("eps").get<double>(), name == "rms_norm",
+         float(normWeightOffset(p)), s);
   } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
     int64_t h = normWidth(name, ins[2]);
-    normBackward(in(0), in(1), in(2), out(0), out(1),
-                 outs.size() > 2 ? out(2) : Out(), ins[1].n / h, h,
-                 p.at("eps").get<double>(), name == "rms_norm_bwd",
-                 floats(normBackwardWorkspace(h)), s);
+    normBackward(
+        in(0), in(1), in(2), out(0), out(1), outs.size() > 2 ? out(2) : Out(),
+        ins[1].n / h, h, p.at("eps").get<double>(), name == "rms_norm_bwd",
+        float(normWeightOffset(p)), floats(normBackwardWorkspace(h)), s);
   } else if (name == "bias_add") {
     int64_t h = ins[0].dim(-1);
     addPeriodic(in(0), in(1), h, out(0), ins[0].n, s);
@@ -750,21 +764,20 @@ void CudaDevice::launchKernel(const std::string &name,
                             a, in(0), in(1), in(2), in(3), lse != nullptr)),
                         s);
     }
-  } else if (name == "gelu" || name == "gelu_bwd") {
-    Unary f = p.at("approximate").get<std::string>() == "tanh" ? Unary::GeluTanh
-                                                               : Unary::Gelu;
-    if (name == "gelu")
+  } else if (name == "gelu" || name == "silu" || name == "swiglu" ||
+             name == "geglu") {
+    Unary f = activation(name, p);
+    if (name == "gelu" || name == "silu")
       unary(f, in(0), out(0), ins[0].n, s);
     else
+      gated(f, in(0), in(1), out(0), ins[0].n, s);
+  } else if (name == "gelu_bwd" || name == "silu_bwd" || name == "swiglu_bwd" ||
+             name == "geglu_bwd") {
+    Unary f = activation(name, p);
+    if (name == "gelu_bwd" || name == "silu_bwd")
       unaryBackward(f, in(0), in(1), out(0), ins[0].n, s);
-  } else if (name == "silu") {
-    unary(Unary::Silu, in(0), out(0), ins[0].n, s);
-  } else if (name == "silu_bwd") {
-    unaryBackward(Unary::Silu, in(0), in(1), out(0), ins[0].n, s);
-  } else if (name == "swiglu") {
-    swiglu(in(0), in(1), out(0), ins[0].n, s);
-  } else if (name == "swiglu_bwd") {
-    swigluBackward(in(0), in(1), in(2), out(0), out(1), ins[0].n, s);
+    else
+      gatedBackward(f, in(0), in(1), in(2), out(0), out(1), ins[0].n, s);
   } else if (name == "add") {
     // kMaxSumInputs inputs a launch. More gather group by group in an f32
     // sum, which reaches the output once: rounded once, and read after

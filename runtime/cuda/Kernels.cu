@@ -86,23 +86,22 @@ __global__ void unaryBackwardKernel(Unary f, In dy, In x, Out dx, int64_t n) {
   });
 }
 
-__global__ void swigluKernel(In gate, In up, Out y, int64_t n) {
+__global__ void gatedKernel(Unary f, In gate, In up, Out y, int64_t n) {
   forEachPack(n, [&](int64_t i, int count) {
     Pack g = loadPack(gate, i, count), u = loadPack(up, i, count);
-    EACH_ELEMENT(e) g.v[e] = g.v[e] * sigmoidf(g.v[e]) * u.v[e];
+    EACH_ELEMENT(e) g.v[e] = unaryValue(f, g.v[e]) * u.v[e];
     storePack(y, i, count, g);
   });
 }
 
-__global__ void swigluBackwardKernel(In dy, In gate, In up, Out dgate, Out dup,
-                                     int64_t n) {
+__global__ void gatedBackwardKernel(Unary f, In dy, In gate, In up, Out dgate,
+                                    Out dup, int64_t n) {
   forEachPack(n, [&](int64_t i, int count) {
     Pack d = loadPack(dy, i, count), g = loadPack(gate, i, count),
          u = loadPack(up, i, count), dg, du;
     EACH_ELEMENT(e) {
-      float s = sigmoidf(g.v[e]);
-      dg.v[e] = d.v[e] * u.v[e] * (s + g.v[e] * s * (1 - s));
-      du.v[e] = d.v[e] * g.v[e] * s;
+      dg.v[e] = d.v[e] * u.v[e] * unaryGrad(f, g.v[e]);
+      du.v[e] = d.v[e] * unaryValue(f, g.v[e]);
     }
     storePack(dgate, i, count, dg);
     storePack(dup, i, count, du);
@@ -317,7 +316,7 @@ __device__ void packStatistics(const Pack (&xs)[P], int64_t h, bool rms,
 
 template <int P>
 __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
-                           bool rms) {
+                           bool rms, float offset) {
   __shared__ double shared[32];
   int64_t row0 = blockIdx.x * h;
   Pack xs[P];
@@ -334,7 +333,8 @@ __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
     if (b.data)
       bj = loadPack(b, j, count);
     EACH_ELEMENT(e) {
-      xs[c].v[e] = float((xs[c].v[e] - mean) * inv) * wj.v[e] + bj.v[e];
+      xs[c].v[e] =
+          float((xs[c].v[e] - mean) * inv) * (wj.v[e] + offset) + bj.v[e];
     }
     storePack(y, row0 + j, count, xs[c]);
   }
@@ -348,7 +348,7 @@ __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
 template <int P, bool WithBias>
 __global__ void __launch_bounds__(kNormThreads)
     normBackwardKernel(In dy, In x, In w, Out dx, int64_t rows, int64_t h,
-                       double eps, bool rms, float *sums) {
+                       double eps, bool rms, float offset, float *sums) {
   static_assert(P <= kNormBackwardPacks, "wider rows go column by column");
   __shared__ double shared[32];
   Pack dwPart[P] = {}, dbPart[WithBias ? P : 1] = {};
@@ -372,7 +372,8 @@ __global__ void __launch_bounds__(kNormThreads)
       Pack g = loadPack(dy, row0 + j, count), wj = loadPack(w, j, count),
            xc = xs[c];
       EACH_ELEMENT(e) {
-        float xhat = (xc.v[e] - rowMean) * rowInv, dxhat = g.v[e] * wj.v[e];
+        float xhat = (xc.v[e] - rowMean) * rowInv,
+              dxhat = g.v[e] * (wj.v[e] + offset);
         dot += dxhat * xhat;
         sum += dxhat;
         dwPart[c].v[e] += g.v[e] * xhat;
@@ -389,7 +390,8 @@ __global__ void __launch_bounds__(kNormThreads)
       Pack g = loadPack(dy, row0 + j, count), wj = loadPack(w, j, count),
            xc = xs[c];
       EACH_ELEMENT(e) {
-        float xhat = (xc.v[e] - rowMean) * rowInv, dxhat = g.v[e] * wj.v[e];
+        float xhat = (xc.v[e] - rowMean) * rowInv,
+              dxhat = g.v[e] * (wj.v[e] + offset);
         g.v[e] = rowInv * (dxhat - dotMean * xhat - sumMean);
       }
       storePack(dx, row0 + j, count, g);
@@ -415,7 +417,7 @@ __global__ void __launch_bounds__(kNormThreads)
 __global__ void __launch_bounds__(kNormThreads)
     normBackwardColumnsKernel(In dy, In x, In w, Out dx, bool withBias,
                               int64_t rows, int64_t h, double eps, bool rms,
-                              float *sums) {
+                              float offset, float *sums) {
   __shared__ double shared[32];
   float dwPart[kNormColumnsPerThread], dbPart[kNormColumnsPerThread];
   for (int c = 0; c < kNormColumnsPerThread; ++c)
@@ -448,7 +450,7 @@ __global__ void __launch_bounds__(kNormThreads)
         break;
       float g = load(dy, row0 + j);
       double xhat = (load(x, row0 + j) - mean) * inv,
-             dxhat = double(g) * load(w, j);
+             dxhat = double(g) * (load(w, j) + offset);
       dot += dxhat * xhat;
       sum += dxhat;
       dwPart[c] += float(g * xhat);
@@ -462,7 +464,7 @@ __global__ void __launch_bounds__(kNormThreads)
       if (j >= h)
         break;
       double xhat = (load(x, row0 + j) - mean) * inv,
-             dxhat = double(load(dy, row0 + j)) * load(w, j);
+             dxhat = double(load(dy, row0 + j)) * (load(w, j) + offset);
       double v = dxhat - dot / h * xhat - (rms ? 0.0 : sum / h);
       store(dx, row0 + j, float(inv * v));
     }
@@ -531,7 +533,7 @@ __global__ void rotaryKernel(In x, Out y, int64_t b, int64_t s, int64_t heads,
 /// A thread per pack of a token's row.
 __global__ void embeddingKernel(In table, const int32_t *tokens, int64_t count,
                                 int64_t rows, int64_t h, int64_t start,
-                                Out y) {
+                                float scale, Out y) {
   int64_t packsPerRow = packsOf(h);
   GRID_STRIDE(u, count * packsPerRow) {
     int64_t t = u / packsPerRow, j = u % packsPerRow * kPack;
@@ -540,6 +542,7 @@ __global__ void embeddingKernel(In table, const int32_t *tokens, int64_t count,
     Pack p{};
     if (local >= 0 && local < rows)
       p = loadPack(table, local * h + j, n);
+    EACH_ELEMENT(e) p.v[e] *= scale;
     storePack(y, t * h + j, n, p);
   }
 }
@@ -563,7 +566,7 @@ __global__ void tokenKeysKernel(const int32_t *tokens, int64_t count,
 __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
                                         const uint32_t *positions,
                                         int64_t count, int64_t rows, int64_t h,
-                                        Out dtable) {
+                                        float scale, Out dtable) {
   int64_t j = (blockIdx.y * int64_t(blockDim.x) + threadIdx.x) * kPack;
   if (j >= h)
     return;
@@ -575,7 +578,7 @@ __global__ void embeddingBackwardKernel(In dy, const uint32_t *keys,
     Pack s{};
     for (int64_t p = first; p < count && keys[p] == key; ++p) {
       Pack g = loadPack(dy, int64_t(positions[p]) * h + j, n);
-      EACH_ELEMENT(e) s.v[e] += g.v[e];
+      EACH_ELEMENT(e) s.v[e] += scale * g.v[e];
     }
     storePack(dtable, int64_t(key) * h + j, n, s);
   }
@@ -1033,15 +1036,15 @@ void unaryBackward(Unary f, In dy, In x, Out dx, int64_t n,
                dy, x, dx, n);
 }
 
-void swiglu(In gate, In up, Out y, int64_t n, cudaStream_t stream) {
-  launchKernel(swigluKernel, blocksForPacks(n), kThreads, 0, stream, gate, up,
+void gated(Unary f, In gate, In up, Out y, int64_t n, cudaStream_t stream) {
+  launchKernel(gatedKernel, blocksForPacks(n), kThreads, 0, stream, f, gate, up,
                y, n);
 }
 
-void swigluBackward(In dy, In gate, In up, Out dgate, Out dup, int64_t n,
-                    cudaStream_t stream) {
-  launchKernel(swigluBackwardKernel, blocksForPacks(n), kThreads, 0, stream, dy,
-               gate, up, dgate, dup, n);
+void gatedBackward(Unary f, In dy, In gate, In up, Out dgate, Out dup,
+                   int64_t n, cudaStream_t stream) {
+  launchKernel(gatedBackwardKernel, blocksForPacks(n), kThreads, 0, stream, f,
+               dy, gate, up, dgate, dup, n);
 }
 
 void sum(const In *xs, int count, Out y, int64_t n, cudaStream_t stream) {
@@ -1113,21 +1116,21 @@ template <typename F> void byRowPacks(int64_t h, int threads, F f) {
 }
 
 void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
-          bool rms, cudaStream_t stream) {
+          bool rms, float weightOffset, cudaStream_t stream) {
   if (rows == 0 || h == 0)
     return;
   int threads = normThreads(h);
   auto launch = [&](auto kernel) {
     launchKernel(kernel, unsigned(rows), threads, 0, stream, x, w, b, y, h, eps,
-                 rms);
+                 rms, weightOffset);
   };
   byRowPacks(h, threads,
              [&](auto P) { launch(normKernel<decltype(P)::value>); });
 }
 
 void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
-                  int64_t h, double eps, bool rms, float *workspace,
-                  cudaStream_t stream) {
+                  int64_t h, double eps, bool rms, float weightOffset,
+                  float *workspace, cudaStream_t stream) {
   bool withBias = db.data != nullptr;
   cudaMemsetAsync(workspace, 0, normBackwardWorkspace(h) * sizeof(float),
                   stream);
@@ -1139,14 +1142,15 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
     static_assert(kNormBackwardPacks == 2, "a kernel per pack count");
     if (packs > kNormBackwardPacks) {
       launchKernel(normBackwardColumnsKernel, blocks, kNormThreads, 0, stream,
-                   dy, x, w, dx, withBias, rows, h, eps, rms, workspace);
+                   dy, x, w, dx, withBias, rows, h, eps, rms, weightOffset,
+                   workspace);
     } else {
       auto kernel = packs == 1 ? withBias ? normBackwardKernel<1, true>
                                           : normBackwardKernel<1, false>
                     : withBias ? normBackwardKernel<2, true>
                                : normBackwardKernel<2, false>;
       launchKernel(kernel, blocks, threads, 0, stream, dy, x, w, dx, rows, h,
-                   eps, rms, workspace);
+                   eps, rms, weightOffset, workspace);
     }
   }
   launchKernel(storeSumsKernel, blocksFor(h), kThreads, 0, stream, workspace, h,
@@ -1167,9 +1171,10 @@ void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
 }
 
 void embedding(In table, const int32_t *tokens, int64_t count, int64_t rows,
-               int64_t h, int64_t start, Out y, cudaStream_t stream) {
+               int64_t h, int64_t start, float scale, Out y,
+               cudaStream_t stream) {
   launchKernel(embeddingKernel, blocksFor(count * packsOf(h)), kThreads, 0,
-               stream, table, tokens, count, rows, h, start, y);
+               stream, table, tokens, count, rows, h, start, scale, y);
 }
 
 namespace {
@@ -1224,8 +1229,8 @@ int64_t embeddingBackwardWorkspace(int64_t count, int64_t rows) {
 }
 
 void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
-                       int64_t rows, int64_t h, int64_t start, Out dtable,
-                       void *workspace, cudaStream_t stream) {
+                       int64_t rows, int64_t h, int64_t start, float scale,
+                       Out dtable, void *workspace, cudaStream_t stream) {
   if (!dtable.acc)
     cudaMemsetAsync(dtable.data, 0, rows * h * elementBytes(dtable.bf16),
                     stream);
@@ -1245,7 +1250,7 @@ void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
   dim3 blocks(unsigned(std::min<int64_t>(count, kMaxBlocks)),
               unsigned((packsOf(h) + kThreads - 1) / kThreads));
   launchKernel(embeddingBackwardKernel, blocks, kThreads, 0, stream, dy,
-               w.keys[1], w.positions[1], count, rows, h, dtable);
+               w.keys[1], w.positions[1], count, rows, h, scale, dtable);
 }
 
 int64_t maxHeadDim() { return kMaxHeadDim; }

@@ -48,10 +48,11 @@ void unary(Unary f, In x, Out y, int64_t n, cudaStream_t stream);
 /// dx (+)= dy * f'(x).
 void unaryBackward(Unary f, In dy, In x, Out dx, int64_t n,
                    cudaStream_t stream);
-/// y (+)= silu(gate) * up.
-void swiglu(In gate, In up, Out y, int64_t n, cudaStream_t stream);
-void swigluBackward(In dy, In gate, In up, Out dgate, Out dup, int64_t n,
-                    cudaStream_t stream);
+/// y (+)= f(gate) * up: swiglu (silu) and geglu (either GELU).
+void gated(Unary f, In gate, In up, Out y, int64_t n, cudaStream_t stream);
+/// dgate (+)= dy * up * f'(gate), dup (+)= dy * f(gate).
+void gatedBackward(Unary f, In dy, In gate, In up, Out dgate, Out dup,
+                   int64_t n, cudaStream_t stream);
 /// The most inputs one `sum` takes.
 constexpr int kMaxSumInputs = 8;
 /// y (+)= the sum of `count` inputs (at most kMaxSumInputs).
@@ -76,16 +77,17 @@ void transposeBlocks(In src, Out dst, int64_t a, int64_t b, int64_t inner,
 void sliceColumns(In x, int64_t outer, int64_t inner, int64_t begin,
                   int64_t width, Out y, cudaStream_t stream);
 
-/// RMSNorm (no bias, rms) or LayerNorm over the last dim `h`.
+/// RMSNorm (no bias, rms) or LayerNorm over the last dim `h`, scaled by
+/// weightOffset + w (Gemma's RMSNorm: 1 + w).
 void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
-          bool rms, cudaStream_t stream);
+          bool rms, float weightOffset, cudaStream_t stream);
 /// Floats of workspace normBackward needs.
 inline int64_t normBackwardWorkspace(int64_t h) { return 2 * h; }
 /// dx, dw and (LayerNorm with bias, db.data non-null) db; dw and db are
 /// summed over rows in `workspace` and rounded once.
 void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
-                  int64_t h, double eps, bool rms, float *workspace,
-                  cudaStream_t stream);
+                  int64_t h, double eps, bool rms, float weightOffset,
+                  float *workspace, cudaStream_t stream);
 /// The widest hidden size the norm kernels take.
 int64_t maxNormWidth();
 
@@ -96,19 +98,20 @@ void rotary(In x, Out y, int64_t b, int64_t s, int64_t heads, int64_t d,
             int64_t rd, const double *invFreq, double magnitude, float sign,
             cudaStream_t stream);
 
-/// Token rows of `table` ([rows, h], the vocabulary from `start`); tokens
-/// outside it give zero rows.
+/// Token rows of `table` ([rows, h], the vocabulary from `start`) times
+/// `scale`; tokens outside it give zero rows.
 void embedding(In table, const int32_t *tokens, int64_t count, int64_t rows,
-               int64_t h, int64_t start, Out y, cudaStream_t stream);
+               int64_t h, int64_t start, float scale, Out y,
+               cudaStream_t stream);
 /// Bytes of workspace embeddingBackward needs for `count` tokens and a
 /// table of `rows` rows.
 int64_t embeddingBackwardWorkspace(int64_t count, int64_t rows);
-/// dtable (+)= the sum of dy's rows per token. Tokens are sorted first, so
-/// each table row is summed by one block in token order (deterministic, and
-/// a bf16 row is rounded once).
+/// dtable (+)= the sum of scale * dy's rows per token. Tokens are sorted
+/// first, so each table row is summed by one block in token order
+/// (deterministic, and a bf16 row is rounded once).
 void embeddingBackward(In dy, const int32_t *tokens, int64_t count,
-                       int64_t rows, int64_t h, int64_t start, Out dtable,
-                       void *workspace, cudaStream_t stream);
+                       int64_t rows, int64_t h, int64_t start, float scale,
+                       Out dtable, void *workspace, cudaStream_t stream);
 
 struct AttentionShape {
   int64_t b, s, heads, kvHeads, d;

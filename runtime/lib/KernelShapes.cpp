@@ -180,6 +180,13 @@ public:
             std::string("params.") + key + ": expected a finite number " +
                 (orEqual ? "of at least " : "above ") + bound.str());
   }
+  /// An optional number param: finite where given.
+  void finiteIfGiven(const char *key) {
+    const json &p = l.params;
+    if (p.contains(key))
+      require(p[key].is_number() && std::isfinite(p[key].get<double>()),
+              std::string("params.") + key + ": expected a finite number");
+  }
   /// A string param, one of `choices`.
   void oneOf(const char *key, std::initializer_list<const char *> choices) {
     const json &p = l.params;
@@ -378,6 +385,8 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     if (c.rank(table, 2, 2))
       c.elements(rows, c.in(1).elements * table.shape[1]);
     c.vocabParts(plan.tp);
+    if (l.params.contains("scale"))
+      c.number("scale", 0);
   } else if (k == "position_embedding" || k == "position_embedding_bwd") {
     const BufferSpec &x = c.in(0);
     const BufferSpec &table = k == "position_embedding" ? c.in(1) : c.out(0);
@@ -413,6 +422,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     }
   } else if (k == "rms_norm" || k == "layer_norm") {
     c.number("eps", 0);
+    c.finiteIfGiven("weight_offset");
     const BufferSpec &x = c.in(0), &w = c.in(1);
     if (c.rank(x, 1) && c.normSpan(w, x)) {
       for (size_t i = 2; i < l.ins.size(); ++i)
@@ -421,6 +431,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     }
   } else if (k == "rms_norm_bwd" || k == "layer_norm_bwd") {
     c.number("eps", 0);
+    c.finiteIfGiven("weight_offset");
     const BufferSpec &x = c.in(1), &w = c.in(2);
     if (c.rank(x, 1) && c.normSpan(w, x)) {
       c.elements(c.in(0), x.elements);
@@ -514,12 +525,15 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     sameAsIn0({}, {0});
     if (k == "gelu")
       c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == "gelu_bwd" || k == "silu_bwd" || k == "swiglu") {
+  } else if (k == "gelu_bwd" || k == "silu_bwd" || k == "swiglu" ||
+             k == "geglu") {
     sameAsIn0({1}, {0});
-    if (k == "gelu_bwd")
+    if (k == "gelu_bwd" || k == "geglu")
       c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == "swiglu_bwd") {
+  } else if (k == "swiglu_bwd" || k == "geglu_bwd") {
     sameAsIn0({1, 2}, {0, 1});
+    if (k == "geglu_bwd")
+      c.oneOf("approximate", {"none", "tanh"});
   } else if (k == "add") {
     for (size_t i = 0; i < l.ins.size(); ++i)
       c.elements(c.in(i), c.out(0).elements);
@@ -812,6 +826,7 @@ const std::vector<BackwardKernel> &backwardKernels() {
       {"gelu_bwd", "gelu", {{1, false, 0}}},
       {"silu_bwd", "silu", {{1, false, 0}}},
       {"swiglu_bwd", "swiglu", {{1, false, 0}, {2, false, 1}}},
+      {"geglu_bwd", "geglu", {{1, false, 0}, {2, false, 1}}},
       {"rotary_bwd", "rotary", {}},
       {"ce_bwd",
        "ce_stats",

@@ -572,6 +572,19 @@ TEST_F(CudaKernels, Embeddings) {
                   {{"vocab_parts", 2}}};
   tpBackward.ctx.tpRank = 1;
   check(tpBackward);
+  // Gemma's scaled embeddings, forward and backward, on rank 1 of 2.
+  Case scaled{"embedding",
+              {normal({32, 13}), integers({2, 50}, 64)},
+              {{2, 50, 13}},
+              {},
+              {{"vocab_parts", 2}, {"scale", 3.6055512754639891}}};
+  scaled.ctx.tpRank = 1;
+  check(scaled);
+  scaled.kernel = "embedding_bwd";
+  scaled.ins = {normal({2, 50, 13}), integers({2, 50}, 64)};
+  scaled.outs = {{32, 13}};
+  scaled.accumulate = {true};
+  check(scaled);
   check({"position_embedding",
          {normal({2, 50, 32}), normal({50, 32})},
          {{2, 50, 32}}});
@@ -645,6 +658,22 @@ TEST_F(CudaKernels, Norms) {
            {{2, 19, 6 * d}, {d}, {d}},
            {},
            {{"eps", 1e-6}},
+           {},
+           5e-5});
+  }
+  // Gemma's weights offset from one, with rows of each backward kernel
+  // (1 and 2 packs a thread, and column by column).
+  for (int64_t h : {int64_t(100), int64_t(4100), int64_t(16384)}) {
+    check({"rms_norm",
+           {normal({9, h}), normal({h})},
+           {{9, h}},
+           {},
+           {{"eps", 1e-6}, {"weight_offset", 1.0}}});
+    check({"rms_norm_bwd",
+           {normal({9, h}), normal({9, h}), normal({h})},
+           {{9, h}, {h}},
+           {false, true},
+           {{"eps", 1e-6}, {"weight_offset", 1.0}},
            {},
            5e-5});
   }
@@ -874,6 +903,18 @@ TEST_F(CudaKernels, Elementwise) {
            {true, false}});
   }
   check({"silu_bwd", {normal({1000}), normal({1000})}, {{1000}}});
+  for (const char *approximate : {"none", "tanh"}) {
+    check({"geglu",
+           {normal({1003}), normal({1003})},
+           {{1003}},
+           {true},
+           {{"approximate", approximate}}});
+    check({"geglu_bwd",
+           {normal({1003}), normal({1003}), normal({1003})},
+           {{1003}, {1003}},
+           {false, true},
+           {{"approximate", approximate}}});
+  }
   check({"swiglu", {normal({1000}), normal({1000})}, {{1000}}, {true}});
   check({"swiglu_bwd",
          {normal({1000}), normal({1000}), normal({1000})},

@@ -9,6 +9,12 @@
 // LONGROPE: exec.kernel "rotary" ins [{{.*}}] outs [{{.*}}] params {attention_factor = 1.2247448713915889 : f64, frequency_factors = [1.000000e+00, 2.000000e+00, 4.000000e+00, 8.000000e+00], num_heads = 2 : i64, original_max_positions = 16 : i64, rotary_dim = 8 : i64, scaling = "longrope", theta = 1.000000e+04 : f64}
 // RUN: plan-opt %inputs/rope/qwen2-yarn.json --seq-len=32 --global-batch=2 --pass-pipeline='builtin.module(partita-compile{topology=cpu:1 strategy=mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=YARN
 // YARN: exec.kernel "rotary" ins [{{.*}}] outs [{{.*}}] params {attention_factor = 1.1386294361119891 : f64, beta_fast = 3.200000e+01 : f64, beta_slow = 1.000000e+00 : f64, num_heads = 4 : i64, original_max_positions = 32768 : i64, rotary_dim = 8 : i64, scaling = "yarn", scaling_factor = 4.000000e+00 : f64, theta = 1.000000e+06 : f64, truncate = true}
+// Gemma's pieces keep their params through the vocabulary split: the
+// embedding's scale, the norms' weight offset and the GeGLU's GELU.
+// RUN: plan-opt %examples/models/tiny-gemma.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=GEMMA
+// GEMMA: exec.kernel "embedding" ins [@embed.tokens.weight, @tokens] outs [@embedding.0] params {scale = 8.000000e+00 : f64, vocab_parts = 2 : i64}
+// GEMMA: exec.kernel "rms_norm" ins [@embedding.0, @layers.0.attn_norm.weight] outs [@layers.0.rms_norm.1] params {eps = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64}
+// GEMMA: exec.kernel "geglu" ins [@layers.0.linear.11, @layers.0.linear.12] outs [@layers.0.geglu.13] params {approximate = "tanh"}
 
 // The model is replaced by the programs; the module says what they run.
 // CHECK: module attributes {{{.*}}exec.model = "tiny-llama", exec.seq_len = 128 : i64, tfm.optimizer = {

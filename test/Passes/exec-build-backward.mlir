@@ -13,6 +13,12 @@
 // RUN: plan-opt %examples/models/tiny-gpt2.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=pp=2,mbs=1 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=TIED
 // RUN: plan-opt %examples/models/tiny-llama.json --dtype=bf16 --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=G16
 // RUN: plan-opt %examples/models/tiny-llama.json --dtype=bf16 --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=dp=2,zero=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward{gradient-dtype=f32})' 2>/dev/null | FileCheck %s --check-prefix=G32
+// Backward kernels take their forward's params: Gemma's embedding scale,
+// norm weight offset and GeGLU form.
+// RUN: plan-opt %examples/models/tiny-gemma.json --pass-pipeline='builtin.module(partita-compile{topology=cpu:2 strategy=tp=2,mbs=2 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec,exec-build-backward)' 2>/dev/null | FileCheck %s --check-prefix=GEMMA
+// GEMMA: exec.kernel "rms_norm_bwd" ins [@d.rms_norm.31, @layers.1.add.30, @final_norm.weight] outs [@d.layers.1.add.30, @grad.final_norm.weight] accumulate [false, true] params {eps = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64}
+// GEMMA: exec.kernel "geglu_bwd" ins [@d.layers.1.geglu.28, @layers.1.linear.26, @layers.1.linear.27] outs [@d.layers.1.linear.26, @d.layers.1.linear.27] params {approximate = "tanh"}
+// GEMMA: exec.kernel "embedding_bwd" ins [@d.embedding.0, @tokens] outs [@grad.embed.tokens.weight] accumulate [true] params {scale = 8.000000e+00 : f64, vocab_parts = 2 : i64}
 
 // tp=2: exactly two all-reduces per layer forward (attention out, MLP
 // down) and two backward (the gradients of the two normed inputs of the

@@ -284,18 +284,19 @@ class Kernels:
     def run(self, name, ins, params):
         return getattr(self, name)(*ins, **params)
 
-    def embedding(self, table, tokens, vocab_parts):
+    def embedding(self, table, tokens, vocab_parts, scale=1.0):
         start = self.coords["tp"] * table.shape[0] if vocab_parts > 1 else 0
         local = tokens - start
         ok = (local >= 0) & (local < table.shape[0])
-        return [np.where(ok[..., None], table[np.where(ok, local, 0)], 0)]
+        rows = table[np.where(ok, local, 0)] * table.dtype.type(scale)
+        return [np.where(ok[..., None], rows, 0)]
 
-    def embedding_bwd(self, dy, tokens, vocab_parts, rows):
+    def embedding_bwd(self, dy, tokens, vocab_parts, rows, scale=1.0):
         start = self.coords["tp"] * rows if vocab_parts > 1 else 0
         local = tokens - start
         ok = (local >= 0) & (local < rows)
-        d = np.zeros((rows, dy.shape[-1]), FLOAT)
-        np.add.at(d, local[ok], dy[ok])
+        d = np.zeros((rows, dy.shape[-1]), dy.dtype)
+        np.add.at(d, local[ok], dy[ok] * dy.dtype.type(scale))
         return [d]
 
     def position_embedding(self, x, table):
@@ -313,16 +314,16 @@ class Kernels:
         index[dim] = slice(r * size, (r + 1) * size)
         return [x[tuple(index)]]
 
-    def rms_norm(self, x, w, eps):
+    def rms_norm(self, x, w, eps, weight_offset=0.0):
         xc, inv = norm_stats(spans(x, w), eps, True)
-        return [(xc * inv * w).reshape(x.shape)]
+        return [(xc * inv * (w + w.dtype.type(weight_offset))).reshape(x.shape)]
 
     def layer_norm(self, x, w, b=None, eps=1e-5):
         xc, inv = norm_stats(spans(x, w), eps, False)
         return [(xc * inv * w + (0 if b is None else b)).reshape(x.shape)]
 
-    def rms_norm_bwd(self, dy, x, w, eps):
-        dx, dw, _ = norm_bwd(dy, x, w, eps, True)
+    def rms_norm_bwd(self, dy, x, w, eps, weight_offset=0.0):
+        dx, dw, _ = norm_bwd(dy, x, w + w.dtype.type(weight_offset), eps, True)
         return [dx, dw]
 
     def layer_norm_bwd(self, dy, x, w, eps, outputs):
@@ -374,6 +375,12 @@ class Kernels:
     def swiglu_bwd(self, dy, g, u):
         s = sigmoid(g)
         return [dy * u * (s + g * s * (1 - s)), dy * g * s]
+
+    def geglu(self, g, u, approximate):
+        return [gelu(g, approximate) * u]
+
+    def geglu_bwd(self, dy, g, u, approximate):
+        return [dy * u * gelu_grad(g, approximate), dy * gelu(g, approximate)]
 
     def add(self, *xs):
         return [sum(xs)]

@@ -47,13 +47,18 @@ def random_model(rng, index):
         "head_dim": head_dim,
         "ffn_hidden_size": rng.choice([32, 48, 96, 100]),
         "norm": rng.choice(["rms_norm", "layer_norm"]),
-        "activation": rng.choice(["gelu", "gelu_tanh", "swiglu"]),
+        "activation": rng.choice(
+            ["gelu", "gelu_tanh", "swiglu", "geglu", "geglu_tanh"]),
         "position_embedding": rng.choice(["rope", "learned"]),
         "norm_eps": rng.choice([1e-5, 1e-6]),
     }
     seq_len = rng.choice([8, 16, 24, 32])
     if model["norm"] == "layer_norm":
         model["norm_bias"] = rng.random() < 0.7
+    elif rng.random() < 0.3:
+        model["norm_unit_offset"] = True
+    if rng.random() < 0.2:
+        model["embedding_scale"] = rng.choice([0.5, 4.0])
     if model["position_embedding"] == "learned":
         model["max_position_embeddings"] = seq_len * rng.choice([1, 2])
     else:

@@ -65,9 +65,14 @@ INSTANTIATE_TEST_SUITE_P(
                     Expected{"mistral-7b.json", 7241732096},
                     Expected{"qwen2-7b.json", 7615616512},
                     Expected{"gpt-neox-20b.json", 20554567680},
+                    Expected{"gemma-7b.json", 8537680896},
                     Expected{"tiny-llama.json", 164160},
                     Expected{"tiny-gpt2.json", 35712},
-                    Expected{"tiny-neox.json", 149248}),
+                    Expected{"tiny-neox.json", 149248},
+                    // V=512 H=64 L=2, 4 heads of 32 and 1 kv head, F=192,
+                    // GeGLU, tied: 512*64 + 2*(64*(128+32+32) + 128*64 +
+                    // 3*64*192 + 2*64) + 64.
+                    Expected{"tiny-gemma.json", 147776}),
     exampleName);
 
 TEST(ModelSpec, TinyCountsFollowTheClosedForms) {
@@ -132,6 +137,27 @@ TEST(ModelSpec, PartialRotaryAndParallelResidual) {
   EXPECT_EQ(spec->model.rotaryDim(), 24); // 25% of head_dim 96
   EXPECT_TRUE(spec->model.parallelResidual);
   EXPECT_EQ(spec->model.activation, Activation::GeluTanh); // "gelu_fast"
+}
+
+TEST(ModelSpec, GemmaDefaults) {
+  // HF's GemmaConfig defaults for what a config leaves out.
+  std::string text = R"({"architectures": ["GemmaForCausalLM"],
+    "vocab_size": 100, "hidden_size": 2304, "intermediate_size": 128,
+    "num_hidden_layers": 1, "num_attention_heads": 16})";
+  TrainingOverrides overrides;
+  overrides.seqLen = 16;
+  overrides.globalBatch = 2;
+  auto spec = readModelSpec(text, "config.json", "", overrides);
+  ASSERT_TRUE(bool(spec)) << errorText(spec.takeError());
+  const ModelConfig &m = spec->model;
+  EXPECT_EQ(m.kvHeads(), 16);
+  EXPECT_EQ(m.headDimension(), 256);
+  EXPECT_EQ(m.activation, Activation::GeGluTanh);
+  EXPECT_TRUE(m.tieEmbeddings);
+  EXPECT_TRUE(m.normUnitOffset);
+  EXPECT_FALSE(m.mlpBias || m.qkvBias || m.attnOutBias);
+  EXPECT_DOUBLE_EQ(m.normEps, 1e-6);
+  EXPECT_DOUBLE_EQ(m.embeddingMultiplier(), 48.0); // sqrt(2304)
 }
 
 TEST(ModelSpec, CrossFieldErrorsNameTheSourceKey) {

@@ -285,6 +285,19 @@ tfm.model @m {
 // -----
 
 %x = tfm.param "x" zeros : tensor<2x4x8xf32>
+%w = tfm.param "w" zeros : tensor<8xf32>
+// expected-error @+1 {{'tfm.rms_norm' op weight_offset must be finite, got inf}}
+%y = tfm.rms_norm %x, %w {eps = 1.0e-5 : f64, weight_offset = 0x7FF0000000000000 : f64} : tensor<2x4x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+
+// -----
+
+%t = "test.tokens"() : () -> tensor<2x4xi32>
+%w = tfm.param "w" zeros : tensor<16x8xf32>
+// expected-error @+1 {{'tfm.embedding' op scale must be positive and finite, got 0}}
+%x = tfm.embedding %w, %t {scale = 0.0 : f64} : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x8xf32>
 %w = tfm.param "w" zeros : tensor<3xf32>
 // expected-error @+1 {{'tfm.rms_norm' op weight length (the span each normalisation covers) must divide the last input dimension 8, got 'tensor<3xf32>'}}
 %y = tfm.rms_norm %x, %w {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<3xf32> -> tensor<2x4x8xf32>

@@ -10,6 +10,8 @@ tfm.model @tiny {
   %wte = tfm.param "wte" normal(2.000000e-02) : tensor<64x32xbf16>
   // CHECK: %[[X:.*]] = tfm.embedding %[[WTE]], %tokens : tensor<64x32xbf16>, tensor<2x16xi32> -> tensor<2x16x32xbf16>
   %x = tfm.embedding %wte, %tokens : tensor<64x32xbf16>, tensor<2x16xi32> -> tensor<2x16x32xbf16>
+  // CHECK: tfm.embedding %[[WTE]], %tokens {scale = 5.6568542494923806 : f64} : tensor<64x32xbf16>, tensor<2x16xi32> -> tensor<2x16x32xbf16>
+  %xs = tfm.embedding %wte, %tokens {scale = 5.6568542494923806 : f64} : tensor<64x32xbf16>, tensor<2x16xi32> -> tensor<2x16x32xbf16>
   %wpe = tfm.param "wpe" normal(1.000000e-02) : tensor<32x32xbf16>
   // CHECK: tfm.position_embedding %[[X]], %{{.*}} : tensor<2x16x32xbf16>, tensor<32x32xbf16> -> tensor<2x16x32xbf16>
   %xp = tfm.position_embedding %x, %wpe : tensor<2x16x32xbf16>, tensor<32x32xbf16> -> tensor<2x16x32xbf16>
@@ -27,6 +29,8 @@ tfm.model @tiny {
     %n2 = tfm.layer_norm %h, %g {eps = 1.000000e-05 : f64} : tensor<2x16x32xbf16>, tensor<32xbf16> -> tensor<2x16x32xbf16>
     // CHECK: tfm.rms_norm %h, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : tensor<2x16x32xbf16>, tensor<32xbf16> -> tensor<2x16x32xbf16>
     %r = tfm.rms_norm %h, %g {eps = 1.000000e-06 : f64} : tensor<2x16x32xbf16>, tensor<32xbf16> -> tensor<2x16x32xbf16>
+    // CHECK: tfm.rms_norm %h, %{{.*}} {eps = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64} : tensor<2x16x32xbf16>, tensor<32xbf16> -> tensor<2x16x32xbf16>
+    %ro = tfm.rms_norm %h, %b {eps = 1.000000e-06 : f64, weight_offset = 1.0 : f64} : tensor<2x16x32xbf16>, tensor<32xbf16> -> tensor<2x16x32xbf16>
     %wq = tfm.param "l0.q.w" normal(2.000000e-02) : tensor<32x32xbf16>
     %bq = tfm.param "l0.q.b" zeros : tensor<32xbf16>
     // CHECK: %[[Q:.*]] = tfm.linear %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>, tensor<32x32xbf16>, tensor<32xbf16> -> tensor<2x16x32xbf16>
@@ -53,8 +57,12 @@ tfm.model @tiny {
     %s = tfm.silu %gt : tensor<2x16x32xbf16>
     // CHECK: tfm.swiglu %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>
     %sw = tfm.swiglu %s, %r : tensor<2x16x32xbf16>
+    // CHECK: tfm.geglu %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>
+    %gg = tfm.geglu %sw, %ro : tensor<2x16x32xbf16>
+    // CHECK: tfm.geglu %{{.*}}, %{{.*}} {approximate = #tfm.gelu_approximation<tanh>} : tensor<2x16x32xbf16>
+    %ggt = tfm.geglu %gg, %h {approximate = #tfm.gelu_approximation<tanh>} : tensor<2x16x32xbf16>
     // CHECK: tfm.bias_add %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>, tensor<32xbf16>
-    %ba = tfm.bias_add %sw, %bq : tensor<2x16x32xbf16>, tensor<32xbf16>
+    %ba = tfm.bias_add %ggt, %bq : tensor<2x16x32xbf16>, tensor<32xbf16>
     // CHECK: tfm.add %h, %{{.*}}, %{{.*}} : tensor<2x16x32xbf16>
     %sum = tfm.add %h, %ba, %n2 : tensor<2x16x32xbf16>
     // CHECK: tfm.yield %{{.*}} : tensor<2x16x32xbf16>

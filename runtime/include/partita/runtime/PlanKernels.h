@@ -40,6 +40,7 @@ inline constexpr PlanKernel kPlanKernels[] = {
     {"gelu", 1, 1, 1, 1},
     {"silu", 1, 1, 1, 1},
     {"swiglu", 2, 2, 1, 1},
+    {"geglu", 2, 2, 1, 1},
     {"add", 2, 3, 1, 1},
     {"ce_max", 1, 1, 1, 1},
     {"ce_stats", 3, 3, 1, 1},
@@ -56,6 +57,7 @@ inline constexpr PlanKernel kPlanKernels[] = {
     {"gelu_bwd", 2, 2, 1, 1},
     {"silu_bwd", 2, 2, 1, 1},
     {"swiglu_bwd", 3, 3, 2, 2},
+    {"geglu_bwd", 3, 3, 2, 2},
     {"copy", 1, 1, 1, 1},
     {"ce_bwd", 4, 4, 1, 1},
     // Optimizer.
