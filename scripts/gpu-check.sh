@@ -209,6 +209,12 @@ for d in cpu cuda; do
     --steps 20 --device "$d" --gemm-precision fp32 \
     --log-json "$out/f32-grads-$d.jsonl" || status=1
 done
+say "1. the tiny Gemma in bf16 (GeGLU, offset norm weights, scaled embeddings), 20 steps: CPU and GPU"
+for d in cpu cuda; do
+  run "gemma-$d" 120 "$bin/plan-run" "$plans/tiny-gemma-bf16.json" \
+    --steps 20 --device "$d" --gemm-precision fp32 \
+    --log-json "$out/gemma-$d.jsonl" || status=1
+done
 say "1. a small Llama with heads of 128 in bf16 (tensor-core attention), 20 steps: CPU, GPU with each attention family"
 for d in cpu cuda; do
   run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \

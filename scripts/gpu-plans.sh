@@ -25,6 +25,9 @@ compile tiny-llama-1 "$tiny" --topology=cpu:1
 compile tiny-llama-bf16 "$tiny" --topology=cpu:1 --dtype=bf16
 # ... with f32 gradients (gradient_bytes=4): bf16 GEMMs writing f32.
 compile tiny-llama-f32-grads "$tiny" --topology=cpu:1 --dtype=bf16 --cost-params=gradient_bytes=4
+# Gemma's kernels (GeGLU, norm weights offset from one, scaled embeddings)
+# in bf16.
+compile tiny-gemma-bf16 "$root/examples/models/tiny-gemma.json" --topology=cpu:1 --dtype=bf16
 # Heads of 128 in bf16: the tensor-core attention inside a training run.
 compile small-llama-head128 "$root/bench/gpu/small-llama-head128.json" --topology=cpu:1
 compile tiny-llama-dp2 "$tiny" --topology=cpu:2 --strategy=dp=2,tp=1,pp=1

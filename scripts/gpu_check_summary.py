@@ -91,6 +91,8 @@ bf16_run("tiny-bf16-buffers", "tiny_llama_bf16_buffers",
          "tiny Llama, bf16 buffers")
 bf16_run("f32-grads", "tiny_llama_f32_gradients",
          "tiny Llama, bf16 parameters and f32 gradients")
+bf16_run("gemma", "tiny_gemma_bf16",
+         "tiny Gemma in bf16 (GeGLU, offset norm weights, scaled embeddings)")
 bf16_run("head128", "small_llama_head128_bf16",
          "small Llama, heads of 128 in bf16 (tensor-core attention)")
 bf16_run("head128", "small_llama_head128_bf16_mma",
