@@ -348,11 +348,19 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto rotary = dyn_cast<tfm::RotaryOp>(op)) {
+    int64_t seqLen = rotary.getInput().getType().getDimSize(1);
+    tfm::RopeScalingAttr scaling = rotary.getScalingAttr();
+    // Dynamic NTK is a base for the plan's sequence: plain RoPE with it.
+    bool dynamic =
+        scaling && scaling.getKind() == tfm::RopeScalingKind::dynamic;
+    FloatAttr theta = dynamic ? b.getF64FloatAttr(scaling.dynamicTheta(
+                                    rotary.getTheta().convertToDouble(),
+                                    rotary.getRotaryDim(), seqLen))
+                              : rotary.getThetaAttr();
     SmallVector<NamedAttribute> params = {
         param("num_heads", rotary.getNumHeadsAttr()),
-        param("rotary_dim", rotary.getRotaryDimAttr()),
-        param("theta", rotary.getThetaAttr())};
-    if (auto scaling = rotary.getScalingAttr()) {
+        param("rotary_dim", rotary.getRotaryDimAttr()), param("theta", theta)};
+    if (scaling && !dynamic) {
       tfm::RopeScalingKind kind = scaling.getKind();
       auto number = [&](StringRef key, StringRef field, const APFloat &v) {
         if (tfm::ropeScalingHasField(kind, field))
@@ -379,8 +387,7 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
       if (kind == tfm::RopeScalingKind::longrope)
         params.push_back(
             param("frequency_factors",
-                  b.getF64ArrayAttr(scaling.frequencyFactors(
-                      rotary.getInput().getType().getDimSize(1)))));
+                  b.getF64ArrayAttr(scaling.frequencyFactors(seqLen))));
     }
     kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
     return success();

@@ -111,6 +111,7 @@ private:
         s.kind == K::Llama3     ? tfm::RopeScalingKind::llama3
         : s.kind == K::Yarn     ? tfm::RopeScalingKind::yarn
         : s.kind == K::LongRope ? tfm::RopeScalingKind::longrope
+        : s.kind == K::Dynamic  ? tfm::RopeScalingKind::dynamic
                                 : tfm::RopeScalingKind::linear;
     return tfm::RopeScalingAttr::get(b.getContext(), kind, s);
   }

@@ -140,8 +140,8 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
   using N = ObjectReader::Need;
   // HF spells the kind "rope_type" (newer) or "type" (older); configs saved
   // by newer versions carry both.
-  constexpr StringRef kinds[] = {"default", "linear", "llama3", "yarn",
-                                 "longrope"};
+  constexpr StringRef kinds[] = {"default",  "linear",  "llama3", "yarn",
+                                 "longrope", "dynamic", "su"};
   std::optional<std::string> type;
   if (r.has("rope_type"))
     type = r.oneOf("rope_type", N::Required, kinds);
@@ -156,6 +156,15 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
   }
   if (!r.has("rope_type") && !r.has("type"))
     r.errors().add(r.where("rope_type"), "required field is missing");
+  // Phi-3's first configs name LongRoPE "su"; HF's Phi-3 reads it so.
+  if (type && *type == "su") {
+    if (cfg.architecture == "Phi3ForCausalLM")
+      type = "longrope";
+    else
+      r.errors().add(r.where(r.has("rope_type") ? "rope_type" : "type"),
+                     "\"su\" is Phi-3's old name for longrope; give "
+                     "\"longrope\"");
+  }
   if (!type || *type == "default") {
     llvm::SmallVector<StringRef> known(alsoRead);
     known.push_back("factor");
@@ -168,7 +177,26 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
       r.number("factor", longrope ? N::Optional : N::Required, 1.0);
   if (factor)
     scaling.factor = *factor;
-  if (*type != "linear") {
+  if (*type == "dynamic") {
+    // transformers' dynamic NTK takes max_position_embeddings as the
+    // pretrained length, whatever else the config says.
+    StringRef key = "original_max_position_embeddings";
+    std::optional<int64_t> given = r.integer(key, N::Optional, 1, kMaxDim);
+    if (!given)
+      given = outerOriginalMax;
+    scaling.originalMaxPositions = cfg.maxPositionEmbeddings;
+    if (cfg.maxPositionEmbeddings == 0)
+      r.errors().add(r.where("rope_type"),
+                     "dynamic scaling needs max_position_embeddings, the "
+                     "pretrained length it scales beyond");
+    else if (given && *given != cfg.maxPositionEmbeddings)
+      r.errors().add(r.where(key),
+                     llvm::Twine(*given) +
+                         " differs from max_position_embeddings " +
+                         llvm::Twine(cfg.maxPositionEmbeddings) +
+                         ", which transformers' dynamic scaling takes as the "
+                         "pretrained length");
+  } else if (*type != "linear") {
     // The pretrained length: rope_scaling's, else the top-level one, else
     // (yarn and longrope, as transformers 5) max_position_embeddings.
     StringRef key = "original_max_position_embeddings";
@@ -224,6 +252,8 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
                                 yarnMagnitude(scaling.factor, *mscaleAllDim);
     else
       scaling.attentionFactor = yarnMagnitude(scaling.factor, 1.0);
+  } else if (*type == "dynamic") {
+    scaling.kind = RopeScaling::Kind::Dynamic;
   } else if (longrope) {
     scaling.kind = RopeScaling::Kind::LongRope;
     if (auto v = r.positiveNumbers("short_factor", N::Required))

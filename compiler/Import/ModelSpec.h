@@ -38,7 +38,13 @@ llvm::StringRef toString(DType type);
 /// the config's defaults (docs/model-spec.md) so that the graph needs no
 /// other field of the config. Fields the kind does not use are ignored.
 struct RopeScaling : tfm::RopeScalingFields {
-  enum class Kind { Linear, Llama3, Yarn, LongRope } kind = Kind::Linear;
+  enum class Kind {
+    Linear,
+    Llama3,
+    Yarn,
+    LongRope,
+    Dynamic
+  } kind = Kind::Linear;
 };
 
 /// The architecture of a decoder-only Transformer. Field names follow the

@@ -35,10 +35,11 @@ def Tfm_RopeScalingLinear : I32EnumAttrCase<"linear", 0>;
 def Tfm_RopeScalingLlama3 : I32EnumAttrCase<"llama3", 1>;
 def Tfm_RopeScalingYarn : I32EnumAttrCase<"yarn", 2>;
 def Tfm_RopeScalingLongrope : I32EnumAttrCase<"longrope", 3>;
+def Tfm_RopeScalingDynamic : I32EnumAttrCase<"dynamic", 4>;
 def Tfm_RopeScalingKind : I32EnumAttr<"RopeScalingKind",
     "rotary frequency scaling rule",
     [Tfm_RopeScalingLinear, Tfm_RopeScalingLlama3, Tfm_RopeScalingYarn,
-     Tfm_RopeScalingLongrope]> {
+     Tfm_RopeScalingLongrope, Tfm_RopeScalingDynamic]> {
   let cppNamespace = "::partita::tfm";
   let genSpecializedAttr = 0;
 }
@@ -64,6 +65,11 @@ def Tfm_RopeScalingAttr : Tfm_Attr<"RopeScaling", "rope_scaling"> {
       `short_factor[i]`, or by `long_factor[i]` where the sequence is longer
       than `original_max_positions` (a rotary op's sequence dimension
       chooses).
+    - `dynamic`: dynamic NTK scaling, as Hugging Face computes it: over a
+      sequence of `s` positions longer than `original_max_positions` (`m`),
+      the base `theta` grows to
+      `theta * (factor * s / m - (factor - 1))^(d / (d - 2))`; over shorter
+      ones it is kept (a rotary op's sequence dimension chooses).
 
     `yarn` and `longrope` also multiply the rotated channels (the cosines
     and sines) by `attention_factor`, so attention scores grow by its
@@ -85,7 +91,8 @@ def Tfm_RopeScalingAttr : Tfm_Attr<"RopeScaling", "rope_scaling"> {
     attention_factor = 1.1386>`,
     `#tfm.rope_scaling<longrope, original_max_positions = 4096,
     attention_factor = 1.19, short_factor = [1.0, 1.1],
-    long_factor = [1.0, 4.2]>`
+    long_factor = [1.0, 4.2]>`,
+    `#tfm.rope_scaling<dynamic, factor = 2.0, original_max_positions = 4096>`
   }];
   let parameters = (ins
     "RopeScalingKind":$kind,
@@ -140,6 +147,9 @@ def Tfm_RopeScalingAttr : Tfm_Attr<"RopeScaling", "rope_scaling"> {
   let extraClassDeclaration = [{
     /// The divisors longrope applies over a sequence of `seqLen` positions.
     ::llvm::ArrayRef<double> frequencyFactors(int64_t seqLen) const;
+    /// The base dynamic scaling turns `rotaryDim` channels with over a
+    /// sequence of `seqLen` positions, from the op's `theta`.
+    double dynamicTheta(double theta, int64_t rotaryDim, int64_t seqLen) const;
   }];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -9,6 +9,7 @@
 #include "support/Format.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -132,7 +133,8 @@ Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
   std::optional<RopeScalingKind> kind = symbolizeRopeScalingKind(kindName);
   if (!kind) {
     parser.emitError(parser.getCurrentLocation(), "unknown rope scaling kind '")
-        << kindName << "', expected 'linear', 'llama3', 'yarn' or 'longrope'";
+        << kindName
+        << "', expected 'linear', 'llama3', 'yarn', 'longrope' or 'dynamic'";
     return {};
   }
   RopeScalingFields f;
@@ -149,7 +151,8 @@ Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
       // A field of another kind, or of none.
       for (RopeScalingKind other :
            {RopeScalingKind::linear, RopeScalingKind::llama3,
-            RopeScalingKind::yarn, RopeScalingKind::longrope})
+            RopeScalingKind::yarn, RopeScalingKind::longrope,
+            RopeScalingKind::dynamic})
         if (ropeScalingHasField(other, key))
           return parser.emitError(loc, "'") << key << "' does not apply to "
                                             << kindName << " rope scaling";
@@ -259,6 +262,7 @@ RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << partita::formatNumber(attention);
   switch (kind) {
   case RopeScalingKind::linear:
+  case RopeScalingKind::dynamic:
     return success();
   case RopeScalingKind::llama3:
     if (!(lowFreq.convertToDouble() > 0.0) ||
@@ -305,4 +309,15 @@ ArrayRef<double> RopeScalingAttr::frequencyFactors(int64_t seqLen) const {
   return (seqLen > getOriginalMaxPositions() ? getLongFactor()
                                              : getShortFactor())
       .asArrayRef();
+}
+
+double RopeScalingAttr::dynamicTheta(double theta, int64_t rotaryDim,
+                                     int64_t seqLen) const {
+  assert(getKind() == RopeScalingKind::dynamic && "dynamic only");
+  // As Hugging Face's dynamic NTK: no change up to the pretrained length.
+  double original = double(getOriginalMaxPositions());
+  double s = std::max(double(seqLen), original);
+  double factor = getFactor().convertToDouble();
+  double d = double(rotaryDim);
+  return theta * std::pow(factor * s / original - (factor - 1), d / (d - 2));
 }

@@ -373,6 +373,11 @@ LogicalResult RotaryOp::verify() {
   if (scaling && scaling.getKind() == RopeScalingKind::yarn &&
       getTheta().convertToDouble() == 1.0)
     return emitOpError("yarn scaling needs a theta other than 1");
+  // Dynamic NTK raises the base to the power rotary_dim / (rotary_dim - 2).
+  if (scaling && scaling.getKind() == RopeScalingKind::dynamic &&
+      rotaryDim <= 2)
+    return emitOpError("dynamic scaling needs rotary_dim > 2, got ")
+           << rotaryDim;
   if (scaling && scaling.getKind() == RopeScalingKind::longrope &&
       int64_t(scaling.getShortFactor().size()) != rotaryDim / 2)
     return emitOpError("longrope scaling has ")

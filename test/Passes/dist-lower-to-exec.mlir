@@ -15,6 +15,13 @@
 // GEMMA: exec.kernel "embedding" ins [@embed.tokens.weight, @tokens] outs [@embedding.0] params {scale = 8.000000e+00 : f64, vocab_parts = 2 : i64}
 // GEMMA: exec.kernel "rms_norm" ins [@embedding.0, @layers.0.attn_norm.weight] outs [@layers.0.rms_norm.1] params {eps = 9.9999999999999995E-7 : f64, weight_offset = 1.000000e+00 : f64}
 // GEMMA: exec.kernel "geglu" ins [@layers.0.linear.11, @layers.0.linear.12] outs [@layers.0.geglu.13] params {approximate = "tanh"}
+// Dynamic NTK becomes the base for the plan's sequence: 32 positions past
+// the pretrained 16 with factor 2 and 8 rotated channels give
+// 10^4 * 3^(8/6); 16 positions keep 10^4.
+// RUN: plan-opt %inputs/rope/llama-dynamic.json --seq-len=32 --global-batch=1 --pass-pipeline='builtin.module(partita-compile{topology=cpu:1 strategy=mbs=1 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=DYNAMIC
+// DYNAMIC: exec.kernel "rotary" ins [{{.*}}] outs [{{.*}}] params {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 43267.487109222246 : f64}
+// RUN: plan-opt %inputs/rope/llama-dynamic.json --seq-len=16 --global-batch=1 --pass-pipeline='builtin.module(partita-compile{topology=cpu:1 strategy=mbs=1 summarize=false search=false},dist-partition-tensors,dist-split-stages,dist-lower-to-exec)' 2>/dev/null | FileCheck %s --check-prefix=DYNAMIC-SHORT
+// DYNAMIC-SHORT: exec.kernel "rotary" ins [{{.*}}] outs [{{.*}}] params {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.000000e+04 : f64}
 
 // The model is replaced by the programs; the module says what they run.
 // CHECK: module attributes {{{.*}}exec.model = "tiny-llama", exec.seq_len = 128 : i64, tfm.optimizer = {

@@ -266,7 +266,7 @@ tfm.model @m {
 // -----
 
 %x = tfm.param "x" zeros : tensor<2x4x64xf32>
-// expected-error @+1 {{unknown rope scaling kind 'ntk', expected 'linear', 'llama3', 'yarn' or 'longrope'}}
+// expected-error @+1 {{unknown rope scaling kind 'ntk', expected 'linear', 'llama3', 'yarn', 'longrope' or 'dynamic'}}
 %y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<ntk, factor = 8.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
 
 // -----
@@ -547,6 +547,18 @@ tfm.model @m {
 %x = tfm.param "x" zeros : tensor<2x4x64xf32>
 // expected-error @+1 {{'tfm.rotary' op longrope scaling has 3 factors a list; rotary_dim 8 needs 4}}
 %y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<longrope, original_max_positions = 64, short_factor = [1.0, 1.0, 1.0], long_factor = [1.0, 2.0, 1.0]>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{'tfm.rotary' op dynamic scaling needs rotary_dim > 2, got 2}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 2 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<dynamic, factor = 2.0, original_max_positions = 64>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
+
+// -----
+
+%x = tfm.param "x" zeros : tensor<2x4x64xf32>
+// expected-error @+1 {{dynamic rope scaling needs original_max_positions > 0, got 0}}
+%y = tfm.rotary %x {num_heads = 4 : i64, rotary_dim = 8 : i64, theta = 1.0e4 : f64, scaling = #tfm.rope_scaling<dynamic, factor = 2.0>} : tensor<2x4x64xf32> -> tensor<2x4x64xf32>
 
 // -----
 
