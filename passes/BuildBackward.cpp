@@ -135,6 +135,13 @@ private:
   /// What the backward of a linear reads as the forward's input `value`.
   StringAttr backwardInput(StringAttr value);
   void finishGradient(StringAttr value);
+  /// Whether `reader` is a column-parallel linear reading `value` as its
+  /// input.
+  bool isColumnRead(Operation *reader, StringAttr value);
+  /// Whether `value` is read by column-parallel linears and by other
+  /// launches too (a post-norm block's input: the projections and the
+  /// residual add): only the linears' share of its gradient is partial.
+  bool hasMixedReaders(StringAttr value);
   void gatherParams(ArrayRef<Operation *> launches);
   /// Erases the backward phase's parameter gathers whose output no later
   /// launch reads before it is gathered again.
@@ -184,6 +191,11 @@ private:
   llvm::DenseSet<StringAttr> tpPartialParams;
   /// Sequence-parallel GEMM inputs gathered again in backward.
   llvm::DenseMap<StringAttr, StringAttr> regathered;
+  /// For values with mixed readers, the column-parallel linears' partial
+  /// share of the gradient, kept apart until it is reduced over tp.
+  llvm::DenseMap<StringAttr, StringAttr> partialGrads;
+  /// Values whose partial share this phase has written.
+  llvm::DenseSet<StringAttr> partialWritten;
   /// The forward launches cloned into the backward phase being built.
   llvm::SmallPtrSet<Operation *, 32> recomputed;
 };
@@ -258,21 +270,46 @@ std::pair<StringAttr, bool> BackwardBuilder::gradOut(StringAttr value) {
 
 /// The gradient of `value` is complete: a replicated activation read by
 /// column-parallel projections holds only this rank's share of it.
+bool BackwardBuilder::isColumnRead(Operation *reader, StringAttr value) {
+  auto k = dyn_cast<exec::KernelOp>(reader);
+  if (!k || k.getName() != "linear" ||
+      cast<FlatSymbolRefAttr>(k.getIns()[0]).getAttr() != value)
+    return false;
+  exec::BufferOp weight =
+      buffer(cast<FlatSymbolRefAttr>(k.getIns()[1]).getAttr());
+  return weight.getShardingDim() && *weight.getShardingDim() == 0;
+}
+
+bool BackwardBuilder::hasMixedReaders(StringAttr value) {
+  if (config.tp == 1)
+    return false;
+  const auto &all = readers.lookup(value);
+  return llvm::any_of(all,
+                      [&](Operation *r) { return isColumnRead(r, value); }) &&
+         !llvm::all_of(all,
+                       [&](Operation *r) { return isColumnRead(r, value); });
+}
+
 void BackwardBuilder::finishGradient(StringAttr value) {
-  if (config.tp == 1 || !finished.insert(value).second || !gradIn(value))
+  if (config.tp == 1 || !finished.insert(value).second)
+    return;
+  if (partialWritten.contains(value)) {
+    StringAttr partial = partialGrads.lookup(value);
+    // The linears' share, reduced, joins the rest of the gradient.
+    collective(CollectiveKind::all_reduce, "tp", partial, partial,
+               std::nullopt);
+    auto [grad, accumulate] = gradOut(value);
+    kernel("copy", {partial}, {grad}, {accumulate}, {});
+    return;
+  }
+  if (!gradIn(value))
     return;
   bool gathered = llvm::any_of(writers.lookup(value), [](Operation *w) {
     auto c = dyn_cast<exec::CollectiveOp>(w);
     return c && c.getKind() == CollectiveKind::all_gather;
   });
   bool columnInput = llvm::any_of(readers.lookup(value), [&](Operation *r) {
-    auto k = dyn_cast<exec::KernelOp>(r);
-    if (!k || k.getName() != "linear" ||
-        cast<FlatSymbolRefAttr>(k.getIns()[0]).getAttr() != value)
-      return false;
-    exec::BufferOp weight =
-        buffer(cast<FlatSymbolRefAttr>(k.getIns()[1]).getAttr());
-    return weight.getShardingDim() && *weight.getShardingDim() == 0;
+    return isColumnRead(r, value);
   });
   if (columnInput && !gathered)
     collective(CollectiveKind::all_reduce, "tp", grads[value], grads[value],
@@ -345,7 +382,13 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     auto [dIn, accumulate] = gradOut(in);
     // Gathering received slices rebuilds a replicated activation: its
     // gradient is whole on every rank, and each sends back its own slice.
-    if (received(in)) {
+    // (Not so a sequence shard gathered for column-parallel linears alone,
+    // whose gradients are partial sums: those are reduce-scattered.)
+    bool partialOut = !hasMixedReaders(out) &&
+                      llvm::any_of(readers.lookup(out), [&](Operation *r) {
+                        return isColumnRead(r, out);
+                      });
+    if (received(in) && !partialOut) {
       kernel("shard_slice", {dOut}, {dIn}, {accumulate},
              b.getDictionaryAttr(
                  {b.getNamedAttr("dim", b.getI64IntegerAttr(*c.getDim())),
@@ -450,8 +493,20 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     bwdIns.push_back(ins[0]);
   else if (name == "swiglu" || name == "geglu")
     bwdIns.append({ins[0], ins[1]});
-  for (StringAttr in : ins)
+  for (StringAttr in : ins) {
+    // A column-parallel linear's share of a mixed-read input's gradient
+    // goes apart, to be reduced over tp alone (finishGradient).
+    if (in == ins[0] && hasMixedReaders(in) && isColumnRead(op, in)) {
+      StringAttr &partial = partialGrads[in];
+      if (!partial)
+        partial = addBuffer("d." + in.getValue() + ".tp_partial",
+                            buffer(in).getType(), BufferKind::activation_grad);
+      gs.push_back(partial);
+      acc.push_back(!partialWritten.insert(in).second);
+      continue;
+    }
     grad(in, gs, acc);
+  }
   kernel(it->second, bwdIns, gs, acc, params);
   // Norm weights and biases on sequence shards see only this rank's
   // tokens; a per-head norm's weight only this rank's heads.
@@ -564,6 +619,7 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
   layerParams.clear();
   written.clear();
   finished.clear();
+  partialWritten.clear();
   SmallVector<Operation *> launches;
   for (Operation &op : forward.getBody().front())
     launches.push_back(&op);

@@ -678,6 +678,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
       return fail("tp=" + llvm::Twine(t) +
                   " neither divides nor is a multiple of the " +
                   llvm::Twine(layer.kvHeads) + " key/value heads");
+    if (t > 1 && layer.normSpansHeads)
+      return fail("tp=" + llvm::Twine(t) +
+                  ": a norm spans the whole query or key projection, which "
+                  "tensor parallelism would split");
   }
   if (c.sequenceParallel && profile.seqLen % t != 0)
     return fail("sequence parallelism: tp=" + llvm::Twine(t) +

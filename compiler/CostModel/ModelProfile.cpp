@@ -60,6 +60,8 @@ LayerProfile profileBlock(tfm::BlockOp block) {
 
   SmallVector<Operation *> gemmOps, rowGemms;
   Operation *attentionOp = nullptr;
+  // The spans of norms over tensor-parallel values (a head, or more).
+  SmallVector<int64_t> shardedNormSpans;
   block.getBody().walk([&](Operation *op) {
     if (auto param = dyn_cast<tfm::ParamOp>(op)) {
       layer.params += param.getNumElements();
@@ -107,6 +109,9 @@ LayerProfile profileBlock(tfm::BlockOp block) {
     } else if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(op)) {
       traffic(op);
       save(op->getOperand(0));
+      if (isSharded(op->getOperand(0), columnGemms))
+        shardedNormSpans.push_back(
+            cast<RankedTensorType>(op->getOperand(1).getType()).getDimSize(0));
       for (Value v : op->getOperands().drop_front())
         layer.replicatedParams +=
             cast<RankedTensorType>(v.getType()).getNumElements();
@@ -120,6 +125,8 @@ LayerProfile profileBlock(tfm::BlockOp block) {
   });
 
   layer.rowParallelGemms = int64_t(rowGemms.size());
+  layer.normSpansHeads = llvm::any_of(
+      shardedNormSpans, [&](int64_t span) { return span > layer.headDim; });
   // What the backward reads: the values kept for it, and what ops that
   // produce them read. A GEMM outside that adds only to the block's result.
   llvm::DenseSet<Operation *> readByBackward;

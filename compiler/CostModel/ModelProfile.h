@@ -44,6 +44,10 @@ struct LayerProfile {
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   /// Sliding window (0: full causal context).
   int64_t window = 0;
+  /// A norm spans several heads of a tensor-parallel projection (OLMo-2's
+  /// query and key norms): its statistics would need every rank's heads,
+  /// so tensor parallelism is not available.
+  bool normSpansHeads = false;
   /// Elements read plus written by the forward pass of elementwise ops;
   /// of which, by ops whose results reach only the block's result (the
   /// residual additions after unread GEMMs): a full recomputation skips

@@ -146,8 +146,8 @@ Value GraphBuilder::attention(Value x, const std::string &layer,
   Value k = linear(x, p + ".k", h, kvWidth, m.qkvBias);
   Value v = linear(x, p + ".v", h, kvWidth, m.qkvBias);
   if (m.qkNorm) {
-    q = norm(q, p + ".q_norm", hd);
-    k = norm(k, p + ".k_norm", hd);
+    q = norm(q, p + ".q_norm", m.qkNormOverProjection ? qWidth : hd);
+    k = norm(k, p + ".k_norm", m.qkNormOverProjection ? kvWidth : hd);
   }
   if (m.position == PositionEmbedding::Rope) {
     q = rotary(q, p + ".rotary_q", m.numHeads);
@@ -202,8 +202,18 @@ Value GraphBuilder::block(Value x, int64_t index) {
   Block *body = b.createBlock(&op.getBody(), {}, {type}, {loc(layer)});
   Value in = body->getArgument(0);
 
-  Value attn = attention(norm(in, layer + ".attn_norm"), layer, index);
   Value out;
+  if (m.postNorm) {
+    Value attn = norm(attention(in, layer, index), layer + ".post_attn_norm");
+    Value mid = tfm::AddOp::create(b, loc(layer + ".attn_residual"), type,
+                                   ValueRange{in, attn});
+    Value ffn = norm(mlp(mid, layer), layer + ".post_mlp_norm");
+    out = tfm::AddOp::create(b, loc(layer + ".mlp_residual"), type,
+                             ValueRange{mid, ffn});
+    tfm::YieldOp::create(b, loc(layer), ValueRange{out});
+    return op.getResult(0);
+  }
+  Value attn = attention(norm(in, layer + ".attn_norm"), layer, index);
   if (m.parallelResidual) {
     Value ffn = mlp(norm(in, layer + ".mlp_norm"), layer);
     out = tfm::AddOp::create(b, loc(layer + ".residual"), type,

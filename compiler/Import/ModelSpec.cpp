@@ -351,7 +351,7 @@ constexpr StringRef kSupportedArchitectures[] = {
     "GPT2LMHeadModel",    "LlamaForCausalLM",      "MistralForCausalLM",
     "Qwen2ForCausalLM",   "Qwen3ForCausalLM",      "Phi3ForCausalLM",
     "GPTNeoXForCausalLM", "GPTBigCodeForCausalLM", "Starcoder2ForCausalLM",
-    "GemmaForCausalLM"};
+    "GemmaForCausalLM",   "Olmo2ForCausalLM"};
 
 std::optional<Activation> hfActivation(ObjectReader &r, StringRef key,
                                        StringRef fallback, bool gated) {
@@ -428,7 +428,8 @@ void readGpt2(ObjectReader &r, StringRef arch, ModelConfig &cfg,
 /// windows and Qwen3's query/key norms. StarCoder2 keeps the layout with
 /// LayerNorm and a tanh-GELU MLP, all of it biased. Gemma keeps it with a
 /// GeGLU MLP, norm weights offset from one and embeddings scaled by
-/// sqrt(hidden_size).
+/// sqrt(hidden_size). OLMo-2 normalises the sublayers' outputs rather than
+/// their inputs, and its query and key projections whole.
 void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
                      FieldSources &src) {
   using N = ObjectReader::Need;
@@ -448,6 +449,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   bool starcoder2 = arch == "Starcoder2ForCausalLM";
   bool phi3 = arch == "Phi3ForCausalLM";
   bool gemma = arch == "GemmaForCausalLM";
+  bool olmo2 = arch == "Olmo2ForCausalLM";
   if (qwen)
     cfg.numKVHeads = 32;
   else if (gemma)
@@ -484,7 +486,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   cfg.norm = starcoder2 ? NormKind::LayerNorm : NormKind::RmsNorm;
   cfg.normBias = starcoder2;
   // HF's defaults
-  cfg.normEps = phi3 || starcoder2 ? 1e-5 : 1e-6;
+  cfg.normEps = phi3 || starcoder2 || olmo2 ? 1e-5 : 1e-6;
   if (auto eps = r.number(starcoder2 ? "norm_epsilon" : "rms_norm_eps",
                           N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
@@ -577,13 +579,15 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       readSlidingWindow(r, cfg, src, N::Required);
     else
       cfg.slidingWindow = 4096;
-  } else { // Llama and Gemma
+  } else { // Llama, Gemma and OLMo-2
     bool attentionBias = false;
     readBool(r, "attention_bias", attentionBias);
     cfg.qkvBias = cfg.attnOutBias = attentionBias;
     if (gemma) {
       cfg.normUnitOffset = true;
       cfg.embeddingScaleSqrtHidden = true;
+    } else if (olmo2) {
+      cfg.qkNorm = cfg.qkNormOverProjection = cfg.postNorm = true;
     } else {
       readBool(r, "mlp_bias", cfg.mlpBias);
     }
@@ -655,7 +659,8 @@ void readHFConfig(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {
         {"gpt_bigcode", "GPTBigCodeForCausalLM"},
         {"starcoder2", "Starcoder2ForCausalLM"},
         {"gpt_neox", "GPTNeoXForCausalLM"},
-        {"gemma", "GemmaForCausalLM"}};
+        {"gemma", "GemmaForCausalLM"},
+        {"olmo2", "Olmo2ForCausalLM"}};
     if (type && byModelType.count(*type))
       arch = byModelType.lookup(*type).str();
     else if (!type) {
@@ -761,6 +766,15 @@ void readCanonicalModel(ObjectReader &r, ModelConfig &cfg, FieldSources &src,
   }
   readBool(r, "parallel_residual", cfg.parallelResidual);
   readBool(r, "qk_norm", cfg.qkNorm);
+  if (auto span =
+          r.oneOf("qk_norm_span", N::Optional, {"head", "projection"})) {
+    cfg.qkNormOverProjection = *span == "projection";
+    src["qk_norm_span"] = r.where("qk_norm_span");
+  }
+  if (auto post = r.boolean("post_norm", N::Optional)) {
+    cfg.postNorm = *post;
+    src["post_norm"] = r.where("post_norm");
+  }
   if (auto init = r.number("init_std", N::Optional, kMinInitStd, 1.0))
     cfg.initStd = *init;
   readBool(r, "scaled_output_init", cfg.scaledOutputInit);
@@ -804,6 +818,12 @@ void validate(const ModelSpec &spec, const FieldSources &src,
                    llvm::Twine(m.rotaryDim()) + ")");
   if (m.norm == NormKind::RmsNorm && m.normBias)
     errors.add(at("norm_bias"), "rms_norm has no bias");
+  if (src.count("qk_norm_span") && m.qkNormOverProjection && !m.qkNorm)
+    errors.add(at("qk_norm_span"), "qk_norm_span needs qk_norm");
+  if (m.postNorm && m.parallelResidual)
+    errors.add(at("post_norm"), "post_norm and parallel_residual do not "
+                                "combine: a parallel residual reads one "
+                                "normalised input");
   if (m.norm == NormKind::LayerNorm && m.normUnitOffset)
     errors.add(at("norm_unit_offset"),
                "a unit weight offset is an rms_norm's (Gemma); layer_norm "

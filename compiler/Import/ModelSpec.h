@@ -88,8 +88,14 @@ struct ModelConfig {
   bool embeddingScaleSqrtHidden = false;
   bool parallelResidual = false;
   /// Each query and key head normalised (the model's norm, over head_dim,
-  /// weights shared by the heads) before the rotary embedding (Qwen3).
+  /// weights shared by the heads) before the rotary embedding (Qwen3); with
+  /// qkNormOverProjection, the whole query and key projections instead,
+  /// each channel its own weight (OLMo-2).
   bool qkNorm = false;
+  bool qkNormOverProjection = false;
+  /// Norms on the sublayers' outputs, before the residual adds, and none
+  /// on their inputs (OLMo-2).
+  bool postNorm = false;
   double initStd = 0.02;
   /// Output projections (attention out, MLP down) initialised with
   /// initStd / sqrt(2 * numLayers), as GPT-2 and Megatron-LM do.

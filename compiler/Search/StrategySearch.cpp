@@ -233,6 +233,11 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
                      " does not divide the " + llvm::Twine(layer.heads) +
                      " attention heads");
+  if (pins.tp && *pins.tp > 1 && layer.normSpansHeads)
+    return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
+                     ": a norm spans the whole query or key projection "
+                     "(qk_norm_span projection), which tensor parallelism "
+                     "would split; use tp=1");
   if (pins.pp && *pins.pp > L)
     return makeError("--strategy: pp=" + llvm::Twine(*pins.pp) +
                      " exceeds the " + llvm::Twine(L) + " layers");
@@ -301,7 +306,8 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
         continue;
       }
       if (layer.heads % tp != 0 ||
-          (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0)) {
+          (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0) ||
+          (tp > 1 && layer.normSpansHeads)) {
         ++result.rejectedIndivisible;
         continue;
       }

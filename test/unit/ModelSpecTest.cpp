@@ -66,6 +66,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Expected{"qwen2-7b.json", 7615616512},
                     Expected{"gpt-neox-20b.json", 20554567680},
                     Expected{"gemma-7b.json", 8537680896},
+                    Expected{"olmo2-7b.json", 7298617344},
                     Expected{"tiny-llama.json", 164160},
                     Expected{"tiny-gpt2.json", 35712},
                     Expected{"tiny-neox.json", 149248},
