@@ -138,6 +138,8 @@ private:
   /// Whether `reader` is a column-parallel linear reading `value` as its
   /// input.
   bool isColumnRead(Operation *reader, StringAttr value);
+  /// Whether some column-parallel linear reads `value` as its input.
+  bool hasColumnReader(StringAttr value);
   /// Whether `value` is read by column-parallel linears and by other
   /// launches too (a post-norm block's input: the projections and the
   /// residual add): only the linears' share of its gradient is partial.
@@ -280,13 +282,14 @@ bool BackwardBuilder::isColumnRead(Operation *reader, StringAttr value) {
   return weight.getShardingDim() && *weight.getShardingDim() == 0;
 }
 
+bool BackwardBuilder::hasColumnReader(StringAttr value) {
+  return llvm::any_of(readers.lookup(value),
+                      [&](Operation *r) { return isColumnRead(r, value); });
+}
+
 bool BackwardBuilder::hasMixedReaders(StringAttr value) {
-  if (config.tp == 1)
-    return false;
-  const auto &all = readers.lookup(value);
-  return llvm::any_of(all,
-                      [&](Operation *r) { return isColumnRead(r, value); }) &&
-         !llvm::all_of(all,
+  return config.tp > 1 && hasColumnReader(value) &&
+         !llvm::all_of(readers.lookup(value),
                        [&](Operation *r) { return isColumnRead(r, value); });
 }
 
@@ -308,10 +311,7 @@ void BackwardBuilder::finishGradient(StringAttr value) {
     auto c = dyn_cast<exec::CollectiveOp>(w);
     return c && c.getKind() == CollectiveKind::all_gather;
   });
-  bool columnInput = llvm::any_of(readers.lookup(value), [&](Operation *r) {
-    return isColumnRead(r, value);
-  });
-  if (columnInput && !gathered)
+  if (hasColumnReader(value) && !gathered)
     collective(CollectiveKind::all_reduce, "tp", grads[value], grads[value],
                std::nullopt);
 }
@@ -384,10 +384,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     // gradient is whole on every rank, and each sends back its own slice.
     // (Not so a sequence shard gathered for column-parallel linears alone,
     // whose gradients are partial sums: those are reduce-scattered.)
-    bool partialOut = !hasMixedReaders(out) &&
-                      llvm::any_of(readers.lookup(out), [&](Operation *r) {
-                        return isColumnRead(r, out);
-                      });
+    bool partialOut = hasColumnReader(out) && !hasMixedReaders(out);
     if (received(in) && !partialOut) {
       kernel("shard_slice", {dOut}, {dIn}, {accumulate},
              b.getDictionaryAttr(

@@ -149,11 +149,9 @@ Attribute RopeScalingAttr::parse(AsmParser &parser, Type) {
       return failure();
     if (!ropeScalingHasField(*kind, key)) {
       // A field of another kind, or of none.
-      for (RopeScalingKind other :
-           {RopeScalingKind::linear, RopeScalingKind::llama3,
-            RopeScalingKind::yarn, RopeScalingKind::longrope,
-            RopeScalingKind::dynamic})
-        if (ropeScalingHasField(other, key))
+      for (unsigned other = 0; other <= getMaxEnumValForRopeScalingKind();
+           ++other)
+        if (ropeScalingHasField(RopeScalingKind(other), key))
           return parser.emitError(loc, "'") << key << "' does not apply to "
                                             << kindName << " rope scaling";
       return parser.emitError(loc, "unknown rope scaling field '")

@@ -299,6 +299,11 @@ void attentionBackward(Call &c) {
 
 // -- Elementwise -------------------------------------------------------------
 
+/// Whether a gelu or geglu kernel's `approximate` is the tanh form.
+bool tanhGelu(const nlohmann::json &p) {
+  return p.at("approximate").get<std::string>() == "tanh";
+}
+
 float gelu(float x, bool tanhApprox) {
   if (tanhApprox)
     return 0.5f * x *
@@ -453,14 +458,14 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
       {"attention_bwd", attentionBackward},
       {"gelu",
        [](Call &c) {
-         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         bool t = tanhGelu(c.p);
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = gelu(c.ins[0].f[i], t);
        }},
       {"gelu_bwd",
        [](Call &c) {
-         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         bool t = tanhGelu(c.p);
          Vec &d = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            d[i] = c.ins[0].f[i] * geluGrad(c.ins[1].f[i], t);
@@ -499,14 +504,14 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
        }},
       {"geglu",
        [](Call &c) {
-         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         bool t = tanhGelu(c.p);
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = gelu(c.ins[0].f[i], t) * c.ins[1].f[i];
        }},
       {"geglu_bwd",
        [](Call &c) {
-         bool t = c.p.at("approximate").get<std::string>() == "tanh";
+         bool t = tanhGelu(c.p);
          Vec &dg = c.result(0), &du = c.result(1);
          for (int64_t i = 0; i < c.ins[0].n; ++i) {
            float dy = c.ins[0].f[i], g = c.ins[1].f[i], u = c.ins[2].f[i];
