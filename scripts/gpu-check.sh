@@ -24,7 +24,7 @@ usage() {
   cat <<'EOF'
 usage: scripts/gpu-check.sh [--build DIR] [--plans DIR] [--out DIR]
                             [--deps DIR | --debs DIR] [--budget SECONDS]
-                            [--require-gpu]
+                            [--only NAMES] [--require-gpu]
   --build DIR    where to build (default: ./build-gpu); configured once,
                  brought up to date every time
   --plans DIR    plans from scripts/gpu-plans.sh (default: compiled here
@@ -36,12 +36,17 @@ usage: scripts/gpu-check.sh [--build DIR] [--plans DIR] [--out DIR]
                  into OUT/deps and used as --deps
   --budget S     the whole check's wall-clock seconds (default 450),
                  building included; stages past it are skipped
+  --only NAMES   run only the stages whose names (those of their logs:
+                 kernel-tests, tiny-cpu, head128-cuda-cudnn, gemm, ...)
+                 match one of the comma-separated shell patterns NAMES,
+                 e.g. 'kernel-tests,*cudnn*'
   --require-gpu  fail instead of skipping when there is no GPU
 EOF
 }
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-gpu" plans="" out="" deps="" debs="" require=0 budget=450
+only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
   -h | --help) usage; exit 0 ;;
@@ -57,6 +62,7 @@ while [[ $# -gt 0 ]]; do
     budget="${2:?--budget needs a number of seconds}"
     [[ "$budget" =~ ^[1-9][0-9]*$ ]] || { echo "gpu-check: error: --budget must be a positive number of seconds, got '$budget'" >&2; exit 2; }
     shift 2 ;;
+  --only) only="${2:?--only needs stage names}"; shift 2 ;;
   --require-gpu) require=1; shift ;;
   *) echo "gpu-check: error: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -94,6 +100,10 @@ if [[ -n "$debs" ]]; then
   for f in "$debs"/*.deb; do dpkg -x "$f" "$deps"; done
 fi
 configure_deps=()
+# The python3 on the PATH is the one whose wheels (PyTorch's NCCL and
+# cuDNN) the build may link; CMake's own search could pick another.
+command -v python3 > /dev/null &&
+  configure_deps+=(-DPython3_EXECUTABLE="$(command -v python3)")
 if [[ -n "$deps" ]]; then
   deps="$(cd "$deps" && pwd)"
   multiarch=$(gcc -print-multiarch 2> /dev/null || echo x86_64-linux-gnu)
@@ -162,81 +172,97 @@ if [[ -z "$plans" ]]; then
   "$root/scripts/gpu-plans.sh" "$plans" "$plan_opt_build" > /dev/null || exit 1
 fi
 
+# Whether --only asks for the stage NAME (every stage without --only).
+wanted() {
+  [[ -z "$only" ]] && return 0
+  local pattern
+  local IFS=,
+  for pattern in $only; do
+    # shellcheck disable=SC2053 # a pattern, unquoted on purpose
+    [[ "$1" == $pattern ]] && return 0
+  done
+  return 1
+}
+
 # NAME SECONDS COMMAND...: logs to OUT/NAME.log, given at most SECONDS and
 # what is left of the budget; skipped (and listed in OUT/skipped.txt) when
-# less than 10 s is left.
+# less than 10 s is left. A stage that fails or is skipped sets status; one
+# --only leaves out returns 2, having left status as it was.
 : > "$out/skipped.txt"
+status=0
 run() {
   local name="$1" seconds="$2"
   shift 2
+  wanted "$name" || return 2
   local left=$((deadline - $(date +%s)))
   if [[ $left -lt 10 ]]; then
     say "$name skipped: the budget of $budget s is spent"
     echo "$name" >> "$out/skipped.txt"
+    status=1
     return 1
   fi
   [[ $left -lt $seconds ]] && seconds=$left
   timeout "$seconds" "$@" > "$out/$name.log" 2>&1
   local rc=$?
+  [[ $rc -eq 0 ]] || status=1
   [[ $rc -eq 0 ]] || say "$name failed (exit $rc$([[ $rc -eq 124 ]] &&
     echo ", out of time after $seconds s")); see $out/$name.log"
   return $rc
 }
-status=0
 
 say "1. kernel tests (every kernel against the CPU backend)"
 run kernel-tests 240 "$bin/partita-cuda-tests" \
-  --gtest_output="json:$out/kernel-tests.json" || status=1
+  --gtest_output="json:$out/kernel-tests.json"
 
 say "1. the tiny Llama, 20 steps: CPU, GPU with fp32 and with bf16 GEMMs"
 tiny="$plans/tiny-llama-1.json"
 run tiny-cpu 120 "$bin/plan-run" "$tiny" --steps 20 --device cpu \
-  --log-json "$out/tiny-cpu.jsonl" || status=1
+  --log-json "$out/tiny-cpu.jsonl"
 for p in fp32 bf16; do
   run "tiny-$p" 120 "$bin/plan-run" "$tiny" --steps 20 --device cuda \
-    --gemm-precision "$p" --log-json "$out/tiny-$p.jsonl" || status=1
+    --gemm-precision "$p" --log-json "$out/tiny-$p.jsonl"
 done
 say "1. the tiny Llama with bf16 buffers, 20 steps: CPU and GPU"
 run tiny-bf16-buffers-cpu 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
-  --steps 20 --device cpu --log-json "$out/tiny-bf16-buffers-cpu.jsonl" ||
-  status=1
+  --steps 20 --device cpu --log-json "$out/tiny-bf16-buffers-cpu.jsonl"
 run tiny-bf16-buffers-cuda 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
   --steps 20 --device cuda --gemm-precision fp32 \
-  --log-json "$out/tiny-bf16-buffers-cuda.jsonl" || status=1
+  --log-json "$out/tiny-bf16-buffers-cuda.jsonl"
 say "1. the tiny Llama with bf16 parameters and f32 gradients, 20 steps: CPU and GPU"
 for d in cpu cuda; do
   run "f32-grads-$d" 120 "$bin/plan-run" "$plans/tiny-llama-f32-grads.json" \
     --steps 20 --device "$d" --gemm-precision fp32 \
-    --log-json "$out/f32-grads-$d.jsonl" || status=1
+    --log-json "$out/f32-grads-$d.jsonl"
 done
 say "1. the tiny Gemma in bf16 (GeGLU, offset norm weights, scaled embeddings), 20 steps: CPU and GPU"
 for d in cpu cuda; do
   run "gemma-$d" 120 "$bin/plan-run" "$plans/tiny-gemma-bf16.json" \
     --steps 20 --device "$d" --gemm-precision fp32 \
-    --log-json "$out/gemma-$d.jsonl" || status=1
+    --log-json "$out/gemma-$d.jsonl"
 done
 say "1. a small Llama with heads of 128 in bf16 (tensor-core attention), 20 steps: CPU, GPU with each attention family"
-for d in cpu cuda; do
-  run "head128-$d" 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
-    --steps 20 --device "$d" --log-json "$out/head128-$d.jsonl" || status=1
-done
+run head128-cpu 120 "$bin/plan-run" "$plans/small-llama-head128.json" \
+  --steps 20 --device cpu --log-json "$out/head128-cpu.jsonl"
+run head128-cuda 120 env PARTITA_CUDA_ATTENTION=wmma "$bin/plan-run" \
+  "$plans/small-llama-head128.json" --steps 20 --device cuda \
+  --log-json "$out/head128-cuda.jsonl"
 for kernels in "${families[@]}"; do
   run "head128-cuda-$kernels" 120 env PARTITA_CUDA_ATTENTION=$kernels \
     "$bin/plan-run" "$plans/small-llama-head128.json" --steps 20 \
-    --device cuda --log-json "$out/head128-cuda-$kernels.jsonl" || status=1
+    --device cuda --log-json "$out/head128-cuda-$kernels.jsonl"
 done
 
 if [[ "$gpus" -ge 2 ]]; then
   say "2. multi-rank plans on 2 GPUs against the CPU"
   for s in dp2 tp2 pp2 zero3; do
     run "equiv-$s-cpu" 120 "$bin/plan-run" "$plans/tiny-llama-$s.json" \
-      --steps 10 --device cpu --log-json "$out/equiv-$s-cpu.jsonl" || status=1
+      --steps 10 --device cpu --log-json "$out/equiv-$s-cpu.jsonl"
     run "equiv-$s-cuda" 120 "$bin/plan-run" "$plans/tiny-llama-$s.json" \
       --steps 10 --device cuda --gemm-precision fp32 \
-      --log-json "$out/equiv-$s-cuda.jsonl" || status=1
+      --log-json "$out/equiv-$s-cuda.jsonl"
   done
   run allreduce 120 mpirun --allow-run-as-root -np "$gpus" \
-    "$bin/partita-cuda-bench" allreduce || status=1
+    "$bin/partita-cuda-bench" allreduce
   cp "$out/allreduce.log" "$out/allreduce.json" 2> /dev/null
 else
   say "2. skipped: one GPU (the multi-rank plans need 2)"
@@ -269,7 +295,7 @@ for model in llama3-8b-block llama3-8b-block-cudnn llama3-8b-block-mma \
   esac
   run "$model" 120 env PARTITA_CUDA_ATTENTION=$kernels "$bin/plan-run" \
     "$plans/${model%-$kernels}.json" --steps 6 --device cuda \
-    --gemm-precision bf16 --log-json "$out/$model.jsonl" --profile || status=1
+    --gemm-precision bf16 --log-json "$out/$model.jsonl" --profile
 done
 
 say "4. results"

@@ -71,7 +71,7 @@ for p in ("fp32", "bf16"):
         lines.append(f"tiny Llama, {p} GEMMs: losses within {worst:.2e} of "
                      f"the CPU's over {len(cpu)} steps "
                      f"({gpu_log[0]['loss']:.4f} -> {gpu_log[-1]['loss']:.4f})")
-    elif cpu:
+    elif cpu and os.path.exists(os.path.join(out, f"tiny-{p}.log")):
         lines.append(f"tiny Llama, {p} GEMMs: the GPU run did not finish "
                      f"(tiny-{p}.log)")
 
@@ -83,7 +83,8 @@ def bf16_run(name, key, label, gpu_run="cuda"):
         result[key] = {"max_relative_loss_difference": worst}
         lines.append(f"{label}: losses within {worst:.2e} of the CPU's bf16 "
                      f"run over {len(a)} steps")
-    elif a:
+    elif a and os.path.exists(os.path.join(out, f"{name}-{gpu_run}.log")):
+        # (No log: the run was not asked for, gpu-check.sh --only.)
         lines.append(f"{label}: the GPU run did not finish "
                      f"({name}-{gpu_run}.log)")
 
@@ -94,7 +95,7 @@ bf16_run("f32-grads", "tiny_llama_f32_gradients",
 bf16_run("gemma", "tiny_gemma_bf16",
          "tiny Gemma in bf16 (GeGLU, offset norm weights, scaled embeddings)")
 bf16_run("head128", "small_llama_head128_bf16",
-         "small Llama, heads of 128 in bf16 (tensor-core attention)")
+         "small Llama, heads of 128 in bf16 (WMMA attention)")
 bf16_run("head128", "small_llama_head128_bf16_mma",
          "small Llama, heads of 128 in bf16 (register-resident attention)",
          "cuda-mma")

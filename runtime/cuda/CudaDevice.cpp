@@ -322,9 +322,21 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
                              std::to_string(count));
   attentionKernels(); // a bad PARTITA_CUDA_ATTENTION stops the run here
   check(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
-  // Before anything is allocated, so that its error leaks nothing.
-  if (attentionKernels() == AttentionKernels::Cudnn)
-    cudnnAttention = std::make_unique<CudnnAttention>();
+  // Before anything is allocated, so that its error leaks nothing. cuDNN
+  // asked for by name must run; as the default, where it cannot (another
+  // cuDNN loaded than the build's, say), our kernels run instead.
+  if (attentionKernels() == AttentionKernels::Cudnn) {
+    try {
+      cudnnAttention = std::make_unique<CudnnAttention>();
+    } catch (const std::runtime_error &e) {
+      if (attentionKernelsNamed())
+        throw;
+      std::fprintf(stderr,
+                   "plan-run: note: %s; attention runs on our own kernels "
+                   "(PARTITA_CUDA_ATTENTION=mma)\n",
+                   e.what());
+    }
+  }
   check(cudaDeviceGetAttribute(&sharedBytesOptIn,
                                cudaDevAttrMaxSharedMemoryPerBlockOptin, index),
         "the shared memory a block may have");
@@ -734,7 +746,9 @@ void CudaDevice::launchKernel(const std::string &name,
                          : (ins.size() > 5 ? ins[5].f : nullptr);
     auto bytes = [&](int64_t n) { return workspace(n); };
     bool onCudnn = false;
-    if (cudnnAttention) {
+    // The device keeps cuDNN for its life; PARTITA_CUDA_ATTENTION, read at
+    // every launch, says whether it runs this one.
+    if (cudnnAttention && attentionKernels() == AttentionKernels::Cudnn) {
       std::string why =
           forward
               ? cudnnAttention->refusal(a, {in(0), in(1), in(2)}, {out(0)}, lse,
@@ -742,9 +756,10 @@ void CudaDevice::launchKernel(const std::string &name,
               : cudnnAttention->refusal(a, {in(0), in(1), in(2), in(3), in(4)},
                                         {out(0), out(1), out(2)}, lse, true);
       onCudnn = why.empty();
-      // Said once per kernel and reason, so that a run on `cudnn` shows what
-      // fell back.
-      if (!onCudnn && cudnnRefusals.insert(name + ": " + why).second)
+      // Said once per kernel and reason, so that a run that asked for
+      // `cudnn` shows what fell back.
+      if (!onCudnn && attentionKernelsNamed() &&
+          cudnnRefusals.insert(name + ": " + why).second)
         std::fprintf(stderr,
                      "plan-run: note: cuDNN does not take %s (%s); our own "
                      "kernels run it\n",

@@ -135,19 +135,23 @@ inline float attentionScale(int64_t d) {
 /// kernels.
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// The tensor-core attention's kernels, chosen by PARTITA_CUDA_ATTENTION:
-/// `wmma` (the default) stages scores and accumulators in shared memory
-/// through WMMA tiles; `mma` keeps them in registers (mma.sync and
-/// ldmatrix, as FlashAttention-2 does); `mma-atomic` is `mma` with a
-/// one-pass backward, which sums dq over the key blocks by f32 atomics, as
-/// FlashAttention-2 does: 5 tile products to the two-pass backward's 7, in
-/// dq's size of f32 workspace, not reproducible bit for bit run to run;
-/// `cudnn` runs the launches cuDNN takes on its fused engines
-/// (CudnnAttention.h, where the device runs them) and the others on
-/// `wmma`. Another value is an error.
+/// `wmma` stages scores and accumulators in shared memory through WMMA
+/// tiles; `mma` keeps them in registers (mma.sync and ldmatrix, as
+/// FlashAttention-2 does); `mma-atomic` is `mma` with a one-pass backward,
+/// which sums dq over the key blocks by f32 atomics, as FlashAttention-2
+/// does: 5 tile products to the two-pass backward's 7, in dq's size of f32
+/// workspace, not reproducible bit for bit run to run; `cudnn` runs the
+/// launches cuDNN takes on its fused engines (CudnnAttention.h, where the
+/// device runs them) and the others on `mma`. Another value is an error.
+/// Unset, `cudnn` where the build has cuDNN and `mma` elsewhere: the
+/// fastest on an H200 (docs/gpu.md).
 enum class AttentionKernels { Wmma, Registers, RegistersSummedDq, Cudnn };
 AttentionKernels attentionKernels();
+/// Whether PARTITA_CUDA_ATTENTION names the family, rather than leaving
+/// the default.
+bool attentionKernelsNamed();
 /// The family of our own kernels that runs: `cudnn`'s launches that cuDNN
-/// does not take run on `wmma`.
+/// does not take run on `mma`.
 AttentionKernels ownAttentionKernels();
 /// Flash-style attention: O(s) memory per row, the s x s scores never
 /// stored. q, o: [b, s, heads * d]; k, v: [b, s, kvHeads * d]. Unless

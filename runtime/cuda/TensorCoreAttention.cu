@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudnnAttention.h"
 #include "KernelSupport.cuh"
 #include "LaunchConfig.h"
 #include "WarpMatrix.cuh"
@@ -908,7 +909,9 @@ void backward(const AttentionDims &a, In dout, In q, In k, In v,
 
 AttentionKernels attentionKernels() {
   const char *choice = std::getenv("PARTITA_CUDA_ATTENTION");
-  if (!choice || std::string(choice) == "wmma")
+  if (!choice)
+    return cudnnBuilt() ? AttentionKernels::Cudnn : AttentionKernels::Registers;
+  if (std::string(choice) == "wmma")
     return AttentionKernels::Wmma;
   if (std::string(choice) == "mma")
     return AttentionKernels::Registers;
@@ -920,9 +923,14 @@ AttentionKernels attentionKernels() {
                            ": expected wmma, mma, mma-atomic or cudnn");
 }
 
+bool attentionKernelsNamed() {
+  return std::getenv("PARTITA_CUDA_ATTENTION") != nullptr;
+}
+
 AttentionKernels ownAttentionKernels() {
   AttentionKernels kernels = attentionKernels();
-  return kernels == AttentionKernels::Cudnn ? AttentionKernels::Wmma : kernels;
+  return kernels == AttentionKernels::Cudnn ? AttentionKernels::Registers
+                                            : kernels;
 }
 
 bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v) {

@@ -149,8 +149,9 @@ TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimensionUpTo128) {
   shape.sharedBytes = 99 * 1024;
   for (int64_t d : {16, 32, 48, 64, 128}) {
     shape.d = d;
+    setenv("PARTITA_CUDA_ATTENTION", "wmma", 1);
     EXPECT_EQ(attentionOnTensorCores(shape, bf16, bf16, bf16), d <= 32) << d;
-    for (const char *family : {"mma", "mma-atomic"}) {
+    for (const char *family : {"mma", "mma-atomic", "cudnn"}) {
       setenv("PARTITA_CUDA_ATTENTION", family, 1);
       EXPECT_TRUE(attentionOnTensorCores(shape, bf16, bf16, bf16))
           << family << " " << d;
@@ -161,18 +162,24 @@ TEST(CudaHost, AttentionOnTensorCoresTakesBf16WithHeadDimensionUpTo128) {
 
 TEST(CudaHost, AttentionKernelsComeFromTheEnvironment) {
   using namespace partita::runtime::cuda;
+  // Unset: cuDNN's where the build has it, else the register-resident
+  // kernels (the fastest on an H200, docs/gpu.md).
   unsetenv("PARTITA_CUDA_ATTENTION");
-  EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
+  EXPECT_FALSE(attentionKernelsNamed());
+  EXPECT_EQ(attentionKernels(), cudnnBuilt() ? AttentionKernels::Cudnn
+                                             : AttentionKernels::Registers);
+  EXPECT_EQ(ownAttentionKernels(), AttentionKernels::Registers);
   setenv("PARTITA_CUDA_ATTENTION", "mma", 1);
+  EXPECT_TRUE(attentionKernelsNamed());
   EXPECT_EQ(attentionKernels(), AttentionKernels::Registers);
   setenv("PARTITA_CUDA_ATTENTION", "mma-atomic", 1);
   EXPECT_EQ(attentionKernels(), AttentionKernels::RegistersSummedDq);
   setenv("PARTITA_CUDA_ATTENTION", "wmma", 1);
   EXPECT_EQ(attentionKernels(), AttentionKernels::Wmma);
-  // cuDNN's launches aside, the rest run on wmma.
+  // cuDNN's launches aside, the rest run on mma.
   setenv("PARTITA_CUDA_ATTENTION", "cudnn", 1);
   EXPECT_EQ(attentionKernels(), AttentionKernels::Cudnn);
-  EXPECT_EQ(ownAttentionKernels(), AttentionKernels::Wmma);
+  EXPECT_EQ(ownAttentionKernels(), AttentionKernels::Registers);
   setenv("PARTITA_CUDA_ATTENTION", "flash", 1);
   try {
     attentionKernels();

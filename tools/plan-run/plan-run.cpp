@@ -80,7 +80,8 @@ struct Options {
                "rank.\n"
                "  On GPUs, PARTITA_CUDA_ATTENTION=wmma|mma|mma-atomic|cudnn "
                "picks the tensor-core\n  attention kernels, or cuDNN's fused "
-               "attention (docs/gpu.md).\n";
+               "attention (docs/gpu.md); unset, cudnn\n  where the build has "
+               "cuDNN, else mma.\n";
   std::exit(error.empty() ? 0 : 2);
 }
 
