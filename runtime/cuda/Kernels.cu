@@ -276,21 +276,33 @@ __device__ void loadRow(In x, int64_t row0, int64_t h, Pack (&packs)[P]) {
 
 /// Mean (0 for RMSNorm) and 1 / sqrt(variance + eps) of a row of h
 /// columns: sum() is this thread's part of the row's sum, deviations(mean)
-/// its part of the sum of squared deviations from `mean`.
-template <typename Sum, typename Deviations>
-__device__ void rowStatistics(Sum sum, Deviations deviations, int64_t h,
-                              bool rms, double eps, double *shared,
-                              double &mean, double &inv) {
-  mean = rms ? 0.0 : blockSum(sum(), shared) / h;
-  inv = 1.0 / sqrt(blockSum(deviations(mean), shared) / h + eps);
+/// its part of the sum of squared deviations from `mean`, and reduce(v)
+/// the sum of v over the row's threads.
+template <typename RowSum, typename Deviations, typename Reduce>
+__device__ void rowStatistics(RowSum sum, Deviations deviations, Reduce reduce,
+                              int64_t h, bool rms, double eps, double &mean,
+                              double &inv) {
+  mean = rms ? 0.0 : reduce(sum()) / h;
+  inv = 1.0 / sqrt(reduce(deviations(mean)) / h + eps);
 }
 
+/// normColumn, as packStatistics takes it.
+struct PackColumn {
+  __device__ int64_t operator()(int c) const { return normColumn(c); }
+};
+
+/// The sum over the block, for rows a block holds.
+struct BlockRowSum {
+  double *shared;
+  __device__ double operator()(double v) const { return blockSum(v, shared); }
+};
+
 /// rowStatistics of a row of which this thread holds the packs xs (zeros
-/// past h).
-template <int P>
-__device__ void packStatistics(const Pack (&xs)[P], int64_t h, bool rms,
-                               double eps, double *shared, double &mean,
-                               double &inv) {
+/// past h), pack c starting at column(c).
+template <int P, typename Column, typename Reduce>
+__device__ void packStatistics(const Pack (&xs)[P], Column column,
+                               Reduce reduce, int64_t h, bool rms, double eps,
+                               double &mean, double &inv) {
   rowStatistics(
       [&] {
         double s = 0;
@@ -303,7 +315,7 @@ __device__ void packStatistics(const Pack (&xs)[P], int64_t h, bool rms,
         double s = 0;
 #pragma unroll
         for (int c = 0; c < P; ++c) {
-          int64_t j = normColumn(c);
+          int64_t j = column(c);
           EACH_ELEMENT(e) {
             double d = j + e < h ? xs[c].v[e] - mean : 0.0;
             s += d * d;
@@ -311,7 +323,7 @@ __device__ void packStatistics(const Pack (&xs)[P], int64_t h, bool rms,
         }
         return s;
       },
-      h, rms, eps, shared, mean, inv);
+      reduce, h, rms, eps, mean, inv);
 }
 
 template <int P>
@@ -322,7 +334,7 @@ __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
   Pack xs[P];
   loadRow(x, row0, h, xs);
   double mean, inv;
-  packStatistics(xs, h, rms, eps, shared, mean, inv);
+  packStatistics(xs, PackColumn{}, BlockRowSum{shared}, h, rms, eps, mean, inv);
 #pragma unroll
   for (int c = 0; c < P; ++c) {
     int64_t j = normColumn(c);
@@ -359,7 +371,8 @@ __global__ void __launch_bounds__(kNormThreads)
     Pack xs[P];
     loadRow(x, row0, h, xs);
     double mean, inv;
-    packStatistics(xs, h, rms, eps, shared, mean, inv);
+    packStatistics(xs, PackColumn{}, BlockRowSum{shared}, h, rms, eps, mean,
+                   inv);
     // Element by element in f32, the row's sums in f64. Past h, dy and w
     // load as zeros, so dxhat and the sums' terms are 0. The two passes
     // below form the terms alike but stay written out: a shared loop over
@@ -442,7 +455,7 @@ __global__ void __launch_bounds__(kNormThreads)
           }
           return s;
         },
-        h, rms, eps, shared, mean, inv);
+        BlockRowSum{shared}, h, rms, eps, mean, inv);
     double dot = 0, sum = 0;
     for (int c = 0; c < kNormColumnsPerThread; ++c) {
       int64_t j = threadIdx.x + int64_t(c) * blockDim.x;
@@ -476,6 +489,118 @@ __global__ void __launch_bounds__(kNormThreads)
     atomicAdd(sums + j, dwPart[c]);
     if (withBias)
       atomicAdd(sums + h + j, dbPart[c]);
+  }
+}
+
+// -- Norms of narrow rows ----------------------------------------------------
+//
+// Rows of at most kNarrowNormPacks packs (a head's query or key norm): a
+// row to each group of G = normRowLanes(h) lanes of a warp, a pack a lane,
+// so that a block holds kNarrowNormThreads / G rows and a row's sums are
+// shuffles among its lanes. (A block a row left 16 of its 32 lanes idle on
+// heads of 128 and synchronised the block for every sum: an H200 ran the
+// backward at 6% of a copy's bandwidth.) Every lane of a warp takes part in
+// its group's shuffles, past the last row too, with zeros.
+
+/// This lane's first column: lane g of its group owns columns 8 g to 8 g + 7.
+template <int G> struct LaneColumn {
+  __device__ int64_t operator()(int) const {
+    return int64_t(threadIdx.x % G) * kPack;
+  }
+};
+
+/// The sum over a row's G lanes.
+template <int G> struct LaneRowSum {
+  __device__ double operator()(double v) const {
+    return warpReduce<G>(v, Sum());
+  }
+};
+
+template <int G>
+__global__ void __launch_bounds__(kNarrowNormThreads)
+    narrowNormKernel(In x, In w, In b, Out y, int64_t rows, int64_t h,
+                     double eps, bool rms, float offset) {
+  constexpr int kRowsPerBlock = kNarrowNormThreads / G;
+  int64_t j = LaneColumn<G>()(0);
+  int count = packCount(h - j);
+  Pack wj = loadPack(w, j, count), bj{};
+  if (b.data)
+    bj = loadPack(b, j, count);
+  // Bounds the whole block shares, so that no lane leaves its group.
+  for (int64_t first = int64_t(blockIdx.x) * kRowsPerBlock; first < rows;
+       first += int64_t(gridDim.x) * kRowsPerBlock) {
+    int64_t row = first + threadIdx.x / G;
+    int rowCount = row < rows ? count : 0;
+    Pack xs[1] = {loadPack(x, row * h + j, rowCount)};
+    double mean, inv;
+    packStatistics(xs, LaneColumn<G>(), LaneRowSum<G>(), h, rms, eps, mean,
+                   inv);
+    EACH_ELEMENT(e) {
+      xs[0].v[e] =
+          float((xs[0].v[e] - mean) * inv) * (wj.v[e] + offset) + bj.v[e];
+    }
+    storePack(y, row * h + j, rowCount, xs[0]);
+  }
+}
+
+/// dx per row, as normBackwardKernel forms it; each lane group takes
+/// kNarrowNormRowsPerGroup rows, summing its columns' dw and db over them
+/// in registers, then the block sums its groups' through shared memory and
+/// adds them to sums[0, h) and sums[h, 2h).
+template <int G, bool WithBias>
+__global__ void __launch_bounds__(kNarrowNormThreads)
+    narrowNormBackwardKernel(In dy, In x, In w, Out dx, int64_t rows, int64_t h,
+                             double eps, bool rms, float offset, float *sums) {
+  constexpr int kGroups = kNarrowNormThreads / G;
+  __shared__ float parts[WithBias ? 2 : 1][kNarrowNormThreads * kPack];
+  int64_t j = LaneColumn<G>()(0);
+  int count = packCount(h - j);
+  Pack wj = loadPack(w, j, count), dwPart{}, dbPart{};
+  int64_t first = int64_t(blockIdx.x) * kGroups * kNarrowNormRowsPerGroup;
+  for (int64_t slot = 0; slot < kNarrowNormRowsPerGroup; ++slot) {
+    int64_t row = first + slot * kGroups + threadIdx.x / G;
+    int rowCount = row < rows ? count : 0;
+    int64_t at = row * h + j;
+    Pack xs[1] = {loadPack(x, at, rowCount)}, g = loadPack(dy, at, rowCount);
+    double mean, inv;
+    packStatistics(xs, LaneColumn<G>(), LaneRowSum<G>(), h, rms, eps, mean,
+                   inv);
+    // Past h and past the last row, dy loads as zeros, so the terms are 0.
+    float rowMean = float(mean), rowInv = float(inv), dot = 0, sum = 0;
+    Pack xhat, dxhat;
+    EACH_ELEMENT(e) {
+      xhat.v[e] = (xs[0].v[e] - rowMean) * rowInv;
+      dxhat.v[e] = g.v[e] * (wj.v[e] + offset);
+      dot += dxhat.v[e] * xhat.v[e];
+      sum += dxhat.v[e];
+      dwPart.v[e] += g.v[e] * xhat.v[e];
+      if constexpr (WithBias)
+        dbPart.v[e] += g.v[e];
+    }
+    float dotMean = float(LaneRowSum<G>()(double(dot)) / h);
+    float sumMean = rms ? 0.0f : float(LaneRowSum<G>()(double(sum)) / h);
+    EACH_ELEMENT(e) {
+      g.v[e] = rowInv * (dxhat.v[e] - dotMean * xhat.v[e] - sumMean);
+    }
+    storePack(dx, at, rowCount, g);
+  }
+  // Thread t's pack holds columns 8 (t mod G) on of group t / G.
+  EACH_ELEMENT(e) {
+    parts[0][threadIdx.x * kPack + e] = dwPart.v[e];
+    if constexpr (WithBias)
+      parts[1][threadIdx.x * kPack + e] = dbPart.v[e];
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < h; c += blockDim.x) {
+    float dw = 0, db = 0;
+    for (int group = 0; group < kGroups; ++group) {
+      dw += parts[0][group * G * kPack + c];
+      if constexpr (WithBias)
+        db += parts[1][group * G * kPack + c];
+    }
+    atomicAdd(sums + c, dw);
+    if constexpr (WithBias)
+      atomicAdd(sums + h + c, db);
   }
 }
 
@@ -1115,10 +1240,38 @@ template <typename F> void byRowPacks(int64_t h, int threads, F f) {
   }
 }
 
+/// f(std::integral_constant<int, G>()) for the lanes a narrow row takes.
+template <typename F> void byRowLanes(int lanes, F f) {
+  switch (lanes) {
+  case 1:
+    return f(std::integral_constant<int, 1>());
+  case 2:
+    return f(std::integral_constant<int, 2>());
+  case 4:
+    return f(std::integral_constant<int, 4>());
+  case 8:
+    return f(std::integral_constant<int, 8>());
+  case 16:
+    return f(std::integral_constant<int, 16>());
+  default:
+    static_assert(kNarrowNormPacks == 32, "a case per power of two");
+    return f(std::integral_constant<int, 32>());
+  }
+}
+
 void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
           bool rms, float weightOffset, cudaStream_t stream) {
   if (rows == 0 || h == 0)
     return;
+  if (int lanes = normRowLanes(h)) {
+    int64_t perBlock = kNarrowNormThreads / lanes;
+    byRowLanes(lanes, [&](auto G) {
+      launchKernel(narrowNormKernel<decltype(G)::value>,
+                   blocksFor(rows, int(perBlock)), kNarrowNormThreads, 0,
+                   stream, x, w, b, y, rows, h, eps, rms, weightOffset);
+    });
+    return;
+  }
   int threads = normThreads(h);
   auto launch = [&](auto kernel) {
     launchKernel(kernel, unsigned(rows), threads, 0, stream, x, w, b, y, h, eps,
@@ -1134,7 +1287,18 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
   bool withBias = db.data != nullptr;
   cudaMemsetAsync(workspace, 0, normBackwardWorkspace(h) * sizeof(float),
                   stream);
-  if (rows > 0 && h > 0) {
+  if (rows > 0 && h > 0 && normRowLanes(h)) {
+    int64_t perBlock =
+        kNarrowNormThreads / normRowLanes(h) * kNarrowNormRowsPerGroup;
+    byRowLanes(normRowLanes(h), [&](auto G) {
+      constexpr int kLanes = decltype(G)::value;
+      launchKernel(withBias ? narrowNormBackwardKernel<kLanes, true>
+                            : narrowNormBackwardKernel<kLanes, false>,
+                   unsigned((rows + perBlock - 1) / perBlock),
+                   kNarrowNormThreads, 0, stream, dy, x, w, dx, rows, h, eps,
+                   rms, weightOffset, workspace);
+    });
+  } else if (rows > 0 && h > 0) {
     unsigned blocks =
         unsigned((rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock);
     int threads = normThreads(h);

@@ -65,6 +65,23 @@ inline int normThreads(int64_t h) {
   int64_t packs = packsOf(h);
   return packs >= kNormThreads ? kNormThreads : int((packs + 31) / 32 * 32);
 }
+/// Rows of at most kNarrowNormPacks packs (a head's query or key norm) go
+/// instead normRowLanes(h) lanes of a warp to a row, a pack a lane, in
+/// blocks of kNarrowNormThreads; the backward's lane groups take
+/// kNarrowNormRowsPerGroup rows each.
+constexpr int kNarrowNormPacks = 32, kNarrowNormThreads = 256;
+constexpr int64_t kNarrowNormRowsPerGroup = 16;
+/// The lanes of a narrow row: a power of two, at least its packs; 0 for
+/// rows wider than kNarrowNormPacks packs.
+inline int normRowLanes(int64_t h) {
+  int64_t packs = packsOf(h);
+  if (packs > kNarrowNormPacks)
+    return 0;
+  int lanes = 1;
+  while (lanes < packs)
+    lanes *= 2;
+  return lanes;
+}
 
 /// The CUDA-core attention: rowLanes<D>() lanes of a warp share a query (or
 /// key) row, kColumnsPerLane columns each, kAttentionThreads threads a

@@ -55,6 +55,13 @@ TEST(CudaHost, LaunchConfiguration) {
   EXPECT_EQ(normThreads(32 * kPack + 1), 64);
   EXPECT_EQ(normThreads(4096), kNormThreads);
   EXPECT_EQ(normThreads(kMaxNormWidth), kNormThreads);
+  // Narrow rows: a power of two of lanes, a pack each; a head of 128 takes
+  // 16, of 20 columns 4; rows over 32 packs go a block a row.
+  EXPECT_EQ(normRowLanes(8), 1);
+  EXPECT_EQ(normRowLanes(20), 4);
+  EXPECT_EQ(normRowLanes(128), 16);
+  EXPECT_EQ(normRowLanes(kNarrowNormPacks * kPack), 32);
+  EXPECT_EQ(normRowLanes(kNarrowNormPacks * kPack + 1), 0);
   EXPECT_EQ(headDimBucket(16), 32);
   EXPECT_EQ(headDimBucket(80), 128);
   EXPECT_EQ(headDimBucket(128), 128);
@@ -668,6 +675,20 @@ TEST_F(CudaKernels, Norms) {
            {},
            5e-5});
   }
+  // Rows of 64 over several blocks of the narrow kernels (32 rows a block
+  // forward, 512 backward), the last one partial.
+  check({"rms_norm",
+         {normal({1200, 64}), normal({64})},
+         {{1200, 64}},
+         {},
+         {{"eps", 1e-6}}});
+  check({"layer_norm_bwd",
+         {normal({1200, 64}), normal({1200, 64}), normal({64})},
+         {{1200, 64}, {64}, {64}},
+         {},
+         {{"eps", 1e-6}},
+         {},
+         5e-5});
   // Gemma's weights offset from one, with rows of each backward kernel
   // (1 and 2 packs a thread, and column by column).
   for (int64_t h : {int64_t(100), int64_t(4100), int64_t(16384)}) {
