@@ -284,7 +284,8 @@ run memory 60 "$bin/partita-cuda-bench" memory && cp "$out/memory.log" "$out/mem
 # fused attention (the likeliest fastest, so second; the f32 runs and the
 # newest of our own kernels last, skipped first when time runs short).
 for model in llama3-8b-block llama3-8b-block-cudnn llama3-8b-block-mma \
-  gpt2-small llama3-8b-block-f32 gpt2-small-f32 llama3-8b-block-mma-atomic; do
+  gpt2-small gpt2-small-cudnn llama3-8b-block-f32 gpt2-small-f32 \
+  llama3-8b-block-mma-atomic; do
   case "$model" in
   *-mma-atomic) kernels=mma-atomic ;;
   *-mma) kernels=mma ;;

@@ -138,8 +138,9 @@ if os.path.exists(gemm):
 # -mma-atomic one with their one-pass backward, a -cudnn one with cuDNN's
 # fused attention.
 for model in ("llama3-8b-block", "llama3-8b-block-cudnn",
-              "llama3-8b-block-mma", "gpt2-small", "llama3-8b-block-f32",
-              "gpt2-small-f32", "llama3-8b-block-mma-atomic"):
+              "llama3-8b-block-mma", "gpt2-small", "gpt2-small-cudnn",
+              "llama3-8b-block-f32", "gpt2-small-f32",
+              "llama3-8b-block-mma-atomic"):
     steps = log(f"{model}.jsonl")
     if len(steps) < 2:
         continue
