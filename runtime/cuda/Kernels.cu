@@ -1227,39 +1227,29 @@ void sliceColumns(In x, int64_t outer, int64_t inner, int64_t begin,
 
 int64_t maxNormWidth() { return kMaxNormWidth; }
 
+/// f(std::integral_constant<int, C>()) for C the one of Choices that is
+/// `value`, which must be one of them: a kernel's template argument from a
+/// launch's shape.
+template <int... Choices, typename F> void withConstant(int value, F f) {
+  bool found = ((value == Choices &&
+                 (f(std::integral_constant<int, Choices>()), true)) ||
+                ...);
+  if (!found)
+    throw std::logic_error("no kernel for " + std::to_string(value));
+}
+
 /// f(std::integral_constant<int, P>) for P, the packs a thread of the
 /// norm kernels takes of a row of h columns on `threads` threads.
 template <typename F> void byRowPacks(int64_t h, int threads, F f) {
-  switch ((packsOf(h) + threads - 1) / threads) {
-  case 1:
-    return f(std::integral_constant<int, 1>());
-  case 2:
-    return f(std::integral_constant<int, 2>());
-  case 3:
-    return f(std::integral_constant<int, 3>());
-  default:
-    static_assert(kNormPacks == 4, "a case per pack count");
-    return f(std::integral_constant<int, 4>());
-  }
+  static_assert(kNormPacks == 4, "a choice per pack count");
+  int64_t packs = (packsOf(h) + threads - 1) / threads;
+  withConstant<1, 2, 3, 4>(int(std::min<int64_t>(packs, kNormPacks)), f);
 }
 
 /// f(std::integral_constant<int, G>()) for the lanes a narrow row takes.
 template <typename F> void byRowLanes(int lanes, F f) {
-  switch (lanes) {
-  case 1:
-    return f(std::integral_constant<int, 1>());
-  case 2:
-    return f(std::integral_constant<int, 2>());
-  case 4:
-    return f(std::integral_constant<int, 4>());
-  case 8:
-    return f(std::integral_constant<int, 8>());
-  case 16:
-    return f(std::integral_constant<int, 16>());
-  default:
-    static_assert(kNarrowNormPacks == 32, "a case per power of two");
-    return f(std::integral_constant<int, 32>());
-  }
+  static_assert(kNarrowNormPacks == 32, "a choice per power of two");
+  withConstant<1, 2, 4, 8, 16, 32>(lanes, f);
 }
 
 void norm(In x, In w, In b, Out y, int64_t rows, int64_t h, double eps,
