@@ -182,15 +182,18 @@ double runtimeReserveBytes(const Topology &topology, const CostParams &params,
                            Communicators communicators) {
   // CPU ranks keep everything in host memory the plan does not model.
   bool gpu = topology.intraNode.kind != dist::LinkKind::shared_memory;
-  // The defaults are estimates until a GPU measures them: a CUDA context
-  // with lazily loaded kernels takes about 0.5 GiB, and the runtime adds
-  // its cuBLASLt workspace (32 MiB), collective workspaces (one per stream
-  // that runs collectives, up to 128 MiB at the default --collective-chunk) and
-  // kernel scratch; NCCL allocates a few hundred MiB of channel buffers per
-  // communicator that runs collectives, far less per point-to-point peer. NCCL
-  // (2.22 on) connects a communicator at its first operation, so those never
-  // used (the world's parent, one-rank splits) cost next to nothing.
-  double runtime = params.runtimeGib.value_or(gpu ? 1.0 : 0.0);
+  // A rank on one H200 (CUDA 13.0, driver 580) had 2.67 GiB in use beside
+  // its arena after the first step, whatever the plan (a Llama-3-8B-shaped
+  // block and GPT-2 small alike), and 2.92 GiB with cuDNN's attention: the
+  // CUDA context with its kernels and the libraries', the cuBLASLt
+  // workspace (32 MiB), collective workspaces (one per stream that runs
+  // collectives, up to 128 MiB at the default --collective-chunk) and
+  // kernel scratch. NCCL's channel buffers are estimates still (one GPU
+  // measured none): a few hundred MiB per communicator that runs
+  // collectives, far less per point-to-point peer. NCCL (2.22 on) connects
+  // a communicator at its first operation, so those never used (the
+  // world's parent, one-rank splits) cost next to nothing.
+  double runtime = params.runtimeGib.value_or(gpu ? 3.0 : 0.0);
   double collective = params.ncclCollectiveGib.value_or(gpu ? 0.5 : 0.0);
   double p2p = params.ncclP2PGib.value_or(gpu ? 1.0 / 16 : 0.0);
   return kGiB * (runtime + collective * double(communicators.collective) +

@@ -12,15 +12,15 @@
 // and receives from the next stage: 0.25 + 2 x 0.5 + 2 x 0.125 = 1.5 GiB,
 // and a 4-byte staging copy of what it sends. Rank 1 reduces over dp and
 // talks to the previous stage both ways: 0.25 + 0.5 + 2 x 0.125 = 1 GiB
-// and 4 bytes. Defaults (1, 0.5, 1/16): rank 0 needs 1 + 1 + 0.125 GiB
-// and 4 bytes, 2281701380 bytes, beside its 128-byte arena.
+// and 4 bytes. Defaults (3, 0.5, 1/16): rank 0 needs 3 + 1 + 0.125 GiB
+// and 4 bytes, 4429185028 bytes, beside its 128-byte arena.
 // SET: memory plan: peak 0.000 GiB per rank, 1.500 GiB of device memory with the runtime's
 // SET-NEXT: pp rank 0: 0.000 GiB = {{.*}}; runtime 1.500 (2 collective and 2 pipeline NCCL communicators)
 // SET-NEXT: pp rank 1: 0.000 GiB = {{.*}}; runtime 1.000 (1 collective and 2 pipeline NCCL communicators)
-// DEFAULT: memory plan: peak 0.000 GiB per rank, 2.125 GiB of device memory with the runtime's
-// ATTR: exec.memory = {device_bytes_per_rank = 2281701508 : i64, peak_bytes_per_rank = 128 : i64, runtime_bytes_per_rank = 2281701380 : i64}
-// ATTR: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 128 : i64, runtime_bytes = 2281701380 : i64}
-// ATTR: exec.program @rank1 pp_rank 1 attributes {arena_bytes = 128 : i64, runtime_bytes = 1744830468 : i64}
+// DEFAULT: memory plan: peak 0.000 GiB per rank, 4.125 GiB of device memory with the runtime's
+// ATTR: exec.memory = {device_bytes_per_rank = 4429185156 : i64, peak_bytes_per_rank = 128 : i64, runtime_bytes_per_rank = 4429185028 : i64}
+// ATTR: exec.program @rank0 pp_rank 0 attributes {arena_bytes = 128 : i64, runtime_bytes = 4429185028 : i64}
+// ATTR: exec.program @rank1 pp_rank 1 attributes {arena_bytes = 128 : i64, runtime_bytes = 3892314116 : i64}
 module attributes {
   dist.strategy = #dist.strategy<dp = 2, tp = 1, pp = 2, vpp = 1, zero = 0, micro_batch_size = 1, num_micro_batches = 1, recompute = none, sequence_parallel = 0, schedule = "1f1b", stage_layers = [1, 1]>,
   dist.topology = #dist.topology<"gpus", nodes = 1, devices_per_node = 4,

@@ -155,7 +155,7 @@ TEST(CostModel, RuntimeMemoryCountsTheCommunicatorsOfEachStage) {
   Topology cpus = *presetTopology("cpu", 8);
   Communicators n{3, 2};
   EXPECT_DOUBLE_EQ(runtimeReserveBytes(gpus, {}, n),
-                   kGiB * (1 + 3 * 0.5 + 2 / 16.0));
+                   kGiB * (3 + 3 * 0.5 + 2 / 16.0));
   EXPECT_DOUBLE_EQ(runtimeReserveBytes(cpus, {}, n), 0);
   CostParams set = *parseCostParams("runtime_gib=2,nccl_p2p_gib=1");
   EXPECT_DOUBLE_EQ(runtimeReserveBytes(cpus, set, n), kGiB * (2 + 2));
@@ -163,8 +163,8 @@ TEST(CostModel, RuntimeMemoryCountsTheCommunicatorsOfEachStage) {
   // The estimate adds it to the stage that needs the most.
   Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
   CostEstimate e = estimate(f.profile, gpus, "dp=2,pp=4");
-  EXPECT_GE(e.memory.runtime, kGiB * (1 + 2 * 0.5 + 4 / 16.0));
-  EXPECT_LE(e.memory.runtime, kGiB * (1 + 3 * 0.5 + 4 / 16.0));
+  EXPECT_GE(e.memory.runtime, kGiB * (3 + 2 * 0.5 + 4 / 16.0));
+  EXPECT_LE(e.memory.runtime, kGiB * (3 + 3 * 0.5 + 4 / 16.0));
   EXPECT_DOUBLE_EQ(e.memory.total(), e.memory.parameters + e.memory.gradients +
                                          e.memory.optimizerStates +
                                          e.memory.activations +
