@@ -281,7 +281,7 @@ run torch-attention 90 python3 "$root/bench/gpu/torch_attention.py" \
 run memory 60 "$bin/partita-cuda-bench" memory && cp "$out/memory.log" "$out/memory.json"
 # A -mma run is its plan with the register-resident attention kernels, a
 # -mma-atomic one with their one-pass backward, a -cudnn one with cuDNN's
-# fused attention (the likeliest fastest, so second; the f32 runs and the
+# fused attention (the fastest on an H200, so second; the f32 runs and the
 # newest of our own kernels last, skipped first when time runs short).
 for model in llama3-8b-block llama3-8b-block-cudnn llama3-8b-block-mma \
   gpt2-small gpt2-small-cudnn llama3-8b-block-f32 gpt2-small-f32 \
