@@ -16,7 +16,8 @@
 #      OUT/summary.txt.
 # Within --budget seconds (default 450): a stage that would run past it
 # is cut short or skipped, and named in the summary, so the results come
-# back whatever the machine's speed.
+# back whatever the machine's speed. It exits 1 when any stage it ran,
+# benchmarks included, failed or was skipped for time.
 # Without a GPU it says so in one line and exits 0 (1 with --require-gpu).
 set -uo pipefail
 
@@ -172,27 +173,35 @@ if [[ -z "$plans" ]]; then
   "$root/scripts/gpu-plans.sh" "$plans" "$plan_opt_build" > /dev/null || exit 1
 fi
 
-# Whether --only asks for the stage NAME (every stage without --only).
+# Whether --only asks for the stage NAME (every stage without --only); its
+# patterns are split at commas, spaces trimmed, and never expanded to files.
+patterns=()
+[[ -n "$only" ]] && IFS=, read -ra patterns <<< "$only"
 wanted() {
   [[ -z "$only" ]] && return 0
   local pattern
-  local IFS=,
-  for pattern in $only; do
+  for pattern in "${patterns[@]}"; do
+    pattern="${pattern// /}"
     # shellcheck disable=SC2053 # a pattern, unquoted on purpose
-    [[ "$1" == $pattern ]] && return 0
+    [[ -n "$pattern" && "$1" == $pattern ]] && return 0
   done
   return 1
 }
+# The summary says which stages were asked for.
+if [[ -n "$only" ]]; then echo "$only" > "$out/only.txt"; else rm -f "$out/only.txt"; fi
 
 # NAME SECONDS COMMAND...: logs to OUT/NAME.log, given at most SECONDS and
 # what is left of the budget; skipped (and listed in OUT/skipped.txt) when
 # less than 10 s is left. A stage that fails or is skipped sets status; one
-# --only leaves out returns 2, having left status as it was.
+# --only leaves out returns 2, having left status as it was. Either way
+# the stage's results from an earlier check in OUT are removed first, so
+# that the summary reports this check's alone.
 : > "$out/skipped.txt"
 status=0
 run() {
   local name="$1" seconds="$2"
   shift 2
+  rm -f "$out/$name.log" "$out/$name.jsonl" "$out/$name.json"
   wanted "$name" || return 2
   local left=$((deadline - $(date +%s)))
   if [[ $left -lt 10 ]]; then
@@ -263,7 +272,7 @@ if [[ "$gpus" -ge 2 ]]; then
   done
   run allreduce 120 mpirun --allow-run-as-root -np "$gpus" \
     "$bin/partita-cuda-bench" allreduce
-  cp "$out/allreduce.log" "$out/allreduce.json" 2> /dev/null
+  [[ -s "$out/allreduce.log" ]] && cp "$out/allreduce.log" "$out/allreduce.json"
 else
   say "2. skipped: one GPU (the multi-rank plans need 2)"
 fi

@@ -8,6 +8,11 @@ import json, os, re, statistics, sys
 out, plans, gpu, gpus, status = sys.argv[1:6]
 result = {"gpu": gpu, "gpus": int(gpus), "tests_passed": status == "0"}
 lines = [f"GPU check on {gpus} x {gpu}"]
+only_path = os.path.join(out, "only.txt")
+if os.path.exists(only_path):
+    # gpu-check.sh --only: tests_passed speaks of these stages alone.
+    result["only"] = open(only_path).read().strip()
+    lines.append(f"only the stages matching: {result['only']}")
 
 def bf16_peak(name):
     """Dense bf16 TFLOP/s of the GPU `name`, as nvidia-smi spells it."""

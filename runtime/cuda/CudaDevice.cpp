@@ -309,6 +309,18 @@ int64_t vocabStart(const nlohmann::json &p, const KernelContext &ctx,
   return p.at("vocab_parts").get<int64_t>() > 1 ? ctx.tpRank * rows : 0;
 }
 
+/// In a handler of cuDNN's error `e`: cuDNN asked for by name stops the
+/// run (rethrown); as the default, a note says that our own kernels run
+/// attention from here on.
+void fallBackFromCudnn(const std::runtime_error &e) {
+  if (attentionKernelsNamed())
+    throw;
+  std::fprintf(stderr,
+               "plan-run: note: %s; attention runs on our own kernels "
+               "(PARTITA_CUDA_ATTENTION=mma)\n",
+               e.what());
+}
+
 } // namespace
 
 CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
@@ -329,12 +341,7 @@ CudaDevice::CudaDevice(int index, GemmPrecision precision) : device(index) {
     try {
       cudnnAttention = std::make_unique<CudnnAttention>();
     } catch (const std::runtime_error &e) {
-      if (attentionKernelsNamed())
-        throw;
-      std::fprintf(stderr,
-                   "plan-run: note: %s; attention runs on our own kernels "
-                   "(PARTITA_CUDA_ATTENTION=mma)\n",
-                   e.what());
+      fallBackFromCudnn(e);
     }
   }
   check(cudaDeviceGetAttribute(&sharedBytesOptIn,
@@ -765,14 +772,26 @@ void CudaDevice::launchKernel(const std::string &name,
                      "kernels run it\n",
                      name.c_str(), why.c_str());
     }
-    if (onCudnn && forward) {
-      cudnnAttention->forward(a, in(0), in(1), in(2), out(0), lse, bytes, s);
-    } else if (onCudnn) {
-      cudnnAttention->backward(a, in(0), in(1), in(2), in(3), in(4), lse,
-                               out(0), out(1), out(2), bytes, s);
-    } else if (forward) {
+    if (onCudnn) {
+      // cuDNN builds its plan for a shape at the first launch of it. Asked
+      // for by name, a failure stops the run; as the default, our own
+      // kernels take this launch and every later one.
+      try {
+        if (forward)
+          cudnnAttention->forward(a, in(0), in(1), in(2), out(0), lse, bytes,
+                                  s);
+        else
+          cudnnAttention->backward(a, in(0), in(1), in(2), in(3), in(4), lse,
+                                   out(0), out(1), out(2), bytes, s);
+      } catch (const std::runtime_error &e) {
+        fallBackFromCudnn(e);
+        cudnnAttention.reset();
+        onCudnn = false;
+      }
+    }
+    if (!onCudnn && forward) {
       attention(a, in(0), in(1), in(2), out(0), lse, s);
-    } else {
+    } else if (!onCudnn) {
       attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0),
                         out(1), out(2),
                         floats(attentionBackwardWorkspace(

@@ -132,7 +132,8 @@ private:
   /// By lane (Stream::commLane); null where never used.
   std::vector<cudaStream_t> commStreams;
   Gemm *matmul = nullptr;
-  /// With PARTITA_CUDA_ATTENTION=cudnn: the launches cuDNN takes.
+  /// Where attentionKernels() is cudnn (named, or the default of a build
+  /// with cuDNN): the launches cuDNN takes.
   std::unique_ptr<CudnnAttention> cudnnAttention;
   /// Why cuDNN did not take launches, each said once.
   std::set<std::string> cudnnRefusals;

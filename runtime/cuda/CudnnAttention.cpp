@@ -609,7 +609,7 @@ struct CudnnAttention::State {
                        ", s=" + std::to_string(a.s) +
                        ", heads=" + std::to_string(a.heads) + "/" +
                        std::to_string(a.kvHeads) + ", d=" + std::to_string(a.d);
-    const char *instead = "; PARTITA_CUDA_ATTENTION=wmma runs our own kernels";
+    const char *instead = "; PARTITA_CUDA_ATTENTION=mma runs our own kernels";
     Plan plan;
     std::string statuses;
     try {

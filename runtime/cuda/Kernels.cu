@@ -568,7 +568,7 @@ __global__ void __launch_bounds__(kNarrowNormThreads, WithBias ? 2 : 3)
     double mean, inv;
     packStatistics(xs, LaneColumn<G>(), LaneRowSum<G>(), h, rms, eps, mean,
                    inv);
-    // Past h and past the last row, dy loads as zeros, so the terms are 0.
+    // Past h, dy loads as zeros, so the terms are 0.
     float rowMean = float(mean), rowInv = float(inv), dot = 0, sum = 0;
     Pack xhat, dxhat;
     EACH_ELEMENT(e) {
@@ -576,9 +576,14 @@ __global__ void __launch_bounds__(kNarrowNormThreads, WithBias ? 2 : 3)
       dxhat.v[e] = g.v[e] * (wj.v[e] + offset);
       dot += dxhat.v[e] * xhat.v[e];
       sum += dxhat.v[e];
-      dwPart.v[e] += g.v[e] * xhat.v[e];
-      if constexpr (WithBias)
-        dbPart.v[e] += g.v[e];
+    }
+    // Not past the last row, where a tiny eps could make xhat 0 * inf.
+    if (rowCount > 0) {
+      EACH_ELEMENT(e) {
+        dwPart.v[e] += g.v[e] * xhat.v[e];
+        if constexpr (WithBias)
+          dbPart.v[e] += g.v[e];
+      }
     }
     float dotMean = float(LaneRowSum<G>()(double(dot)) / h);
     float sumMean = rms ? 0.0f : float(LaneRowSum<G>()(double(sum)) / h);

@@ -143,8 +143,9 @@ bool attentionOnTensorCores(const AttentionShape &a, In q, In k, In v);
 /// workspace, not reproducible bit for bit run to run; `cudnn` runs the
 /// launches cuDNN takes on its fused engines (CudnnAttention.h, where the
 /// device runs them) and the others on `mma`. Another value is an error.
-/// Unset, `cudnn` where the build has cuDNN and `mma` elsewhere: the
-/// fastest on an H200 (docs/gpu.md).
+/// Unset, `cudnn` where the build has cuDNN (the fastest on an H200,
+/// docs/gpu.md), and `mma` elsewhere (nearly as fast as `mma-atomic` and
+/// reproducible bit for bit).
 enum class AttentionKernels { Wmma, Registers, RegistersSummedDq, Cudnn };
 AttentionKernels attentionKernels();
 /// Whether PARTITA_CUDA_ATTENTION names the family, rather than leaving

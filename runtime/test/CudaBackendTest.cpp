@@ -651,10 +651,10 @@ TEST_F(CudaKernels, Norms) {
            {},
            5e-5});
   }
-  // Per-head norms (query and key norms): 6 heads of 64 and of 20 columns,
-  // each normalised on its own with the same weight; heads of 20 start off
-  // 16 bytes in bf16.
-  for (int64_t d : {int64_t(64), int64_t(20)}) {
+  // Per-head norms (query and key norms): 6 heads of 64, 20, 12 and 8
+  // columns (8, 4, 2 and 1 lanes a row), each normalised on its own with
+  // the same weight; heads of 20 and 12 start off 16 bytes in bf16.
+  for (int64_t d : {int64_t(64), int64_t(20), int64_t(12), int64_t(8)}) {
     check({"rms_norm",
            {normal({2, 19, 6 * d}), normal({d})},
            {{2, 19, 6 * d}},
@@ -690,8 +690,9 @@ TEST_F(CudaKernels, Norms) {
          {},
          5e-5});
   // Gemma's weights offset from one, with rows of each backward kernel
-  // (1 and 2 packs a thread, and column by column).
-  for (int64_t h : {int64_t(100), int64_t(4100), int64_t(16384)}) {
+  // (narrow rows, 1 and 2 packs a thread, and column by column).
+  for (int64_t h :
+       {int64_t(100), int64_t(1000), int64_t(4100), int64_t(16384)}) {
     check({"rms_norm",
            {normal({9, h}), normal({h})},
            {{9, h}},
@@ -872,7 +873,7 @@ TEST_F(CudaAttention, RegisterKernelsSummingDq) {
 }
 
 // cuDNN's fused engines (CudnnAttention.h) where they take the launch:
-// bf16, heads a multiple of 8 without a window, gradients written; wmma
+// bf16, heads a multiple of 8 without a window, gradients written; mma
 // elsewhere.
 TEST_F(CudaAttention, CudnnKernels) {
   if (!partita::runtime::cuda::cudnnBuilt())
