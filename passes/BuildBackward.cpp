@@ -270,8 +270,6 @@ std::pair<StringAttr, bool> BackwardBuilder::gradOut(StringAttr value) {
   return {grad, accumulate};
 }
 
-/// The gradient of `value` is complete: a replicated activation read by
-/// column-parallel projections holds only this rank's share of it.
 bool BackwardBuilder::isColumnRead(Operation *reader, StringAttr value) {
   auto k = dyn_cast<exec::KernelOp>(reader);
   if (!k || k.getName() != "linear" ||
@@ -293,6 +291,8 @@ bool BackwardBuilder::hasMixedReaders(StringAttr value) {
                        [&](Operation *r) { return isColumnRead(r, value); });
 }
 
+/// The gradient of `value` is complete: a replicated activation read by
+/// column-parallel projections holds only this rank's share of it.
 void BackwardBuilder::finishGradient(StringAttr value) {
   if (config.tp == 1 || !finished.insert(value).second)
     return;

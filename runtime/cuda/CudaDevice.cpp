@@ -789,15 +789,14 @@ void CudaDevice::launchKernel(const std::string &name,
         onCudnn = false;
       }
     }
-    if (!onCudnn && forward) {
+    if (!onCudnn && forward)
       attention(a, in(0), in(1), in(2), out(0), lse, s);
-    } else if (!onCudnn) {
+    else if (!onCudnn)
       attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0),
                         out(1), out(2),
                         floats(attentionBackwardWorkspace(
                             a, in(0), in(1), in(2), in(3), lse != nullptr)),
                         s);
-    }
   } else if (name == "gelu" || name == "silu" || name == "swiglu" ||
              name == "geglu") {
     Unary f = activation(name, p);

@@ -592,7 +592,8 @@ __global__ void __launch_bounds__(kNarrowNormThreads, WithBias ? 2 : 3)
     }
     storePack(dx, at, rowCount, g);
   }
-  // Thread t's pack holds columns 8 (t mod G) on of group t / G.
+  // Thread t's pack holds its group's (t / G) sums of columns 8 (t mod G)
+  // to 8 (t mod G) + 7.
   EACH_ELEMENT(e) {
     parts[0][threadIdx.x * kPack + e] = dwPart.v[e];
     if constexpr (WithBias)
@@ -1285,10 +1286,10 @@ void normBackward(In dy, In x, In w, Out dx, Out dw, Out db, int64_t rows,
   bool withBias = db.data != nullptr;
   cudaMemsetAsync(workspace, 0, normBackwardWorkspace(h) * sizeof(float),
                   stream);
-  if (rows > 0 && h > 0 && normRowLanes(h)) {
-    int64_t perBlock =
-        kNarrowNormThreads / normRowLanes(h) * kNarrowNormRowsPerGroup;
-    byRowLanes(normRowLanes(h), [&](auto G) {
+  int lanes = h > 0 ? normRowLanes(h) : 0;
+  if (rows > 0 && lanes) {
+    int64_t perBlock = kNarrowNormThreads / lanes * kNarrowNormRowsPerGroup;
+    byRowLanes(lanes, [&](auto G) {
       constexpr int kLanes = decltype(G)::value;
       launchKernel(withBias ? narrowNormBackwardKernel<kLanes, true>
                             : narrowNormBackwardKernel<kLanes, false>,
