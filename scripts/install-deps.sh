@@ -17,7 +17,13 @@ packages=(
   # tests (numpy: the reference executor that checks plans train like one
   # device)
   googletest libgtest-dev python3-numpy
+  # the namespace cluster of scripts/cluster.sh: its daemons run only
+  # inside the cluster's hosts, never on this machine
+  openssh-server munge slurmd slurmctld slurm-client
 )
+# The services these packages would start or enable on this machine.
+declare -A service_of=([openssh-server]=ssh [munge]=munge [slurmd]=slurmd
+  [slurmctld]=slurmctld)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,4 +42,20 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
+# Hold every service start during the install (Debian's policy-rc.d), and
+# leave the cluster's services disabled: they belong to the namespace hosts.
+held=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod 755 /usr/sbin/policy-rc.d
+  held=1
+fi
+release() { if [ -n "$held" ]; then $sudo rm -f /usr/sbin/policy-rc.d; fi; }
+trap release EXIT
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+for p in "${missing[@]}"; do
+  service="${service_of[$p]:-}"
+  if [ -n "$service" ] && command -v systemctl >/dev/null; then
+    $sudo systemctl disable "$service" >/dev/null 2>&1 || true
+  fi
+done

@@ -64,3 +64,29 @@ config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%build", config.partita_obj_root))
 config.substitutions.append(("%docs", os.path.join(config.partita_src_root,
                                                    "docs")))
+
+# The multi-host tests (Cluster/) run on a namespace cluster of
+# scripts/cluster.sh: they need root, Linux namespaces, sshd, munged and
+# the Slurm daemons. Elsewhere they are skipped, and lit says why.
+def cluster_unavailable():
+    import shutil
+    import subprocess
+    if os.geteuid() != 0:
+        return "they need root"
+    for program in ["unshare", "nsenter", "ip", "tc", "/usr/sbin/sshd",
+                    "munged", "slurmd", "slurmctld", "srun"]:
+        if not shutil.which(program):
+            return f"{program} is not installed (scripts/install-deps.sh)"
+    trial = subprocess.run(["unshare", "--net", "--uts", "--mount", "--pid",
+                            "--fork", "--mount-proc", "true"],
+                           capture_output=True, text=True)
+    if trial.returncode != 0:
+        return f"this machine cannot create namespaces ({trial.stderr.strip()})"
+    return None
+
+
+cluster_reason = cluster_unavailable()
+if cluster_reason is None and "plan-run" in config.available_features:
+    config.available_features.add("cluster")
+elif "plan-run" in config.available_features:
+    lit_config.note(f"the multi-host tests (Cluster/) are skipped: {cluster_reason}")

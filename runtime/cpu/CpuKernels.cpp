@@ -833,7 +833,9 @@ private:
 };
 } // namespace
 
-std::unique_ptr<Device> createCpuDevice() {
+std::unique_ptr<Device> createCpuDevice(int blasThreads) {
+  if (blasThreads > 0)
+    openblas_set_num_threads(blasThreads);
   return std::make_unique<CpuDevice>();
 }
 

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../mpi/MpiPieces.h"
+#include "../mpi/RankHosts.h"
 #include "CudaDevice.h"
 
 #include "partita/runtime/GroupedCommunicator.h"
@@ -245,13 +246,14 @@ private:
         "plan-run: rank " + std::to_string(me) + ": " + why + "\n";
     ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
     (void)ignored;
+    // Aborting a communicator whose peers are gone may itself hang.
+    exitWithin(10, 1);
     for (auto &[name, g] : groupsByName)
       ncclCommAbort(g.comm);
     for (auto &[pair, c] : channels)
       ncclCommAbort(c.comm);
     ncclCommAbort(world);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    std::exit(1);
+    abortWorld("");
   }
 
   // The collectives above, for the element type `type`.

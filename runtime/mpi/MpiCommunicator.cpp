@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <list>
 #include <map>
@@ -32,8 +34,9 @@ namespace {
 /// meanwhile.
 class MpiCommunicator : public GroupedCommunicator<MPI_Comm> {
 public:
-  MpiCommunicator(const Plan &plan, int64_t pieceBytes)
-      : pieceBytes(pieceBytes) {
+  MpiCommunicator(const Plan &plan, int64_t pieceBytes,
+                  std::shared_ptr<const RankHosts> hosts)
+      : pieceBytes(pieceBytes), hosts(std::move(hosts)) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -136,24 +139,24 @@ public:
   void setWatchdog(double seconds) override { watchdogSeconds = seconds; }
   void setStep(int64_t s) override { step = s; }
   std::shared_future<void>
-  start(const std::string &,
+  start(const std::string &group,
         std::function<void(Communicator &)> work) override {
     // One comm thread for every group: CPU ranks prove the arithmetic, and
     // the work's own calls must not wait on the thread they run on.
-    return enqueue([this, work] {
+    std::shared_future<void> ran = enqueue([this, work] {
       onWorker = true;
       work(*this);
       onWorker = false;
     });
+    // Whoever waits for the work waits under the watchdog.
+    std::string what = "an asynchronous collective over " + group;
+    return std::async(std::launch::deferred,
+                      [this, ran, what] { await(ran, what); })
+        .share();
   }
   [[noreturn]] void abort(const std::string &why) override {
     // One write: lines of ranks stopping at once must not interleave.
-    std::string line =
-        "plan-run: rank " + std::to_string(world) + ": " + why + "\n";
-    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    std::exit(1);
+    abortWorld("plan-run: rank " + std::to_string(world) + ": " + why + "\n");
   }
 
 private:
@@ -274,18 +277,44 @@ private:
       job();
       return;
     }
-    std::shared_future<void> done = enqueue(std::move(job));
-    if (watchdogSeconds <= 0) {
-      done.get();
-      return;
+    await(enqueue(std::move(job)), what);
+  }
+  /// Waits for `done`; past the watchdog's timeout the job is stopped,
+  /// with `what`, the step and the ranks that no longer answer named.
+  void await(const std::shared_future<void> &done, const std::string &what) {
+    if (watchdogSeconds > 0 &&
+        done.wait_for(std::chrono::duration<double>(watchdogSeconds)) !=
+            std::future_status::ready) {
+      RankHosts::Silence silence;
+      silence.words = "a rank is stuck or gone";
+      if (hosts)
+        silence = hosts->probe(kProbeSeconds);
+      std::string why = what + " did not complete within " +
+                        std::to_string(int64_t(watchdogSeconds)) +
+                        " s in step " + std::to_string(step) + ": " +
+                        silence.words + "; stopping the job";
+      if (silence.cutOff)
+        endCutOffDaemon(why);
+      abort(why);
     }
-    if (done.wait_for(std::chrono::duration<double>(watchdogSeconds)) !=
-        std::future_status::ready)
-      abort(what + " did not complete within " +
-            std::to_string(int64_t(watchdogSeconds)) + " s in step " +
-            std::to_string(step) +
-            " (a rank is stuck or gone); stopping the job");
     done.get();
+  }
+  /// On a host that reaches no other, MPI_Abort cannot reach mpirun, and
+  /// the host's OpenMPI daemon (this rank's parent) would wait for it for
+  /// as long as TCP retries: the rank says why and ends the daemon, which
+  /// ends the host's other ranks.
+  void endCutOffDaemon(const std::string &why) {
+    std::ifstream parent("/proc/" + std::to_string(getppid()) + "/comm");
+    std::string name;
+    if (!(parent >> name) || name != "orted")
+      return;
+    std::string line = "plan-run: rank " + std::to_string(world) + ": " + why +
+                       "; this host reaches no other, so its daemon stops "
+                       "too\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    ::kill(getppid(), SIGTERM);
+    _exit(1);
   }
   void serve() {
     for (;;) {
@@ -302,7 +331,10 @@ private:
     }
   }
 
+  /// How long a rank that timed out waits for the others to answer.
+  static constexpr double kProbeSeconds = 3;
   int64_t pieceBytes; // of a message or collective MPI is given at once
+  std::shared_ptr<const RankHosts> hosts;
   int64_t world = 0, worldCount = 1;
   double watchdogSeconds = 0;
   int64_t step = 0;
@@ -319,9 +351,10 @@ thread_local bool MpiCommunicator::onWorker = false;
 
 } // namespace
 
-std::unique_ptr<Communicator> createMpiCommunicator(const Plan &plan,
-                                                    int64_t pieceBytes) {
-  return std::make_unique<MpiCommunicator>(plan, pieceBytes);
+std::unique_ptr<Communicator>
+createMpiCommunicator(const Plan &plan, int64_t pieceBytes,
+                      std::shared_ptr<const RankHosts> hosts) {
+  return std::make_unique<MpiCommunicator>(plan, pieceBytes, std::move(hosts));
 }
 
 } // namespace partita::runtime

@@ -5,7 +5,7 @@
 
 Starts the command, waits until it prints "step STEP", sends SIGKILL (with
 --stop, SIGSTOP: a rank that hangs) to the rank RANK process
-(OMPI_COMM_WORLD_RANK) of the job, and waits up to 60 s for the job to
+(OMPI_COMM_WORLD_RANK under mpirun, SLURM_PROCID under srun) of the job, and waits up to 60 s for the job to
 end. Prints the job's output, its exit status and how long
 it took to stop after the kill, and the ranks still running after it;
 exits 1 if it did not stop.
@@ -27,8 +27,9 @@ def find_rank(plan, rank):
             environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         except OSError:
             continue
-        if (plan.encode() in cmdline and
-                f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ):
+        if plan.encode() in cmdline and any(
+                f"{name}={rank}".encode() in environ
+                for name in ("OMPI_COMM_WORLD_RANK", "SLURM_PROCID")):
             return int(pid)
     return None
 

@@ -12,6 +12,9 @@
 #include "partita/runtime/Trainer.h"
 #include "support/Paths.h"
 
+#include "BandwidthTest.h"
+#include "JobMonitor.h"
+
 #include "../../runtime/mpi/MpiCommunicator.h"
 #ifdef PARTITA_HAVE_CUDA
 #include "partita/runtime/Cuda.h"
@@ -31,6 +34,7 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <sched.h>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -38,6 +42,8 @@
 #include <vector>
 
 using namespace partita::runtime;
+using partita::JobMonitor;
+using partita::MonitorLink;
 
 namespace {
 
@@ -60,12 +66,25 @@ struct Options {
   std::string trace;
   std::string device = "auto";
   std::string gemmPrecision = "bf16";
+  int64_t threadsPerRank = 0; // 0: the host's cores over its ranks
+  bool allowSplitGroups = false;
+  bool bandwidthTest = false;
+  int64_t ranks = 0; // of the bandwidth test (0: the hostfile's slots, or 2)
+  partita::BandwidthOptions bandwidth;
 };
 
 [[noreturn]] void usage(const std::string &error) {
   if (!error.empty())
     std::cerr << "plan-run: error: " << error << "\n";
-  std::cerr << "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
+  std::cerr << "usage: plan-run --bandwidth-test [--ranks N] [--hostfile FILE] "
+               "[--min-size B] [--max-size B]\n"
+               "                [--write-topology FILE]\n"
+               "  Times all_reduce, all_gather, reduce_scatter, all_to_all "
+               "and send/recv inside\n  a host and across hosts "
+               "(nccl-tests' sizes, algbw and busbw), and writes what it\n"
+               "  measured as a topology for plan-opt. Sizes take K, M or G "
+               "(default 1K to 256M).\n"
+               "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
                "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
                "                [--profile] [--save-params FILE]\n"
                "                [--checkpoint-dir DIR [--checkpoint-every K] "
@@ -74,10 +93,16 @@ struct Options {
                "[--collective-chunk ELEMENTS] [--max-restarts R]\n"
                "                [--trace FILE] [--device auto|cpu|cuda] "
                "[--gemm-precision fp32|tf32|bf16]\n"
+               "                [--threads-per-rank T] "
+               "[--allow-split-groups]\n"
                "  Trains with the plan for N steps (default 10). Alone, it "
                "starts the plan's ranks\n  on this host (or the hosts of "
                "--hostfile) with mpirun; under mpirun or srun it\n  is one "
                "rank.\n"
+               "  CPU ranks run OpenBLAS on the host's cores divided by its "
+               "ranks (or T threads);\n  a host split of a group the plan "
+               "keeps inside one node is refused unless\n  "
+               "--allow-split-groups.\n"
                "  On GPUs, PARTITA_CUDA_ATTENTION=wmma|mma|mma-atomic|cudnn "
                "picks the tensor-core\n  attention kernels, or cuDNN's fused "
                "attention (docs/gpu.md); unset, cudnn\n  where the build has "
@@ -114,6 +139,20 @@ Options parse(int argc, char **argv) {
         usage(std::string(flag) + " must be " + what + ", got \"" + v + "\"");
       return n;
     };
+    // A size in bytes: an integer with an optional K, M or G (powers of 2).
+    auto bytes = [&](const char *flag) {
+      std::string v = value(flag);
+      char *end;
+      errno = 0;
+      int64_t n = std::strtoll(v.c_str(), &end, 10);
+      std::string unit = end;
+      int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
+      if ((!unit.empty() && !shift) || errno == ERANGE || n < 1 ||
+          n > (int64_t(4) << 30) >> shift)
+        usage(std::string(flag) + " must be bytes from 1 to 4G (with K, M " +
+              "or G), got \"" + v + "\"");
+      return n << shift;
+    };
     if (a == "-h" || a == "--help")
       usage("");
     else if (is("--steps"))
@@ -143,8 +182,22 @@ Options parse(int argc, char **argv) {
           integer("--collective-chunk", 1, "a positive number of elements");
     else if (is("--max-restarts"))
       o.maxRestarts = integer("--max-restarts", 0, "an integer >= 0");
+    else if (is("--threads-per-rank"))
+      o.threadsPerRank = integer("--threads-per-rank", 1, "a positive integer");
+    else if (a == "--allow-split-groups")
+      o.allowSplitGroups = true;
     else if (is("--trace"))
       o.trace = value("--trace");
+    else if (a == "--bandwidth-test")
+      o.bandwidthTest = true;
+    else if (is("--ranks"))
+      o.ranks = integer("--ranks", 1, "a positive integer");
+    else if (is("--min-size"))
+      o.bandwidth.minBytes = bytes("--min-size");
+    else if (is("--max-size"))
+      o.bandwidth.maxBytes = bytes("--max-size");
+    else if (is("--write-topology"))
+      o.bandwidth.topologyPath = value("--write-topology");
     else if (a == "--resume")
       o.resume = true;
     else if (a == "--profile")
@@ -176,7 +229,14 @@ Options parse(int argc, char **argv) {
     else
       usage("one plan only");
   }
-  if (o.plan.empty())
+  if (o.bandwidthTest) {
+    if (!o.plan.empty())
+      usage("--bandwidth-test takes no plan");
+    if (o.bandwidth.minBytes > o.bandwidth.maxBytes)
+      usage("--min-size is above --max-size");
+  } else if (o.ranks || !o.bandwidth.topologyPath.empty())
+    usage("--ranks and --write-topology belong to --bandwidth-test");
+  if (o.plan.empty() && !o.bandwidthTest)
     usage("no plan given");
   if ((o.checkpointEvery || o.resume || o.maxRestarts) &&
       o.checkpointDir.empty())
@@ -265,7 +325,8 @@ std::string pathError(const Options &o) {
   const std::vector<partita::NamedFile> outputs = {
       {"--log-json", o.logJson},
       {"--save-params", o.saveParams},
-      {"--trace", o.trace}};
+      {"--trace", o.trace},
+      {"--write-topology", o.bandwidth.topologyPath}};
   if (std::string clash = partita::outputClash(outputs,
                                                {{"the plan", o.plan},
                                                 {"the --data file", o.data},
@@ -303,10 +364,22 @@ std::string pathError(const Options &o) {
 
 // What a rank says when mpirun stops it because another rank failed: the
 // step it was in. Written by a signal handler, so prepared in advance.
+// Rank 0 and the reporting rank speak for the job; a rank that is itself
+// stopping the job has said why already.
 char stopMessage[256];
 volatile sig_atomic_t currentStep = 0;
+volatile sig_atomic_t speaksWhenStopped = 0;
+volatile sig_atomic_t stoppingTheJob = 0;
+
+void onStopping(const std::string &line) {
+  stoppingTheJob = 1;
+  MonitorLink::stopping(line);
+}
 
 void onTerminate(int) {
+  MonitorLink::told();
+  if (!speaksWhenStopped || stoppingTheJob)
+    _exit(1);
   char line[320];
   int n = 0;
   for (const char *p = stopMessage; *p && n < 250; ++p)
@@ -337,7 +410,8 @@ void onTerminate(int) {
 /// without --oversubscribe (which a hostfile turns off) the slots must
 /// hold every rank where all hosts give theirs. mpirun's own messages
 /// would not say which line is wrong.
-std::string hostfileError(const std::string &path, int64_t ranks) {
+std::string hostfileError(const std::string &path, int64_t ranks,
+                          int64_t *placed = nullptr) {
   std::ifstream in(path);
   std::string line;
   int64_t slots = 0, hosts = 0;
@@ -383,34 +457,110 @@ std::string hostfileError(const std::string &path, int64_t ranks) {
     return "--hostfile: " + path + " names no hosts";
   if (allCounted && slots < ranks)
     return "--hostfile: " + path + " gives " + std::to_string(slots) +
-           (slots == 1 ? " slot" : " slots") + ", and the plan has " +
-           std::to_string(ranks) + " ranks";
+           (slots == 1 ? " slot" : " slots") + ", and the " +
+           (placed ? "test asks for " : "plan has ") + std::to_string(ranks) +
+           " ranks";
+  // The ranks it places without oversubscribing: its slots, or a rank a
+  // host where some host gives none.
+  if (placed)
+    *placed = allCounted ? slots : hosts;
   return "";
 }
 
-/// Re-executes plan-run under mpirun with the plan's world size.
-int launch(const Options &o, const Plan &plan, char **argv) {
-  std::vector<std::string> args = {"mpirun", "-np",
-                                   std::to_string(plan.worldSize)};
+/// The process group of the running mpirun, which the launcher's signals
+/// are passed on to.
+volatile pid_t launchedGroup = 0;
+
+void passOn(int signal) {
+  if (launchedGroup > 0)
+    kill(-launchedGroup, signal);
+}
+
+/// Runs `command` (mpirun, its options, then `program`) once, in a process
+/// group of its own, its ranks followed by a JobMonitor; says what was
+/// lost if the job fails, and returns its exit status.
+int runJob(std::vector<std::string> command,
+           const std::vector<std::string> &program, int64_t worldSize) {
+  std::optional<JobMonitor> monitor;
+  try {
+    monitor.emplace(worldSize);
+    setenv(partita::kMonitorVariable, monitor->address().c_str(), 1);
+    command.insert(command.end(), {"-x", partita::kMonitorVariable});
+  } catch (const std::exception &e) {
+    std::cerr << "plan-run: warning: " << e.what()
+              << "; a failed job will not name the hosts it lost\n";
+  }
+  command.insert(command.end(), program.begin(), program.end());
+  std::vector<char *> cargs;
+  for (std::string &a : command)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t child = fork();
+  if (child == 0) {
+    setpgid(0, 0);
+    execvp("mpirun", cargs.data());
+    std::cerr << "plan-run: error: cannot run mpirun: " << std::strerror(errno)
+              << " (install openmpi-bin)\n";
+    _exit(127);
+  }
+  setpgid(child, child);
+  launchedGroup = child;
+  for (int signal : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(signal, passOn);
+  int code;
+  if (monitor) {
+    // A rank that stopped the job gave mpirun this long to end it.
+    code = monitor->superviseUntilExit(child, 5);
+  } else {
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  launchedGroup = 0;
+  if (monitor && code != 0 && code != 127)
+    std::cerr << monitor->verdict(code) << std::flush;
+  return code;
+}
+
+/// Re-executes plan-run under mpirun with `worldSize` ranks of `what`.
+int launch(const Options &o, int64_t worldSize, const std::string &what,
+           char **argv) {
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(worldSize)};
   if (geteuid() == 0)
     args.push_back("--allow-run-as-root");
   if (o.hostfile.empty())
     args.push_back("--oversubscribe");
   else
     args.insert(args.end(), {"--hostfile", o.hostfile});
-  args.insert(args.end(), {"--bind-to", "none"});
+  // Ranks read no input; and mpirun, in a process group of its own, must
+  // not wait to read a terminal.
+  args.insert(args.end(), {"--bind-to", "none", "--stdin", "none"});
+  // mpirun and its daemons notice a host that stopped answering (its link
+  // cut) by keepalive probes a few seconds after the ranks' watchdog has
+  // named it, not after TCP's quarter of an hour; their daemons then stop
+  // on every host, the cut-off one included.
+  if (o.collectiveTimeout > 0) {
+    int64_t idle = int64_t(std::ceil(o.collectiveTimeout)) + 5;
+    for (auto [name, value] :
+         {std::pair<const char *, int64_t>{"oob_tcp_keepalive_time", idle},
+          {"oob_tcp_keepalive_intvl", 2},
+          {"oob_tcp_keepalive_probes", 3}})
+      args.insert(args.end(), {"--mca", name, std::to_string(value)});
+  }
   // mpirun gives ranks a pseudo-terminal: whether the user sees a terminal
   // is this process's to say.
   setenv("PARTITA_TERMINAL", isatty(STDOUT_FILENO) ? "1" : "0", 1);
   args.insert(args.end(), {"-x", "PARTITA_TERMINAL"});
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  args.push_back(n > 0 ? std::string(self, n) : std::string(argv[0]));
+  std::vector<std::string> program = {n > 0 ? std::string(self, n)
+                                            : std::string(argv[0])};
   for (int i = 1; argv[i]; ++i)
-    args.push_back(argv[i]);
-  std::cerr << "plan-run: starting " << plan.worldSize
-            << (plan.worldSize == 1 ? " rank of " : " ranks of ") << plan.model
-            << " (" << plan.strategy << ") with mpirun\n";
+    program.push_back(argv[i]);
+  std::cerr << "plan-run: starting " << worldSize
+            << (worldSize == 1 ? " rank of " : " ranks of ") << what
+            << " with mpirun\n";
   // The newest checkpoint when the job last restarted: a restarted job
   // that fails before saving a newer one would only fail again.
   std::optional<std::string> newestAtRestart;
@@ -419,21 +569,7 @@ int launch(const Options &o, const Plan &plan, char **argv) {
     return complete.empty() ? std::string() : complete.front();
   };
   for (int64_t attempt = 0;; ++attempt) {
-    std::vector<char *> cargs;
-    for (std::string &a : args)
-      cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    pid_t child = fork();
-    if (child == 0) {
-      execvp("mpirun", cargs.data());
-      std::cerr << "plan-run: error: cannot run mpirun: "
-                << std::strerror(errno) << " (install openmpi-bin)\n";
-      _exit(127);
-    }
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int code = runJob(args, program, worldSize);
     if (code == 0 || code == 127 || code == kDivergedStatus ||
         attempt >= o.maxRestarts)
       return code;
@@ -450,8 +586,8 @@ int launch(const Options &o, const Plan &plan, char **argv) {
               << "); restarting it from the newest checkpoint in "
               << o.checkpointDir << " (restart " << attempt + 1 << " of "
               << o.maxRestarts << ")\n";
-    if (std::find(args.begin(), args.end(), "--resume") == args.end())
-      args.push_back("--resume");
+    if (std::find(program.begin(), program.end(), "--resume") == program.end())
+      program.push_back("--resume");
   }
 }
 
@@ -562,11 +698,13 @@ void checkHostMemory(const Plan &plan, const std::vector<int> &ranks) {
 /// local_device) with --device cuda, or auto where there is one. Sets
 /// `where` to say which.
 std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
-                                     int rank, std::string &where) {
+                                     int rank, int blasThreads,
+                                     std::string &where) {
   auto onCpu = [&] {
     checkHostMemory(plan, {rank});
-    where = "cpu";
-    return createCpuDevice();
+    where = "cpu, " + std::to_string(blasThreads) + " BLAS thread" +
+            (blasThreads == 1 ? "" : "s");
+    return createCpuDevice(blasThreads);
   };
   if (o.device == "cpu")
     return onCpu();
@@ -600,6 +738,83 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
 #endif
 }
 
+/// OpenBLAS threads for a CPU rank: --threads-per-rank, else the cores this
+/// process may run on shared by the ranks on its host.
+int blasThreads(const Options &o, const RankHosts &hosts, int rank) {
+  if (o.threadsPerRank > 0)
+    return int(o.threadsPerRank);
+  cpu_set_t cpus;
+  int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                  ? CPU_COUNT(&cpus)
+                  : int(sysconf(_SC_NPROCESSORS_ONLN));
+  int local = 0;
+  for (int r = 0; r < hosts.size(); ++r)
+    local += hosts.host(r) == hosts.host(rank);
+  return std::max(1, cores / std::max(1, local));
+}
+
+/// Why the job's hosts split a group the plan keeps inside one node (its
+/// collectives were planned on the node's links), or empty.
+std::string splitGroupError(const Plan &plan, const RankHosts &hosts) {
+  int64_t perNode = std::count_if(
+      plan.devices.begin(), plan.devices.end(),
+      [&](const Coordinates &c) { return c.node == plan.devices[0].node; });
+  for (const auto &[name, groups] : plan.groups)
+    for (const std::vector<int64_t> &group : groups) {
+      std::map<std::string, std::vector<int>> byHost;
+      bool oneNode = true;
+      for (int64_t r : group) {
+        byHost[hosts.host(int(r))].push_back(int(r));
+        oneNode &= plan.devices[r].node == plan.devices[group[0]].node;
+      }
+      if (!oneNode || byHost.size() == 1)
+        continue;
+      std::string where;
+      for (const auto &[host, ranks] : byHost)
+        where += (where.empty() ? "" : " and ") + host + " (" +
+                 (ranks.size() == 1 ? "rank " : "ranks ") + rankRanges(ranks) +
+                 ")";
+      return "the plan keeps its " + name + " group of ranks " +
+             rankRanges({group.begin(), group.end()}) +
+             " inside one node, but the job runs it on " + where +
+             ": give each host " + std::to_string(perNode) +
+             " ranks in order (a hostfile with slots=" +
+             std::to_string(perNode) +
+             ", or srun --ntasks-per-node=" + std::to_string(perNode) +
+             "), compile for the hosts (a topology of their nodes), or "
+             "pass --allow-split-groups";
+    }
+  return "";
+}
+
+/// plan-run --bandwidth-test: alone, launches the test's ranks (--ranks,
+/// else one per slot of the hostfile, else 2); as a rank, takes part.
+int bandwidthTestMain(const Options &o, int argc, char **argv) {
+  if (!underLauncher()) {
+    int64_t ranks = o.ranks, placed = 0;
+    if (!o.hostfile.empty())
+      if (std::string error = hostfileError(o.hostfile, ranks, &placed);
+          !error.empty()) {
+        std::cerr << "plan-run: error: " << error << "\n";
+        return 1;
+      }
+    ranks = ranks ? ranks : placed ? placed : 2;
+    return launch(o, ranks, "the bandwidth test", argv);
+  }
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  MPI_Init(&argc, &argv);
+  int status, rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  {
+    RankHosts hosts(MPI_COMM_WORLD);
+    MonitorLink::connect(rank);
+    status = partita::runBandwidthTest(o.bandwidth, hosts);
+  }
+  MonitorLink::done();
+  MPI_Finalize();
+  return status;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -608,6 +823,8 @@ int main(int argc, char **argv) {
     std::cerr << "plan-run: error: " << error << "\n";
     return 1;
   }
+  if (o.bandwidthTest)
+    return bandwidthTestMain(o, argc, argv);
   Plan plan;
   try {
     plan = loadPlan(o.plan);
@@ -636,8 +853,12 @@ int main(int argc, char **argv) {
   // A hostfile places even one rank: on its first host, through mpirun.
   if (!underLauncher() &&
       (plan.worldSize > 1 || o.maxRestarts > 0 || !o.hostfile.empty()))
-    return launch(o, plan, argv);
+    return launch(o, plan.worldSize, plan.model + " (" + plan.strategy + ")",
+                  argv);
 
+  // Ranks waiting in MPI give their core to the others (a host may have
+  // more ranks than cores), unless the user chose otherwise.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   // Every MPI call is made by the communicator's comm thread, one at a
   // time, while this thread computes.
   int provided;
@@ -657,12 +878,25 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
+  auto hosts = std::make_shared<const RankHosts>(MPI_COMM_WORLD);
+  MonitorLink::connect(rank);
+  setAbortObserver(onStopping);
+  if (rank == 0)
+    std::cerr << "plan-run: " << hosts->map() << "\n";
+  if (std::string split = splitGroupError(plan, *hosts);
+      !split.empty() && !o.allowSplitGroups) {
+    if (rank == 0)
+      std::cerr << "plan-run: error: " << split << "\n";
+    hosts.reset();
+    MPI_Finalize();
+    return 1;
+  }
   // Every rank agrees on whether its device came up before any of them
   // starts the communicator, which would otherwise wait for the others.
   std::string where, failure;
   std::unique_ptr<Device> device;
   try {
-    device = createDevice(o, plan, rank, where);
+    device = createDevice(o, plan, rank, blasThreads(o, *hosts, rank), where);
   } catch (const std::exception &e) {
     failure = e.what();
   }
@@ -680,7 +914,7 @@ int main(int argc, char **argv) {
     comm = createNcclCommunicator(plan, *device);
 #endif
   if (!comm)
-    comm = createMpiCommunicator(plan);
+    comm = createMpiCommunicator(plan, kMpiPieceBytes, hosts);
   comm->setWatchdog(o.collectiveTimeout);
   {
     char host[64] = "?";
@@ -688,9 +922,9 @@ int main(int argc, char **argv) {
     std::snprintf(stopMessage, sizeof(stopMessage),
                   "plan-run: rank %d on %s stopped ", rank, host);
     const Coordinates &me = plan.devices[rank];
-    // Rank 0 and the reporting rank speak for the job.
-    if (rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0))
-      std::signal(SIGTERM, onTerminate);
+    speaksWhenStopped =
+        rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0);
+    std::signal(SIGTERM, onTerminate);
   }
   std::unique_ptr<TokenSource> data;
   try {
@@ -762,10 +996,10 @@ int main(int argc, char **argv) {
                   << ": nothing left to train after step " << first << "\n";
     }
     for (int64_t s = first; s < o.steps; ++s) {
-      comm->barrier();
-      auto start = std::chrono::steady_clock::now();
       currentStep = s + 1;
       comm->setStep(s + 1);
+      comm->barrier();
+      auto start = std::chrono::steady_clock::now();
       StepResult r = trainer.step(s);
       comm->barrier();
       double seconds = std::chrono::duration<double>(
@@ -795,6 +1029,7 @@ int main(int argc, char **argv) {
             "%.3f s\n",
             (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds, seconds);
         std::fflush(stdout);
+        MonitorLink::step(s + 1);
         if (inUse && s == first)
           reportMemoryInUse(*inUse, trainer, plan.programs[c.pp], s + 1);
         if (bar) {
@@ -829,8 +1064,7 @@ int main(int argc, char **argv) {
                              std::to_string(r.loss) + " and grad_norm " +
                              std::to_string(r.gradNorm) +
                              ": training diverged; stopping the job\n";
-          std::cerr << line << std::flush;
-          MPI_Abort(MPI_COMM_WORLD, kDivergedStatus);
+          abortWorld(line, kDivergedStatus);
         }
       }
       if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
@@ -879,6 +1113,7 @@ int main(int argc, char **argv) {
     comm->abort(std::string("error: ") + e.what());
   }
   comm.reset();
+  MonitorLink::done();
   MPI_Finalize();
   return 0;
 }

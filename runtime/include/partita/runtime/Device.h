@@ -154,7 +154,8 @@ public:
 };
 
 /// fp32 kernels on this CPU (OpenBLAS GEMMs); launches are synchronous.
-std::unique_ptr<Device> createCpuDevice();
+/// OpenBLAS runs on `blasThreads` threads (0: its own default, every core).
+std::unique_ptr<Device> createCpuDevice(int blasThreads = 0);
 
 } // namespace partita::runtime
 
