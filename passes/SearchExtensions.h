@@ -55,6 +55,21 @@ std::optional<std::string> brokenRule(const ParallelConfig &config,
 void applyCostParamsOverrides(CostParams &params, const TopologyGraph &graph,
                               mlir::ModuleOp module);
 
+/// dist-search-strategy's settings, as its options spell them.
+struct SearchSettings {
+  std::string strategy, costParams, objective = "throughput";
+  double memoryCapGib = 0;
+  bool allowTpAcrossNodes = false, freeGlobalBatch = false;
+  int64_t topK = 5;
+};
+
+/// The search's options for `module` on `graph`: the model spec's pins
+/// with `settings.strategy` over them, the cost parameters with every
+/// registered override applied, and every registered rule.
+llvm::Expected<SearchOptions> searchOptionsFor(mlir::ModuleOp module,
+                                               const TopologyGraph &graph,
+                                               const SearchSettings &settings);
+
 } // namespace partita
 
 #endif // PARTITA_PASSES_SEARCHEXTENSIONS_H

@@ -38,6 +38,53 @@ dist::StrategyAttr requireStrategy(mlir::ModuleOp module,
   return strategy;
 }
 
+llvm::Expected<SearchOptions> searchOptionsFor(mlir::ModuleOp module,
+                                               const TopologyGraph &graph,
+                                               const SearchSettings &settings) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   message.str());
+  };
+  SearchOptions options;
+  llvm::Expected<PartialParallelConfig> pins =
+      parseParallelConfig(settings.strategy);
+  if (!pins)
+    return pins.takeError();
+  // The model spec's pins (carried by the module), then the option's.
+  if (auto specPins =
+          module->getAttrOfType<mlir::StringAttr>("dist.strategy_pins")) {
+    llvm::Expected<PartialParallelConfig> fromSpec =
+        parseParallelConfig(specPins.getValue());
+    if (!fromSpec)
+      return fromSpec.takeError();
+    options.pins = overlay(*fromSpec, *pins);
+  } else {
+    options.pins = *pins;
+  }
+  llvm::Expected<CostParams> params = parseCostParams(settings.costParams);
+  if (!params)
+    return params.takeError();
+  options.costParams = *params;
+  if (settings.objective != "throughput" && settings.objective != "memory")
+    return error("dist-search-strategy: objective must be throughput or "
+                 "memory, got '" +
+                 settings.objective + "'");
+  options.objective = settings.objective == "memory"
+                          ? SearchObjective::Memory
+                          : SearchObjective::Throughput;
+  if (!(settings.memoryCapGib >= 0) || !std::isfinite(settings.memoryCapGib))
+    return error("dist-search-strategy: memory-cap-gib must be a finite "
+                 "number of GiB, not negative");
+  if (settings.memoryCapGib > 0)
+    options.memoryCapBytes = settings.memoryCapGib * kGiB;
+  options.allowTpAcrossNodes = settings.allowTpAcrossNodes;
+  options.freeGlobalBatch = settings.freeGlobalBatch;
+  options.topK = settings.topK;
+  applyCostParamsOverrides(options.costParams, graph, module);
+  options.constraints = strategyConstraints(module);
+  return options;
+}
+
 namespace {
 
 struct DistSearchStrategyPass
@@ -50,47 +97,24 @@ struct DistSearchStrategyPass
       module.emitError(message);
       signalPassFailure();
     };
-    SearchOptions options;
-    llvm::Expected<PartialParallelConfig> pins = parseParallelConfig(strategy);
-    if (!pins)
-      return fail(llvm::toString(pins.takeError()));
-    // The model spec's pins (carried by the module), then the option's.
     auto specPins =
         module->getAttrOfType<mlir::StringAttr>("dist.strategy_pins");
-    if (specPins) {
-      llvm::Expected<PartialParallelConfig> fromSpec =
-          parseParallelConfig(specPins.getValue());
-      if (!fromSpec)
-        return fail(llvm::toString(fromSpec.takeError()));
-      options.pins = overlay(*fromSpec, *pins);
-    } else {
-      options.pins = *pins;
-    }
-    llvm::Expected<CostParams> params = parseCostParams(costParams);
-    if (!params)
-      return fail(llvm::toString(params.takeError()));
-    options.costParams = *params;
-    if (objective != "throughput" && objective != "memory")
-      return fail("dist-search-strategy: objective must be throughput or "
-                  "memory, got '" +
-                  objective + "'");
-    options.objective = objective == "memory" ? SearchObjective::Memory
-                                              : SearchObjective::Throughput;
-    if (!(memoryCapGib >= 0) || !std::isfinite(memoryCapGib))
-      return fail("dist-search-strategy: memory-cap-gib must be a finite "
-                  "number of GiB, not negative");
-    if (memoryCapGib > 0)
-      options.memoryCapBytes = memoryCapGib * kGiB;
-    options.allowTpAcrossNodes = allowTpAcrossNodes;
-    options.freeGlobalBatch = freeGlobalBatch;
-    // The search keeps as many runners-up as either use needs.
-    options.topK = std::max<int64_t>({0, topK, recordRunnersUp});
-
     std::string note;
     Topology topology = moduleTopology(module, note);
     TopologyGraph graph(topology);
-    applyCostParamsOverrides(options.costParams, graph, module);
-    options.constraints = strategyConstraints(module);
+    // The search keeps as many runners-up as either use needs.
+    SearchSettings settings{strategy,
+                            costParams,
+                            objective,
+                            memoryCapGib,
+                            allowTpAcrossNodes,
+                            freeGlobalBatch,
+                            std::max<int64_t>({0, topK, recordRunnersUp})};
+    llvm::Expected<SearchOptions> built =
+        searchOptionsFor(module, graph, settings);
+    if (!built)
+      return fail(llvm::toString(built.takeError()));
+    SearchOptions options = std::move(*built);
     llvm::json::Array reports;
     mlir::WalkResult walk = module.walk([&](tfm::ModelOp model) {
       ModelProfile profile = profileModel(model);

@@ -161,7 +161,7 @@ kill-host | link-down | link-silent)
   link-down) event=cut_node2 ;;
   link-silent) event=silence_node2 ;;
   esac
-  during_run run.out steps.log 20 "$event" 20 \
+  during_run run.out steps.log 20 "$event" 30 \
     on node1 plan-run p.json --hostfile hosts2 --steps 100000 \
     --collective-timeout 5 --log-json steps.log
   failure_lines run.out
@@ -172,7 +172,7 @@ link-down-srun)
   # end on their own, and no node is drained.
   "$cluster" up 2 || exit 1
   plan p.json 2x2 dp=2,tp=2
-  during_run run.out steps.log 20 cut_node2 25 \
+  during_run run.out steps.log 20 cut_node2 35 \
     on node1 srun -N2 -n4 --ntasks-per-node=2 --mpi=pmix "$plan_run" p.json \
     --steps 100000 --collective-timeout 5 --log-json steps.log
   failure_lines run.out

@@ -7,17 +7,23 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/CostModel/ModelProfile.h"
 #include "compiler/Import/GraphBuilder.h"
+#include "compiler/Search/Scaling.h"
+#include "compiler/Topology/Topology.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/tfm/TfmDialect.h"
 #include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
+#include "passes/SearchExtensions.h"
 #include "support/Paths.h"
 
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
@@ -27,6 +33,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -130,6 +137,34 @@ llvm::cl::opt<int64_t> confirmFlag(
                    "form's choice)"),
     llvm::cl::init(3), llvm::cl::cat(planCategory));
 
+llvm::cl::OptionCategory scalingCategory(
+    "Scaling options",
+    "Is another node worth it? The best plan for each cluster size");
+llvm::cl::list<int64_t> scalingFlag(
+    "scaling",
+    llvm::cl::desc("Search the topology resized to each of these node counts "
+                   "and print each best plan: tokens/s, scaling efficiency, "
+                   "memory (and writes nothing else)"),
+    llvm::cl::value_desc("nodes,..."), llvm::cl::CommaSeparated,
+    llvm::cl::cat(scalingCategory));
+llvm::cl::opt<double> tokensFlag(
+    "tokens",
+    llvm::cl::desc("With --scaling: a token budget, to print the time each "
+                   "plan takes to train on it"),
+    llvm::cl::value_desc("N"), llvm::cl::init(0),
+    llvm::cl::cat(scalingCategory));
+llvm::cl::opt<double> gpuHourCostFlag(
+    "gpu-hour-cost",
+    llvm::cl::desc("With --scaling and --tokens: the price of a device-hour, "
+                   "to print what the budget costs"),
+    llvm::cl::value_desc("USD"), llvm::cl::init(0),
+    llvm::cl::cat(scalingCategory));
+llvm::cl::opt<std::string> versusFlag(
+    "versus",
+    llvm::cl::desc("With --scaling: a second topology, studied side by side "
+                   "(e.g. --topology=dgx-h100 --versus=hgx-h200)"),
+    llvm::cl::value_desc("topology"), llvm::cl::cat(scalingCategory));
+
 bool isJsonPath(llvm::StringRef path) {
   return path.ends_with_insensitive(".json");
 }
@@ -206,6 +241,64 @@ bool pluginsLoad(int argc, char **argv) {
   return true;
 }
 
+/// plan-opt MODEL --scaling=...: the best plan of the model on each size of
+/// the topology (and of --versus), printed to stdout.
+int runScaling(llvm::StringRef inputFile, DialectRegistry &registry) {
+  auto fail = [](const llvm::Twine &message) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt") << message << "\n";
+    return EXIT_FAILURE;
+  };
+  for (int64_t nodes : scalingFlag)
+    if (nodes < 1)
+      return fail("--scaling takes node counts of at least 1, got " +
+                  llvm::Twine(nodes));
+  if (!(tokensFlag >= 0) || !(gpuHourCostFlag >= 0) ||
+      (gpuHourCostFlag > 0 && tokensFlag <= 0))
+    return fail("--tokens and --gpu-hour-cost take numbers of at least 0, "
+                "and --gpu-hour-cost needs --tokens");
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      isJsonPath(inputFile) ? importToBuffer(inputFile, registry) : nullptr;
+  std::string error;
+  if (!isJsonPath(inputFile) && !(input = openInputFile(inputFile, &error)))
+    return fail(error);
+  if (!input)
+    return EXIT_FAILURE;
+  MLIRContext context(registry);
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sources, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
+  if (!module)
+    return EXIT_FAILURE;
+  partita::tfm::ModelOp model;
+  module->walk([&](partita::tfm::ModelOp m) { model = m; });
+  if (!model)
+    return fail(inputFile + ": no tfm.model to plan");
+  partita::ModelProfile profile = partita::profileModel(model);
+  partita::SearchSettings settings{strategyFlag,      costParamsFlag,
+                                   objectiveFlag,     memoryCapFlag,
+                                   tpAcrossNodesFlag, freeBatchFlag};
+  std::vector<partita::ScalingStudy> studies;
+  for (llvm::StringRef spec :
+       {llvm::StringRef(topologyFlag), llvm::StringRef(versusFlag)}) {
+    if (spec.empty() && !studies.empty())
+      continue;
+    llvm::Expected<partita::Topology> topology =
+        spec.empty() ? partita::defaultTopology()
+                     : partita::parseTopologyOption(spec);
+    if (!topology)
+      return fail(llvm::toString(topology.takeError()));
+    studies.push_back(partita::studyScaling(
+        profile, *topology, scalingFlag,
+        [&](const partita::TopologyGraph &graph) {
+          return partita::searchOptionsFor(*module, graph, settings);
+        }));
+  }
+  partita::printScaling(studies, profile, {tokensFlag, gpuHourCostFlag},
+                        llvm::outs());
+  return EXIT_SUCCESS;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -235,6 +328,8 @@ int main(int argc, char **argv) {
     llvm::WithColor::error(llvm::errs(), "plan-opt") << clash << "\n";
     return EXIT_FAILURE;
   }
+  if (!scalingFlag.empty())
+    return runScaling(inputFile, registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   // An error names its op's location; the op printed after it (MLIR's
   // default) would be the whole module for a module-level error, hundreds

@@ -472,8 +472,13 @@ std::string hostfileError(const std::string &path, int64_t ranks,
 volatile pid_t launchedGroup = 0;
 
 void passOn(int signal) {
-  if (launchedGroup > 0)
+  if (launchedGroup > 0) {
     kill(-launchedGroup, signal);
+    return;
+  }
+  // Between jobs (a restart), the signal is the launcher's own.
+  std::signal(signal, SIG_DFL);
+  raise(signal);
 }
 
 /// Runs `command` (mpirun, its options, then `program`) once, in a process
