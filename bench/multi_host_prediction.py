@@ -61,8 +61,7 @@ def main():
     cluster = os.path.join(root, "scripts", "cluster.sh")
     model = os.path.join(root, "test", "Cluster", "Inputs",
                          "tiny-llama-b12.json")
-    # Hosts have their own /tmp: the cluster's files live elsewhere.
-    out = args.keep or tempfile.mkdtemp(dir="/var/tmp")
+    out = args.keep or tempfile.mkdtemp()
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, PARTITA_CLUSTER_DIR=os.path.join(out, "cluster"),
                PATH=bin_dir + os.pathsep + os.environ["PATH"])

@@ -21,8 +21,10 @@
 #
 # PARTITA_CLUSTER_DIR names the cluster's folder (default
 # /var/tmp/partita-cluster): clusters in different folders are independent.
-# Needs root. Each host has its own /tmp, /run and /dev/shm; the rest of the
-# file system is shared, as a cluster's network file system would be.
+# Needs root. Each host has its own /run, /dev/shm and temporary directory
+# (TMPDIR, OpenMPI's and Slurm's session files); the rest of the file
+# system, /tmp included, is shared, as a cluster's network file system
+# would be.
 set -euo pipefail
 
 dir="${PARTITA_CLUSTER_DIR:-/var/tmp/partita-cluster}"
@@ -105,7 +107,24 @@ Host *
   BatchMode yes
   ConnectTimeout 5
 EOF
-  cat >"$etc/sshd_config" <<EOF
+
+  if [ ! -f "$etc/munge.key" ]; then
+    head -c 1024 /dev/urandom >"$etc/munge.key"
+    chmod 400 "$etc/munge.key"
+  fi
+  write_slurm_conf "$hosts" >"$etc/slurm/slurm.conf"
+  echo "PMIxCliTmpDirBase=/run/slurm-tmp" >"$etc/slurm/mpi.conf"
+  touch "$etc/slurm/plugstack.conf"
+}
+
+# What differs between hosts: the temporary directory sessions get, and
+# OpenMPI's session directories in it (PIDs repeat across hosts' PID
+# namespaces, so files named by PID must not meet).
+write_host_configs() {
+  local n="$1" own="$dir/node$1"
+  mkdir -p "$own/tmp"
+  chmod 1777 "$own/tmp"
+  cat >"$own/sshd_config" <<EOF
 HostKey $dir/ssh/host_ed25519
 PidFile /run/sshd.pid
 PermitRootLogin prohibit-password
@@ -114,22 +133,18 @@ StrictModes no
 UsePAM no
 PrintMotd no
 AcceptEnv PARTITA_* OMPI_*
+SetEnv TMPDIR=$own/tmp
 EOF
   # TCP only, on the cluster's link (not loopback between hosts).
-  cat >"$etc/openmpi-mca-params.conf" <<EOF
+  cat >"$own/openmpi-mca-params.conf" <<EOF
 btl_base_warn_component_unused = 0
 mtl = ^ofi
 pml = ob1
 btl = self,vader,tcp
 btl_tcp_if_include = eth0
 oob_tcp_if_include = eth0
+orte_tmpdir_base = $own/tmp
 EOF
-  if [ ! -f "$etc/munge.key" ]; then
-    head -c 1024 /dev/urandom >"$etc/munge.key"
-    chmod 400 "$etc/munge.key"
-  fi
-  write_slurm_conf "$hosts" >"$etc/slurm/slurm.conf"
-  touch "$etc/slurm/plugstack.conf"
 }
 
 # Slurm without cgroups (processes tracked by parentage), nodes that return
@@ -160,6 +175,7 @@ KillWait=5
 SlurmctldPidFile=/run/slurmctld.pid
 SlurmdPidFile=/run/slurmd.pid
 SlurmdSpoolDir=/run/slurmd
+TmpFS=/run/slurm-tmp
 StateSaveLocation=/run/slurmctld
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/%n/slurmd.log
@@ -168,25 +184,25 @@ PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
 EOF
 }
 
-# Inside host `n` (run through nsenter): its own name, /run, /tmp and
-# /dev/shm, the cluster's configuration files over the machine's, and its
-# daemons.
+# Inside host `n` (run through nsenter): its own name, /run and /dev/shm,
+# the cluster's configuration files over the machine's, and its daemons.
 host_setup() {
-  local n="$1" etc="$dir/etc"
+  local n="$1" etc="$dir/etc" own="$dir/node$1"
   hostname "node$n"
   mount -t tmpfs -o mode=755 tmpfs /run
-  mount -t tmpfs -o mode=1777 tmpfs /tmp
   mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-  mkdir -p /run/sshd /run/munge /run/slurmd /run/slurmctld
+  mkdir -p /run/sshd /run/munge /run/slurmd /run/slurmctld /run/slurm-tmp
   chmod 700 /run/munge
+  chmod 1777 /run/slurm-tmp
   mount --bind "$etc/hosts" /etc/hosts
   mount --bind "$etc/ssh_config" /etc/ssh/ssh_config
-  mount --bind "$etc/openmpi-mca-params.conf" /etc/openmpi/openmpi-mca-params.conf
+  mount --bind "$own/openmpi-mca-params.conf" /etc/openmpi/openmpi-mca-params.conf
   [ -d /etc/slurm ] && mount --bind "$etc/slurm" /etc/slurm
   ip link set lo up
   ip addr add "$subnet.$((10 + n))/24" dev eth0
   ip link set eth0 up
-  /usr/sbin/sshd -f "$etc/sshd_config" -E "$dir/node$n/sshd.log"
+  export TMPDIR="$own/tmp"
+  /usr/sbin/sshd -f "$own/sshd_config" -E "$own/sshd.log"
   if command -v munged >/dev/null; then
     munged --force --key-file="$etc/munge.key" \
       --log-file="$dir/node$n/munged.log" --seed-file=/run/munge/seed
@@ -204,6 +220,7 @@ up_host() {
   alive "$pidfile" && return 0
   mkdir -p "$dir/node$n"
   chmod 755 "$dir/node$n"
+  write_host_configs "$n"
   start_init "$pidfile" --net --uts --mount --pid --mount-proc \
     --propagation private
   local pid
@@ -273,12 +290,13 @@ cmd_down() {
 }
 
 cmd_exec() {
-  local pid
+  local pid n
   pid="$(host_pid "$1")"
+  n="$(host_number "$1")"
   shift
   [ $# -gt 0 ] || die "exec needs a command"
-  nsenter -t "$pid" -n -u -m -p -- bash -c 'cd "$1" && shift && exec "$@"' \
-    _ "$PWD" "$@"
+  nsenter -t "$pid" -n -u -m -p -- env TMPDIR="$dir/node$n/tmp" \
+    bash -c 'cd "$1" && shift && exec "$@"' _ "$PWD" "$@"
 }
 
 cmd_link() {

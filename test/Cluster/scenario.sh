@@ -4,8 +4,8 @@
 #
 #   scenario.sh SCENARIO WORKDIR
 #
-# WORKDIR must not be under /tmp, which each host has to itself. The
-# cluster is taken down on every exit. plan-opt and plan-run come from PATH.
+# The cluster is taken down on every exit. plan-opt and plan-run come from
+# PATH.
 set -uo pipefail
 scenario="$1"
 work="$2"
