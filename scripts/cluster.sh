@@ -240,7 +240,9 @@ cmd_up() {
   if [ -n "$known" ] && [ "$known" != "$hosts" ]; then
     die "$dir holds a cluster of $known hosts; cluster.sh down first"
   fi
-  trap 'echo "cluster.sh: up failed; taking the cluster down" >&2; cmd_down' ERR
+  # Whatever ends `up` early (an error, die's exit) takes the cluster down.
+  up_done=""
+  trap '[ -n "$up_done" ] || { echo "cluster.sh: up failed; taking the cluster down" >&2; cmd_down; }' EXIT
   mkdir -p "$dir"
   echo "$hosts" >"$dir/hosts"
   write_configs "$hosts"
@@ -251,7 +253,7 @@ cmd_up() {
   fi
   for i in $(seq "$hosts"); do up_host "$i"; done
   wait_for_services "$hosts"
-  trap - ERR
+  up_done=1
 }
 
 # Until every sshd answers and, where Slurm is installed, every node is idle.

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <netdb.h>
@@ -33,6 +34,25 @@ std::optional<in_addr> resolve(const std::string &host) {
   in_addr address = reinterpret_cast<sockaddr_in *>(found->ai_addr)->sin_addr;
   freeaddrinfo(found);
   return address;
+}
+
+/// Whether `to` accepts a connection within `seconds`.
+bool answers(const sockaddr_in &to, double seconds) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  bool ok =
+      connect(fd, reinterpret_cast<const sockaddr *>(&to), sizeof(to)) == 0;
+  if (!ok && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof(error);
+    ok = poll(&p, 1, int(seconds * 1000)) == 1 &&
+         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 &&
+         error == 0;
+  }
+  close(fd);
+  return ok;
 }
 
 /// A listening socket on every address of this host, on a port the kernel
@@ -67,10 +87,10 @@ void exitWithin(double seconds, int status) {
 }
 
 namespace {
-void (*abortObserver)(const std::string &) = nullptr;
+void (*abortObserver)(const std::string &, int) = nullptr;
 } // namespace
 
-void setAbortObserver(void (*observer)(const std::string &line)) {
+void setAbortObserver(void (*observer)(const std::string &line, int status)) {
   abortObserver = observer;
 }
 
@@ -78,7 +98,7 @@ void abortWorld(const std::string &line, int status) {
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
   if (abortObserver)
-    abortObserver(line);
+    abortObserver(line, status);
   exitWithin(5, status);
   MPI_Abort(MPI_COMM_WORLD, status);
   _exit(status);
@@ -110,12 +130,20 @@ RankHosts::RankHosts(MPI_Comm world) {
   listener = listenAnywhere(mine.port);
   if (listener >= 0)
     acceptor = std::thread([fd = listener] {
-      // A connection is the whole answer; shutdown() ends the loop.
-      for (int client;
-           (client = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0 ||
-           errno == EINTR || errno == ECONNABORTED;)
-        if (client >= 0)
+      // A connection is the whole answer; shutdown() ends the loop (with
+      // EINVAL). Out of descriptors or memory, it waits and goes on.
+      for (;;) {
+        int client = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client >= 0) {
           close(client);
+          continue;
+        }
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+            errno == ENOMEM)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        else if (errno != EINTR && errno != ECONNABORTED)
+          return;
+      }
     });
   std::vector<Entry> all(size);
   MPI_Allgather(&mine, sizeof(Entry), MPI_BYTE, all.data(), sizeof(Entry),
@@ -178,10 +206,9 @@ std::vector<int> RankHosts::unanswering(double seconds) const {
     for (int r = first; r < std::min(size(), first + kBatch); ++r) {
       if (r == me)
         continue;
-      if (!addresses[r]) {
-        gone.push_back(r);
-        continue;
-      }
+      if (!addresses[r])
+        continue; // its host name does not resolve here: not known gone
+
       int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       const sockaddr_in &to = *addresses[r];
       if (fd >= 0 && (connect(fd, reinterpret_cast<const sockaddr *>(&to),
@@ -207,7 +234,11 @@ std::vector<int> RankHosts::unanswering(double seconds) const {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       deadline - std::chrono::steady_clock::now())
                       .count();
-      if (left <= 0 || poll(waiting.data(), waiting.size(), int(left)) <= 0)
+      int ready =
+          left > 0 ? poll(waiting.data(), waiting.size(), int(left)) : 0;
+      if (ready < 0 && errno == EINTR)
+        continue;
+      if (ready <= 0)
         break;
       for (size_t i = 0; i < waiting.size(); ++i) {
         if (waiting[i].fd < 0 || !waiting[i].revents)
@@ -254,7 +285,23 @@ RankHosts::Silence RankHosts::probe(double seconds) const {
   }
   silence.words += std::string(gone.size() == 1 ? " does" : " do") +
                    " not answer: gone, or cut off from this rank";
+  if (silence.cutOff && launcher && answers(*launcher, seconds))
+    silence.cutOff = false;
   return silence;
+}
+
+void RankHosts::setLauncher(const std::string &hostPort) {
+  size_t colon = hostPort.rfind(':');
+  if (colon == std::string::npos)
+    return;
+  std::optional<in_addr> address = resolve(hostPort.substr(0, colon));
+  int port = std::atoi(hostPort.c_str() + colon + 1);
+  if (!address || port <= 0 || port > 65535)
+    return;
+  launcher.emplace();
+  launcher->sin_family = AF_INET;
+  launcher->sin_port = htons(uint16_t(port));
+  launcher->sin_addr = *address;
 }
 
 } // namespace partita::runtime

@@ -28,9 +28,9 @@ namespace partita::runtime {
 /// then: armed by a rank that stops the job, in case stopping hangs.
 void exitWithin(double seconds, int status);
 
-/// Hears the line of a rank that stops the job, just before MPI_Abort
-/// (plan-run tells its launcher).
-void setAbortObserver(void (*observer)(const std::string &line));
+/// Hears the line and exit status of a rank that stops the job, just
+/// before MPI_Abort (plan-run tells its launcher).
+void setAbortObserver(void (*observer)(const std::string &line, int status));
 
 /// Writes `line` (if any) to stderr in one write and stops the job with
 /// MPI_Abort; this process exits within a few seconds even where MPI_Abort
@@ -68,6 +68,9 @@ public:
     bool cutOff = false;
   };
   Silence probe(double seconds) const;
+  /// The launcher's "host:port" (plan-run's monitor): a host that reaches
+  /// it is not cut off, whatever else it cannot reach.
+  void setLauncher(const std::string &hostPort);
 
 private:
   int me = 0;
@@ -76,6 +79,7 @@ private:
   std::vector<std::string> hosts;
   /// Each rank's listening address, where its host name resolved.
   std::vector<std::optional<sockaddr_in>> addresses;
+  std::optional<sockaddr_in> launcher;
 };
 
 } // namespace partita::runtime

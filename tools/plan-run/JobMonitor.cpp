@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace partita {
@@ -135,6 +136,9 @@ void JobMonitor::onLine(int fd, const std::string &line) {
     rankOf[fd] = int(value);
   } else if (verb == "stop") {
     r.state = Rank::State::Stopping;
+    int status = 1;
+    if (!stopped && words >> status && status > 0 && status < 256)
+      stopStatus = status;
     stopped = true;
   } else if (verb == "told") {
     r.state = Rank::State::Told;
@@ -211,16 +215,18 @@ int JobMonitor::superviseUntilExit(pid_t launcher, double grace) {
   for (Rank &r : ranks)
     if (r.state == Rank::State::Running)
       r.state = Rank::State::Silent;
-  if (endedSince) {
-    // What mpirun left (this process is their subreaper); the job failed,
-    // whatever mpirun's status says.
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code != 0 || endedSince) {
+    // What mpirun left (this process is their subreaper: ssh clients to a
+    // host that no longer answers, say), ended and reaped.
     for (pid_t p : descendantsOf(getpid()))
       kill(p, SIGKILL);
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    return 1;
+    auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (waitpid(-1, nullptr, WNOHANG) >= 0 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // Ended here, mpirun's status says only that: the rank's is the job's.
+  return endedSince ? stopStatus : code;
 }
 
 std::string JobMonitor::verdict(int status) const {
@@ -265,9 +271,22 @@ char toldLine[32];
 size_t toldLength = 0;
 int linkRank = 0;
 
+/// Sends `line` whole, or gives up after a second (the launcher is out of
+/// reach): a line cut short would run into the next.
 void say(const std::string &line) {
-  if (linkFd >= 0)
-    ::send(linkFd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  auto deadline = Clock::now() + std::chrono::seconds(1);
+  for (size_t sent = 0; linkFd >= 0 && sent < line.size();) {
+    ssize_t n = ::send(linkFd, line.data() + sent, line.size() - sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += size_t(n);
+      continue;
+    }
+    if ((n < 0 && errno != EAGAIN && errno != EINTR) || Clock::now() > deadline)
+      return;
+    pollfd p{linkFd, POLLOUT, 0};
+    poll(&p, 1, 50);
+  }
 }
 
 /// A connected socket to `host`:`port` within `seconds`, or -1.
@@ -323,10 +342,11 @@ void MonitorLink::step(int64_t step) {
   say("step " + std::to_string(step) + "\n");
 }
 
-void MonitorLink::stopping(const std::string &why) {
+void MonitorLink::stopping(const std::string &why, int status) {
   std::string oneLine = why;
   std::replace(oneLine.begin(), oneLine.end(), '\n', ' ');
-  say("stop " + std::to_string(linkRank) + " " + oneLine + "\n");
+  say("stop " + std::to_string(linkRank) + " " + std::to_string(status) + " " +
+      oneLine + "\n");
 }
 
 void MonitorLink::told() {

@@ -37,7 +37,7 @@ public:
   /// Follows the ranks until `launcher` (mpirun, leading its own process
   /// group) exits, and returns its exit status. Once a rank has stopped the
   /// job, a launcher still running `grace` seconds later is ended, with
-  /// every process of its group.
+  /// every process it started, and the status is the one that rank gave.
   int superviseUntilExit(pid_t launcher, double grace);
   /// What the launcher says of a job that failed: the step, and the ranks
   /// and hosts lost, if any.
@@ -70,6 +70,8 @@ private:
   std::map<int, int> rankOf;          // fd -> rank, once it said hello
   int64_t lastStep = 0;
   bool stopped = false;
+  /// The exit status the first rank to stop the job gave.
+  int stopStatus = 1;
 };
 
 /// The rank's end: connects to the monitor named by PARTITA_MONITOR, if
@@ -78,8 +80,8 @@ class MonitorLink {
 public:
   static void connect(int rank);
   static void step(int64_t step);
-  /// Why this rank stops the job.
-  static void stopping(const std::string &why);
+  /// Why this rank stops the job, and with which exit status.
+  static void stopping(const std::string &why, int status);
   /// The job's end reached this rank (a signal); async-signal-safe.
   static void told();
   static void done();

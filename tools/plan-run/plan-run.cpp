@@ -371,9 +371,9 @@ volatile sig_atomic_t currentStep = 0;
 volatile sig_atomic_t speaksWhenStopped = 0;
 volatile sig_atomic_t stoppingTheJob = 0;
 
-void onStopping(const std::string &line) {
+void onStopping(const std::string &line, int status) {
   stoppingTheJob = 1;
-  MonitorLink::stopping(line);
+  MonitorLink::stopping(line, status);
 }
 
 void onTerminate(int) {
@@ -470,8 +470,11 @@ std::string hostfileError(const std::string &path, int64_t ranks,
 /// The process group of the running mpirun, which the launcher's signals
 /// are passed on to.
 volatile pid_t launchedGroup = 0;
+/// The signal that interrupted the launcher (its job is not restarted).
+volatile sig_atomic_t interruptedBy = 0;
 
 void passOn(int signal) {
+  interruptedBy = signal;
   if (launchedGroup > 0) {
     kill(-launchedGroup, signal);
     return;
@@ -500,9 +503,17 @@ int runJob(std::vector<std::string> command,
   for (std::string &a : command)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
+  // The user's signals, held until they can be passed on: mpirun leads a
+  // process group of its own, out of the terminal's reach.
+  sigset_t held, before;
+  sigemptyset(&held);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&held, signal);
+  sigprocmask(SIG_BLOCK, &held, &before);
   pid_t child = fork();
   if (child == 0) {
     setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     execvp("mpirun", cargs.data());
     std::cerr << "plan-run: error: cannot run mpirun: " << std::strerror(errno)
               << " (install openmpi-bin)\n";
@@ -512,10 +523,11 @@ int runJob(std::vector<std::string> command,
   launchedGroup = child;
   for (int signal : {SIGINT, SIGTERM, SIGHUP})
     std::signal(signal, passOn);
+  sigprocmask(SIG_SETMASK, &before, nullptr);
   int code;
   if (monitor) {
     // A rank that stopped the job gave mpirun this long to end it.
-    code = monitor->superviseUntilExit(child, 5);
+    code = monitor->superviseUntilExit(child, 10);
   } else {
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
@@ -523,7 +535,7 @@ int runJob(std::vector<std::string> command,
     code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   launchedGroup = 0;
-  if (monitor && code != 0 && code != 127)
+  if (monitor && code != 0 && code != 127 && !interruptedBy)
     std::cerr << monitor->verdict(code) << std::flush;
   return code;
 }
@@ -546,7 +558,9 @@ int launch(const Options &o, int64_t worldSize, const std::string &what,
   // named it, not after TCP's quarter of an hour; their daemons then stop
   // on every host, the cut-off one included.
   if (o.collectiveTimeout > 0) {
-    int64_t idle = int64_t(std::ceil(o.collectiveTimeout)) + 5;
+    // Linux takes at most 32767 s of idle time before keepalives.
+    int64_t idle =
+        std::min<int64_t>(int64_t(std::ceil(o.collectiveTimeout)) + 5, 32767);
     for (auto [name, value] :
          {std::pair<const char *, int64_t>{"oob_tcp_keepalive_time", idle},
           {"oob_tcp_keepalive_intvl", 2},
@@ -575,6 +589,8 @@ int launch(const Options &o, int64_t worldSize, const std::string &what,
   };
   for (int64_t attempt = 0;; ++attempt) {
     int code = runJob(args, program, worldSize);
+    if (interruptedBy)
+      return 128 + interruptedBy;
     if (code == 0 || code == 127 || code == kDivergedStatus ||
         attempt >= o.maxRestarts)
       return code;
@@ -883,8 +899,16 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  auto hosts = std::make_shared<const RankHosts>(MPI_COMM_WORLD);
+  auto ownHosts = std::make_shared<RankHosts>(MPI_COMM_WORLD);
+  if (const char *launcher = std::getenv(partita::kMonitorVariable))
+    ownHosts->setLauncher(launcher);
+  std::shared_ptr<const RankHosts> hosts = ownHosts;
   MonitorLink::connect(rank);
+  // Every orderly end, error or not, tells the launcher this rank is done.
+  struct SayDone {
+    ~SayDone() { MonitorLink::done(); }
+  } sayDone;
+  std::signal(SIGTERM, onTerminate);
   setAbortObserver(onStopping);
   if (rank == 0)
     std::cerr << "plan-run: " << hosts->map() << "\n";
@@ -929,7 +953,6 @@ int main(int argc, char **argv) {
     const Coordinates &me = plan.devices[rank];
     speaksWhenStopped =
         rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0);
-    std::signal(SIGTERM, onTerminate);
   }
   std::unique_ptr<TokenSource> data;
   try {
@@ -1118,7 +1141,6 @@ int main(int argc, char **argv) {
     comm->abort(std::string("error: ") + e.what());
   }
   comm.reset();
-  MonitorLink::done();
   MPI_Finalize();
   return 0;
 }
