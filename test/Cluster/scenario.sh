@@ -150,8 +150,8 @@ equivalence)
 kill-host | link-down | link-silent)
   # A host that dies, or whose link goes down (its carrier lost, or silent
   # past the host) and stays down: the job ends
-  # by itself within the collective timeout (5 s), the ranks' probe (3 s)
-  # and mpirun's grace (5 s), with the host, ranks and step named, and no
+  # by itself within the collective timeout (10 s), the ranks' probe (3 s)
+  # and the launcher's grace for mpirun (10 s), with the host, ranks and step named, and no
   # process of the job left on either host.
   "$cluster" up 2 || exit 1
   hostfile hosts2 2
@@ -161,9 +161,9 @@ kill-host | link-down | link-silent)
   link-down) event=cut_node2 ;;
   link-silent) event=silence_node2 ;;
   esac
-  during_run run.out steps.log 20 "$event" 30 \
+  during_run run.out steps.log 20 "$event" 45 \
     on node1 plan-run p.json --hostfile hosts2 --steps 100000 \
-    --collective-timeout 5 --log-json steps.log
+    --collective-timeout 10 --log-json steps.log
   failure_lines run.out
   if [ "$scenario" = kill-host ]; then leftovers node1; else leftovers node1 node2; fi
   ;;
@@ -172,9 +172,9 @@ link-down-srun)
   # end on their own, and no node is drained.
   "$cluster" up 2 || exit 1
   plan p.json 2x2 dp=2,tp=2
-  during_run run.out steps.log 20 cut_node2 35 \
+  during_run run.out steps.log 20 cut_node2 45 \
     on node1 srun -N2 -n4 --ntasks-per-node=2 --mpi=pmix "$plan_run" p.json \
-    --steps 100000 --collective-timeout 5 --log-json steps.log
+    --steps 100000 --collective-timeout 10 --log-json steps.log
   failure_lines run.out
   sleep 2
   on node2 ps -e -o comm= | grep -c -x plan-run | sed 's/^/node2 ranks left: /'
@@ -186,7 +186,7 @@ rank-dies-srun)
   plan p.json 2x2 dp=2,tp=2
   "$python" "$runtime_tests/kill_rank.py" 3 5 "$work/p.json" \
     "$cluster" exec node1 srun -N2 -n4 --ntasks-per-node=2 --mpi=pmix \
-    "$plan_run" "$work/p.json" --steps 100000 --collective-timeout 5 |
+    "$plan_run" "$work/p.json" --steps 100000 --collective-timeout 10 |
     grep -E '^kill_rank: (killed|the job)'
   leftovers node1 node2
   on node1 sinfo -h -N -o '%N %T'
