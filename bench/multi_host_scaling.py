@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Is another host worth it, predicted and measured: the 12-sequence tiny
+Llama data-parallel over 1, 2 and 3 hosts of a namespace cluster
+(scripts/cluster.sh) with 2 ranks each, host links limited to a rate.
+
+  bench/multi_host_scaling.py [--build build] [--rate 100mbit] [--steps 10]
+                              [--keep DIR]
+
+Needs root. Measures the 3-host cluster's links (plan-run --bandwidth-test
+--write-topology), compiles dp=2n for the measured topology cut to n hosts,
+trains each on n hosts, and prints predicted and measured tokens/s and
+scaling efficiency (tokens/s per rank against one host). The errors are
+measurements, not checks.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=os.path.join(root, "build"))
+    parser.add_argument("--rate", default="100mbit")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--keep", help="keep plans and logs here")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("multi_host_scaling.py: needs root (scripts/cluster.sh)")
+        return 1
+    bin_dir = os.path.abspath(os.path.join(args.build, "bin"))
+    cluster = os.path.join(root, "scripts", "cluster.sh")
+    model = os.path.join(root, "test", "Cluster", "Inputs",
+                         "tiny-llama-b12.json")
+    out = args.keep or tempfile.mkdtemp()
+    os.makedirs(out, exist_ok=True)
+    env = dict(os.environ, PARTITA_CLUSTER_DIR=os.path.join(out, "cluster"),
+               PATH=bin_dir + os.pathsep + os.environ["PATH"])
+
+    def run(*command):
+        return subprocess.run(command, check=True, capture_output=True,
+                              text=True, env=env, cwd=out)
+
+    def hostfile(n):
+        path = os.path.join(out, f"hosts{n}")
+        open(path, "w").write("".join(f"node{i} slots=2\n"
+                                      for i in range(1, n + 1)))
+        return path
+
+    rows = []
+    try:
+        run(cluster, "up", "3")
+        for i in (1, 2, 3):
+            run(cluster, "rate", f"node{i}", args.rate)
+        measured = os.path.join(out, "measured.json")
+        run(cluster, "exec", "node1", "plan-run", "--bandwidth-test",
+            "--hostfile", hostfile(3), "--max-size", "16M",
+            "--write-topology", measured)
+        for n in (1, 2, 3):
+            topology = json.load(open(measured))
+            topology["nodes"] = n
+            if n == 1:
+                topology.pop("inter_node", None)
+            topology_path = os.path.join(out, f"topology{n}.json")
+            json.dump(topology, open(topology_path, "w"))
+            plan = os.path.join(out, f"dp{2 * n}.json")
+            log = os.path.join(out, f"dp{2 * n}.log")
+            run(os.path.join(bin_dir, "plan-opt"), model,
+                f"--topology={topology_path}", "--no-search",
+                f"--strategy=dp={2 * n}", "-o", plan)
+            run(cluster, "exec", "node1", "plan-run", plan, "--hostfile",
+                hostfile(n), "--steps", str(args.steps), "--log-json", log)
+            predicted = json.load(open(plan))["predicted"]["tokens_per_s"]
+            measured_rate = statistics.median(
+                [json.loads(l)["tokens_per_s"] for l in open(log)][1:])
+            rows.append((n, predicted, measured_rate))
+    finally:
+        subprocess.run([cluster, "down"], env=env)
+    print(f"tiny-llama-b12, dp = 2 ranks per host, host links at {args.rate}")
+    print(f"{'hosts':>5} {'predicted tokens/s':>19} {'efficiency':>10} "
+          f"{'measured tokens/s':>18} {'efficiency':>10}")
+    for n, predicted, measured_rate in rows:
+        print(f"{n:5} {predicted:19.0f} {predicted / n / rows[0][1]:10.0%} "
+              f"{measured_rate:18.0f} "
+              f"{measured_rate / n / rows[0][2]:10.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
