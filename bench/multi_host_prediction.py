@@ -20,9 +20,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
+
+from namespace_cluster import MODEL, ROOT, BenchCluster
 
 PLANS = ["dp=4", "dp=2,tp=2", "pp=2,dp=2"]
 
@@ -47,9 +47,8 @@ def measured_exposed(trace, steps):
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser()
-    parser.add_argument("--build", default=os.path.join(root, "build"))
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--rates", default="100mbit,1gbit")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--keep", help="keep plans, logs and traces here")
@@ -57,31 +56,19 @@ def main():
     if os.geteuid() != 0:
         print("multi_host_prediction.py: needs root (scripts/cluster.sh)")
         return 1
-    bin_dir = os.path.abspath(os.path.join(args.build, "bin"))
-    cluster = os.path.join(root, "scripts", "cluster.sh")
-    model = os.path.join(root, "test", "Cluster", "Inputs",
-                         "tiny-llama-b12.json")
-    out = args.keep or tempfile.mkdtemp()
-    os.makedirs(out, exist_ok=True)
-    env = dict(os.environ, PARTITA_CLUSTER_DIR=os.path.join(out, "cluster"),
-               PATH=bin_dir + os.pathsep + os.environ["PATH"])
-
-    def run(*command, **kw):
-        return subprocess.run(command, check=True, capture_output=True,
-                              text=True, env=env, cwd=out, **kw)
-
-    hostfile = os.path.join(out, "hosts")
-    open(hostfile, "w").write("node1 slots=2\nnode2 slots=2\n")
+    bench = BenchCluster(args.build, args.keep)
+    out, run = bench.out, bench.run
+    hostfile = bench.hostfile(2)
     print(f"{'rate':8} {'plan':12} {'predicted step':>15} {'measured':>9} "
           f"{'error':>6} {'predicted comm':>15} {'measured':>9} {'error':>6}")
     errors = []
     try:
-        run(cluster, "up", "2")
+        bench.cluster("up", "2")
         for rate in args.rates.split(","):
             for host in ("node1", "node2"):
-                run(cluster, "rate", host, rate)
+                bench.cluster("rate", host, rate)
             topology = os.path.join(out, f"measured-{rate}.json")
-            run(cluster, "exec", "node1", "plan-run", "--bandwidth-test",
+            bench.cluster("exec", "node1", "plan-run", "--bandwidth-test",
                 "--hostfile", hostfile, "--max-size", "16M",
                 "--write-topology", topology)
             for strategy in PLANS:
@@ -89,10 +76,10 @@ def main():
                 plan = os.path.join(out, name + ".json")
                 log = os.path.join(out, name + ".log")
                 trace = os.path.join(out, name + ".trace.json")
-                run(os.path.join(bin_dir, "plan-opt"), model,
+                run("plan-opt", MODEL,
                     f"--topology={topology}", "--no-search",
                     f"--strategy={strategy}", "-o", plan)
-                run(cluster, "exec", "node1", "plan-run", plan, "--hostfile",
+                bench.cluster("exec", "node1", "plan-run", plan, "--hostfile",
                     hostfile, "--steps", str(args.steps), "--log-json", log,
                     "--trace", trace)
                 predicted = json.load(open(plan))["predicted"]
@@ -110,7 +97,7 @@ def main():
                       f"{predicted['exposed_comm_s'] * 1e3:12.1f} ms "
                       f"{comm * 1e3:6.1f} ms {comm_error:+6.0%}")
     finally:
-        subprocess.run([cluster, "down"], env=env)
+        bench.down()
     print(f"mean absolute step-time error: {statistics.mean(errors):.0%} "
           f"over {len(errors)} plans")
     return 0

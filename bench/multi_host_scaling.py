@@ -17,15 +17,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
+
+from namespace_cluster import MODEL, ROOT, BenchCluster
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser()
-    parser.add_argument("--build", default=os.path.join(root, "build"))
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--rate", default="100mbit")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--keep", help="keep plans and logs here")
@@ -33,32 +32,15 @@ def main():
     if os.geteuid() != 0:
         print("multi_host_scaling.py: needs root (scripts/cluster.sh)")
         return 1
-    bin_dir = os.path.abspath(os.path.join(args.build, "bin"))
-    cluster = os.path.join(root, "scripts", "cluster.sh")
-    model = os.path.join(root, "test", "Cluster", "Inputs",
-                         "tiny-llama-b12.json")
-    out = args.keep or tempfile.mkdtemp()
-    os.makedirs(out, exist_ok=True)
-    env = dict(os.environ, PARTITA_CLUSTER_DIR=os.path.join(out, "cluster"),
-               PATH=bin_dir + os.pathsep + os.environ["PATH"])
-
-    def run(*command):
-        return subprocess.run(command, check=True, capture_output=True,
-                              text=True, env=env, cwd=out)
-
-    def hostfile(n):
-        path = os.path.join(out, f"hosts{n}")
-        open(path, "w").write("".join(f"node{i} slots=2\n"
-                                      for i in range(1, n + 1)))
-        return path
-
+    bench = BenchCluster(args.build, args.keep)
+    out, hostfile = bench.out, bench.hostfile
     rows = []
     try:
-        run(cluster, "up", "3")
+        bench.cluster("up", "3")
         for i in (1, 2, 3):
-            run(cluster, "rate", f"node{i}", args.rate)
+            bench.cluster("rate", f"node{i}", args.rate)
         measured = os.path.join(out, "measured.json")
-        run(cluster, "exec", "node1", "plan-run", "--bandwidth-test",
+        bench.cluster("exec", "node1", "plan-run", "--bandwidth-test",
             "--hostfile", hostfile(3), "--max-size", "16M",
             "--write-topology", measured)
         for n in (1, 2, 3):
@@ -70,17 +52,17 @@ def main():
             json.dump(topology, open(topology_path, "w"))
             plan = os.path.join(out, f"dp{2 * n}.json")
             log = os.path.join(out, f"dp{2 * n}.log")
-            run(os.path.join(bin_dir, "plan-opt"), model,
+            bench.run("plan-opt", MODEL,
                 f"--topology={topology_path}", "--no-search",
                 f"--strategy=dp={2 * n}", "-o", plan)
-            run(cluster, "exec", "node1", "plan-run", plan, "--hostfile",
+            bench.cluster("exec", "node1", "plan-run", plan, "--hostfile",
                 hostfile(n), "--steps", str(args.steps), "--log-json", log)
             predicted = json.load(open(plan))["predicted"]["tokens_per_s"]
             measured_rate = statistics.median(
                 [json.loads(l)["tokens_per_s"] for l in open(log)][1:])
             rows.append((n, predicted, measured_rate))
     finally:
-        subprocess.run([cluster, "down"], env=env)
+        bench.down()
     print(f"tiny-llama-b12, dp = 2 ranks per host, host links at {args.rate}")
     print(f"{'hosts':>5} {'predicted tokens/s':>19} {'efficiency':>10} "
           f"{'measured tokens/s':>18} {'efficiency':>10}")
