@@ -48,7 +48,28 @@ while True:
         time.sleep(0.2)
 '
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Whether process `pid` runs: a zombie has ended, although kill -0 finds it
+# (a parent that does not reap, as some containers' PID 1).
+running() {
+  local state
+  state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# Waits up to 10 s for each of `pids` to end.
+await_end() {
+  local p
+  for p in "$@"; do
+    for _ in $(seq 200); do
+      running "$p" || break
+      sleep 0.05
+    done
+    running "$p" && echo "cluster.sh: warning: process $p did not end" >&2
+  done
+  return 0
+}
+
+alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 
 # The host number of `node3` or `3`.
 host_number() {
@@ -268,7 +289,7 @@ wait_for_services() {
     done
     if [ "$ready" = 1 ] && command -v sinfo >/dev/null; then
       local idle
-      idle="$(cmd_exec 1 sinfo -h -N -o %t 2>/dev/null | grep -c -E '^(idle|mix|alloc)' || true)"
+      idle="$(cmd_exec 1 timeout 5 sinfo -h -N -o %t 2>/dev/null | grep -c -E '^(idle|mix|alloc)' || true)"
       [ "$idle" = "$hosts" ] || ready=0
     fi
     [ "$ready" = 1 ] && return 0
@@ -285,9 +306,7 @@ cmd_down() {
     alive "$f.unshare" && pids+=("$(cat "$f.unshare")")
   done
   [ ${#pids[@]} -gt 0 ] && kill -9 "${pids[@]}" 2>/dev/null || true
-  for p in "${pids[@]}"; do
-    while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
-  done
+  await_end "${pids[@]}"
   rm -rf "$dir"
 }
 
@@ -338,7 +357,7 @@ cmd_kill() {
   local pid
   pid="$(host_pid "$1")"
   kill -9 "$pid"
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  await_end "$pid"
 }
 
 cmd_hosts() {

@@ -17,6 +17,8 @@ packages=(
   # tests (numpy: the reference executor that checks plans train like one
   # device)
   googletest libgtest-dev python3-numpy
+  # lit's per-test --timeout
+  python3-psutil
   # the namespace cluster of scripts/cluster.sh: its daemons run only
   # inside the cluster's hosts, never on this machine
   openssh-server munge slurmd slurmctld slurm-client

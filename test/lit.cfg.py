@@ -6,6 +6,14 @@ import lit.formats
 from lit.llvm import llvm_config
 
 config.name = "Partita"
+
+# A test that hangs fails on its own after 15 minutes (the slowest takes
+# about 4) instead of holding the suite; lit needs psutil to end it.
+try:
+    import psutil  # noqa: F401
+    lit_config.maxIndividualTestTime = 900
+except ImportError:
+    lit_config.note("psutil is not installed: tests run without a time limit")
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)

@@ -24,8 +24,16 @@ struct Entry {
   int port;
 };
 
-/// The IPv4 address `host` resolves to here, if it does.
-std::optional<in_addr> resolve(const std::string &host) {
+} // namespace
+
+std::optional<in_addr> hostAddress(const std::string &host) {
+  char own[256] = {};
+  gethostname(own, sizeof(own) - 1);
+  if (host == own) {
+    in_addr loopback;
+    loopback.s_addr = htonl(INADDR_LOOPBACK);
+    return loopback;
+  }
   addrinfo hints{}, *found = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -35,6 +43,8 @@ std::optional<in_addr> resolve(const std::string &host) {
   freeaddrinfo(found);
   return address;
 }
+
+namespace {
 
 /// Whether `to` accepts a connection within `seconds`.
 bool answers(const sockaddr_in &to, double seconds) {
@@ -152,7 +162,7 @@ RankHosts::RankHosts(MPI_Comm world) {
   for (const Entry &e : all) {
     hosts.push_back(e.host);
     if (!resolved.count(e.host))
-      resolved[e.host] = resolve(e.host);
+      resolved[e.host] = hostAddress(e.host);
     std::optional<sockaddr_in> address;
     if (resolved[e.host] && e.port > 0) {
       address.emplace();
@@ -294,7 +304,7 @@ void RankHosts::setLauncher(const std::string &hostPort) {
   size_t colon = hostPort.rfind(':');
   if (colon == std::string::npos)
     return;
-  std::optional<in_addr> address = resolve(hostPort.substr(0, colon));
+  std::optional<in_addr> address = hostAddress(hostPort.substr(0, colon));
   int port = std::atoi(hostPort.c_str() + colon + 1);
   if (!address || port <= 0 || port > 65535)
     return;

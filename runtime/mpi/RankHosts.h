@@ -37,6 +37,11 @@ void setAbortObserver(void (*observer)(const std::string &line, int status));
 /// cannot reach the launcher (its host is cut off).
 [[noreturn]] void abortWorld(const std::string &line, int status = 1);
 
+/// The IPv4 address of `host`: loopback for this machine's own name, without
+/// a lookup (a single-host job needs no name service), else what it
+/// resolves to, if it does.
+std::optional<in_addr> hostAddress(const std::string &host);
+
 /// "0-1, 3 and 5-7": sorted ranks as ranges.
 std::string rankRanges(std::vector<int> ranks);
 

@@ -21,7 +21,18 @@ export PARTITA_CLUSTER_DIR="$work/cluster"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 trap '"$cluster" down' EXIT
 
-on() { "$cluster" exec "$@"; }
+# Every command of a scenario ends within `limit` seconds (then it is ended
+# with all it started in its process group, and the scenario says so): a
+# hang fails the test instead of holding the suite.
+limit=240
+bounded() {
+  timeout -k 10 "$limit" "$@"
+  local status=$?
+  [ "$status" = 124 ] && echo "scenario.sh: \"$*\" did not end within $limit s" >&2
+  return "$status"
+}
+
+on() { bounded "$cluster" exec "$@"; }
 
 # Plans the b12 tiny Llama for `topology` (2x2 or 3x2) with `strategy`.
 plan() {
@@ -96,14 +107,14 @@ compare() {
 
 case "$scenario" in
 script)
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   on node1 hostname
   on 2 hostname
   on node1 ssh node2 hostname
   on node2 ip -4 -o addr show dev eth0 | awk '{print "node2 address", $4}'
   on node1 sinfo -h -N -o '%N %t'
   before="$("$cluster" hosts)"
-  "$cluster" up 2 && [ "$("$cluster" hosts)" = "$before" ] &&
+  bounded "$cluster" up 2 && [ "$("$cluster" hosts)" = "$before" ] &&
     echo "up again: the same hosts"
   "$cluster" link node2 down
   on node1 ssh -o ConnectTimeout=2 node2 true 2>/dev/null ||
@@ -116,30 +127,30 @@ script)
   "$cluster" rate node2 off
   "$cluster" kill node2
   "$cluster" hosts | grep node2
-  "$cluster" up 2 && on node1 ssh node2 hostname
+  bounded "$cluster" up 2 && on node1 ssh node2 hostname
   "$cluster" down
   [ -e "$PARTITA_CLUSTER_DIR" ] || echo "down: no files left"
   pgrep -f "$PARTITA_CLUSTER_DIR" >/dev/null || echo "down: no processes left"
   ;;
 equivalence)
-  "$cluster" up 3 || exit 1
+  bounded "$cluster" up 3 || exit 1
   hostfile hosts2 2
   for s in dp=2,tp=2 pp=2,dp=2 dp=4,zero=3; do
     plan "p-$s.json" 2x2 "$s"
-    plan-run "p-$s.json" --steps 3 --log-json "one-$s.log" >/dev/null 2>&1
+    bounded plan-run "p-$s.json" --steps 3 --log-json "one-$s.log" >/dev/null 2>&1
     on node1 plan-run "p-$s.json" --hostfile hosts2 --steps 3 \
       --log-json "two-$s.log" >/dev/null 2>&1
     echo "$s: $(compare "one-$s.log" "two-$s.log" | tail -1)"
   done
   # bf16 reductions round as they combine: hosts' order may differ.
   plan bf16.json 2x2 dp=2,tp=2 --dtype=bf16
-  plan-run bf16.json --steps 3 --log-json one-bf16.log >/dev/null 2>&1
+  bounded plan-run bf16.json --steps 3 --log-json one-bf16.log >/dev/null 2>&1
   on node1 plan-run bf16.json --hostfile hosts2 --steps 3 \
     --log-json two-bf16.log >/dev/null 2>&1
   echo "bf16: $(compare one-bf16.log two-bf16.log 1e-3 | tail -1)"
   for s in dp=3,tp=2 pp=2,dp=3; do
     plan "p-$s.json" 3x2 "$s"
-    plan-run "p-$s.json" --steps 3 --log-json "one-$s.log" >/dev/null 2>&1
+    bounded plan-run "p-$s.json" --steps 3 --log-json "one-$s.log" >/dev/null 2>&1
     on node1 srun -N3 -n6 --ntasks-per-node=2 --mpi=pmix \
       "$plan_run" "p-$s.json" --steps 3 --log-json "three-$s.log" \
       >"srun-$s.out" 2>&1
@@ -153,7 +164,7 @@ kill-host | link-down | link-silent)
   # by itself within the collective timeout (10 s), the ranks' probe (3 s)
   # and the launcher's grace for mpirun (10 s), with the host, ranks and step named, and no
   # process of the job left on either host.
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   hostfile hosts2 2
   plan p.json 2x2 dp=2,tp=2
   case "$scenario" in
@@ -170,7 +181,7 @@ kill-host | link-down | link-silent)
 link-down-srun)
   # The same under Slurm: srun ends the step, the cut-off host's ranks
   # end on their own, and no node is drained.
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   plan p.json 2x2 dp=2,tp=2
   during_run run.out steps.log 20 cut_node2 45 \
     on node1 srun -N2 -n4 --ntasks-per-node=2 --mpi=pmix "$plan_run" p.json \
@@ -182,7 +193,7 @@ link-down-srun)
   ;;
 rank-dies-srun)
   # A rank killed under srun: the step ends, and its node is not drained.
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   plan p.json 2x2 dp=2,tp=2
   "$python" "$runtime_tests/kill_rank.py" 3 5 "$work/p.json" \
     "$cluster" exec node1 srun -N2 -n4 --ntasks-per-node=2 --mpi=pmix \
@@ -194,10 +205,10 @@ rank-dies-srun)
 link-flap)
   # A link that comes back within the collective timeout: the job goes on
   # with the losses of a run that lost nothing.
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   hostfile hosts2 2
   plan p.json 2x2 dp=2,tp=2
-  plan-run p.json --steps 60 --log-json one.log >/dev/null 2>&1
+  bounded plan-run p.json --steps 60 --log-json one.log >/dev/null 2>&1
   during_run run.out steps.log 10 flap_node2 600 \
     on node1 plan-run p.json --hostfile hosts2 --steps 60 \
     --collective-timeout 15 --log-json steps.log
@@ -206,10 +217,10 @@ link-flap)
 restart)
   # --max-restarts across hosts: a rank on node2 killed mid-run, the job
   # restarts from the newest checkpoint and ends with the unfailed losses.
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   hostfile hosts2 2
   plan p.json 2x2 dp=2,tp=2
-  plan-run p.json --steps 8 --log-json unfailed.log >/dev/null 2>&1
+  bounded plan-run p.json --steps 8 --log-json unfailed.log >/dev/null 2>&1
   "$python" "$runtime_tests/kill_rank.py" 2 5 "$work/p.json" \
     "$cluster" exec node1 plan-run "$work/p.json" --hostfile hosts2 --steps 8 \
     --checkpoint-dir ck --checkpoint-every 2 --max-restarts 1 \
@@ -220,11 +231,11 @@ restart)
 reshard)
   # A checkpoint written on 2 hosts (dp=2, tp=2) resumes on 3 (dp=3, tp=2,
   # under srun), resharded, with the losses of one run on one host.
-  "$cluster" up 3 || exit 1
+  bounded "$cluster" up 3 || exit 1
   hostfile hosts2 2
   plan two.json 2x2 dp=2,tp=2
   plan three.json 3x2 dp=3,tp=2
-  plan-run two.json --steps 6 --log-json whole.log >/dev/null 2>&1
+  bounded plan-run two.json --steps 6 --log-json whole.log >/dev/null 2>&1
   on node1 plan-run two.json --hostfile hosts2 --steps 4 \
     --checkpoint-dir ck --checkpoint-every 2 --log-json first.log \
     >/dev/null 2>&1
@@ -237,7 +248,7 @@ reshard)
 bandwidth)
   # The links measured (hosts limited to 20 Mbit/s), written as a topology
   # plan-opt plans for; and a hostfile that splits a node's group refused.
-  "$cluster" up 2 || exit 1
+  bounded "$cluster" up 2 || exit 1
   hostfile hosts2 2
   "$cluster" rate node1 20mbit
   "$cluster" rate node2 20mbit

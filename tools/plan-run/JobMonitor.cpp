@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <netdb.h>
 #include <optional>
 #include <poll.h>
 #include <sstream>
@@ -292,15 +291,18 @@ void say(const std::string &line) {
 /// A connected socket to `host`:`port` within `seconds`, or -1.
 int connectWithin(const std::string &host, const std::string &port,
                   double seconds) {
-  addrinfo hints{}, *found = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0 || !found)
+  std::optional<in_addr> address = partita::runtime::hostAddress(host);
+  int number = std::atoi(port.c_str());
+  if (!address || number <= 0 || number > 65535)
     return -1;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(number));
+  to.sin_addr = *address;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  bool ok = fd >= 0 && (::connect(fd, found->ai_addr, found->ai_addrlen) == 0 ||
+  bool ok = fd >= 0 && (::connect(fd, reinterpret_cast<sockaddr *>(&to),
+                                  sizeof(to)) == 0 ||
                         errno == EINPROGRESS);
-  freeaddrinfo(found);
   pollfd p{fd, POLLOUT, 0};
   int error = 0;
   socklen_t length = sizeof(error);
