@@ -165,11 +165,13 @@ btl = self,vader,tcp
 btl_tcp_if_include = eth0
 oob_tcp_if_include = eth0
 orte_tmpdir_base = $own/tmp
+mpi_add_procs_cutoff = 1048576
 EOF
 }
 
 # Slurm without cgroups (processes tracked by parentage), nodes that return
-# to service by themselves once their slurmd answers again.
+# to service by themselves once their slurmd answers again, and steps that
+# end once a task fails (or 10 s after the first task ends).
 write_slurm_conf() {
   local hosts="$1" cpus
   cpus="$(nproc)"
@@ -190,6 +192,8 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
+KillOnBadExit=1
+WaitTime=10
 SlurmdTimeout=30
 MessageTimeout=5
 KillWait=5
