@@ -309,6 +309,8 @@ for model in llama3-8b-block llama3-8b-block-cudnn llama3-8b-block-mma \
 done
 
 say "4. results"
-python3 "$root/scripts/gpu_check_summary.py" "$out" "$plans" "$gpu_name" "$gpus" "$status"
+# A comparison above its limit fails the check as a failing stage does.
+python3 "$root/scripts/gpu_check_summary.py" "$out" "$plans" "$gpu_name" "$gpus" "$status" ||
+  status=1
 say "results in $out/gpu-check.json and $out/summary.txt"
 exit $status

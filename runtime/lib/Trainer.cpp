@@ -1070,6 +1070,80 @@ std::map<std::string, std::vector<float>> Trainer::gatherParameters() {
   return out;
 }
 
+std::string Trainer::gradientBuffer(const ParameterSpec &p,
+                                    const ParameterHolder &h) const {
+  const Program &holder = plan.programs[h.ppRank];
+  int value = holder.bufferIndex.at(h.buffer);
+  // The gradient is what the parameter's adamw launch reads beside it.
+  for (const Launch &l : holder.phases[holder.stepPhase].launches)
+    if (l.op == Launch::Op::Kernel && l.kernel == "adamw" && l.ins.size() > 1 &&
+        l.ins[0] == value)
+      return holder.buffers[l.ins[1]].name;
+  throw std::runtime_error("parameter " + p.name +
+                           ": no adamw launch updates " + h.buffer);
+}
+
+std::map<std::string, std::vector<float>> Trainer::gatherGradients() {
+  std::map<std::string, std::vector<float>> out;
+  for (const ParameterSpec &p : plan.parameters) {
+    std::vector<float> global =
+        gatherGlobal(p, gradientBuffer(p, p.holders.front()));
+    if (comm.worldRank() == 0)
+      out[p.name] = std::move(global);
+  }
+  return out;
+}
+
+std::string Trainer::differingCopies(const ParameterSpec &p, bool gradient) {
+  drain();
+  int64_t me = comm.worldRank(), local = 1;
+  for (int64_t d : p.localShape)
+    local *= d;
+  // On rank 0: the first copy of each tensor-parallel part, and the first
+  // copy that differs from it.
+  std::map<int64_t, std::pair<int64_t, std::vector<float>>> first;
+  std::string differs;
+  for (const ParameterHolder &h : p.holders) {
+    const Program &holder = plan.programs[h.ppRank];
+    std::string buffer = gradient ? gradientBuffer(p, h) : h.buffer;
+    int64_t held = holder.buffers[holder.bufferIndex.at(buffer)].elements;
+    if (held < local)
+      continue; // ZeRO shards: one copy of each element
+    for (int64_t d = 0; d < plan.dp; ++d)
+      for (int64_t t = 0; t < plan.tp; ++t) {
+        int64_t owner = (h.ppRank * plan.dp + d) * plan.tp + t;
+        if (owner == me) {
+          std::vector<float> mine = downloadF32(program.bufferIndex.at(buffer));
+          comm.send(0, mine.data(), mine.size() * 4);
+        }
+        if (me != 0)
+          continue;
+        std::vector<float> copy(held);
+        comm.recv(owner, copy.data(), held * 4);
+        int64_t part = t * p.tpParts / plan.tp;
+        auto [it, isFirst] = first.try_emplace(part, owner, copy);
+        if (isFirst || !differs.empty())
+          continue;
+        int64_t count = 0;
+        double worst = 0;
+        for (int64_t i = 0; i < held; ++i)
+          if (std::memcmp(&copy[i], &it->second.second[i], 4) != 0) {
+            ++count;
+            worst = std::max(worst,
+                             double(std::fabs(copy[i] - it->second.second[i])));
+          }
+        if (count)
+          differs = "rank " + std::to_string(owner) + "'s copy of " + p.name +
+                    (gradient ? "'s gradient" : "") + " differs from rank " +
+                    std::to_string(it->second.first) + "'s in " +
+                    std::to_string(count) + " of " + std::to_string(held) +
+                    " elements (by up to " + std::to_string(worst) + ")";
+      }
+    comm.finishSends();
+  }
+  return differs;
+}
+
 void Trainer::forEachStateBuffer(const std::function<void(int)> &visit) {
   drain();
   for (size_t k = 0; k < program.buffers.size(); ++k) {

@@ -170,7 +170,8 @@ int main(int argc, char **argv) {
         StepResult r = t.step(s);
         std::cout << what << " " << s + 1 << " loss " << r.loss << "\n";
         if (log)
-          log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss << "}\n";
+          log << "{\"step\": " << s + 1 << ", \"loss\": " << r.loss
+              << ", \"grad_norm\": " << r.gradNorm << "}\n";
         if (!checkpointDir.empty() && s + 1 == resumeAt && from == 0)
           saveCheckpoint(plan, t, comm, checkpointDir, s + 1);
       }

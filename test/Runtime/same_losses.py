@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Checks that plan-run logs (--log-json) hold the same losses.
+"""Checks that plan-run logs (--log-json) hold the same losses and gradient
+norms.
 
-  same_losses.py [--rtol R] [--grad-norm] [--same-steps] BASELINE.log OTHER.log...
+  same_losses.py [--rtol R] [--loss-only] [--some-steps] BASELINE.log OTHER.log...
 
-Steps are matched by number: every step of another log must be in the
-baseline (a resumed run logs only its later steps); with --same-steps the
-logs must hold exactly the baseline's steps. With --grad-norm each step's
-gradient norm must match too (a scaled or missing gradient hardly moves the
-first steps' losses). Prints one line per log; exits 1 at the first log
-whose loss (or gradient norm) at some step differs from the baseline's by
-more than R (relative), naming the step.
+Steps are matched by number, and each log must hold exactly the baseline's
+steps; with --some-steps a log may hold only some of them (a resumed run
+logs only its later steps, a shorter run its first). Each step's gradient norm must match as well as
+its loss (a scaled or missing gradient hardly moves the first steps'
+losses); --loss-only compares losses alone, for runs that log no gradient
+norm. Prints one line per log; exits 1 at the first log whose loss (or
+gradient norm) at some step differs from the baseline's by more than R
+(relative, default 1e-5), naming the step.
 """
 
 import argparse
@@ -29,12 +31,12 @@ def entries(path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rtol", type=float, default=1e-5)
-    parser.add_argument("--grad-norm", action="store_true")
-    parser.add_argument("--same-steps", action="store_true")
+    parser.add_argument("--loss-only", action="store_true")
+    parser.add_argument("--some-steps", action="store_true")
     parser.add_argument("logs", nargs="+")
     args = parser.parse_args()
     base = entries(args.logs[0])
-    keys = ["loss"] + (["grad_norm"] if args.grad_norm else [])
+    keys = ["loss"] + ([] if args.loss_only else ["grad_norm"])
     losses = " ".join(f"{base[k]['loss']:.6f}" for k in sorted(base))
     print(f"{args.logs[0]}: {losses}")
     for path in args.logs[1:]:
@@ -44,7 +46,7 @@ def main():
             print(f"DIVERGED {path}: steps {missing or 'none'} are not the "
                   f"baseline's")
             return 1
-        if args.same_steps and set(run) != set(base):
+        if not args.some_steps and set(run) != set(base):
             print(f"DIVERGED {path}: steps {sorted(set(base) - set(run))} "
                   f"are missing")
             return 1
@@ -59,8 +61,8 @@ def main():
                     print(f"DIVERGED {path}: step {step} {key} {a:.8f}, the "
                           f"baseline's {b:.8f}")
                     return 1
-        what = "losses and gradient norms" if args.grad_norm else "losses"
-        print(f"{path}: same {what} at steps {min(run)}-{max(run)}")
+        also = "" if args.loss_only else " (gradient norms too)"
+        print(f"{path}: same losses at steps {min(run)}-{max(run)}{also}")
     return 0
 
 

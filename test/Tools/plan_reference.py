@@ -24,6 +24,13 @@ import numpy as np
 # fp32 like the CPU backend; --gradcheck runs in fp64.
 FLOAT = np.float32
 
+# How far a plan's gradients after step 1, and its parameters after the
+# last step, may be from the baseline plan's (relative to each tensor's
+# largest element): about 10x the worst seen for gradients (1.4e-6), 5x
+# for parameters (2.0e-5: AdamW's first steps turn rounding noise in a
+# small gradient into a step of full size).
+GRADIENT_RTOL, PARAMETER_RTOL = 2e-5, 1e-4
+
 # -- Initialisation and data: functions of the model, not of the plan ------
 
 
@@ -671,9 +678,14 @@ def collective(members, requests):
         m.put(out, mb, value, acc)
 
 
+class CopiesDiffer(Exception):
+    pass
+
+
 def global_tensor(plan, ranks, param, gradient=False):
     """Reassembles a parameter (or its reduced gradient) from the ranks of
-    data-parallel rank 0, gathering ZeRO shards over dp."""
+    data-parallel rank 0, gathering ZeRO shards over dp; every
+    data-parallel replica of an unsharded one must hold it exactly."""
     holder = param["holders"][0]
     mesh = plan["mesh"]
     name = holder["buffer"]
@@ -695,7 +707,14 @@ def global_tensor(plan, ranks, param, gradient=False):
             parts.append(np.concatenate(shards)[:size]
                          .reshape(param["local_shape"]))
         else:
-            parts.append(rank_of(0, t).state[name])
+            copies = [rank_of(d, t).state[name] for d in range(mesh["dp"])]
+            for d, copy in enumerate(copies[1:], 1):
+                if not np.array_equal(copy, copies[0]):
+                    raise CopiesDiffer(
+                        f"{'gradient of ' if gradient else ''}"
+                        f"{param['name']}: dp rank {d}'s copy differs from "
+                        f"dp rank 0's")
+            parts.append(copies[0])
     if param["tp_dim"] is None:
         return parts[0]
     per = mesh["tp"] // param["tp_parts"]
@@ -706,19 +725,20 @@ def global_tensor(plan, ranks, param, gradient=False):
 def train(plan, steps):
     ranks = [Rank(plan, r) for r in range(plan["mesh"]["world_size"])]
     initialise(plan, ranks)
-    losses, norm = [], None
+    losses, norms = [], []
     last = plan["mesh"]["pp"] - 1
     for step in range(steps):
         run_step(plan, ranks, step)
         loss_rank = next(r for r in ranks if r.coords["pp"] == last)
         losses.append(float(loss_rank.state["loss"]))
+        # grad_sumsq is reduced over the world: every rank holds it.
+        norms.append(math.sqrt(float(ranks[0].state["grad_sumsq"])))
         if step == 0:
-            norm = math.sqrt(float(ranks[0].state["grad_sumsq"]))
             grads = {p["name"]: global_tensor(plan, ranks, p, gradient=True)
                      for p in plan["parameters"]}
     params = {p["name"]: global_tensor(plan, ranks, p)
               for p in plan["parameters"]}
-    return losses, norm, grads, params
+    return losses, norms, grads, params
 
 
 def gradcheck(plan):
@@ -761,6 +781,26 @@ def gradcheck(plan):
     return 0
 
 
+def write_tensors(path, tensors):
+    with open(path, "w") as f:
+        json.dump({name: [float(x) for x in value.reshape(-1)]
+                   for name, value in tensors.items()}, f)
+
+
+def write_outputs(args, losses, norms, grads, params):
+    """The first plan's log, gradients and parameters, in plan-run's
+    formats."""
+    if args.log_json:
+        with open(args.log_json, "w") as log:
+            for step, (loss, norm) in enumerate(zip(losses, norms), 1):
+                log.write(json.dumps({"step": step, "loss": loss,
+                                      "grad_norm": norm}) + "\n")
+    if args.dump_grads:
+        write_tensors(args.dump_grads, grads)
+    if args.save_params:
+        write_tensors(args.save_params, params)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
@@ -768,6 +808,12 @@ def main():
     parser.add_argument("--log-json",
                         help="write the first plan's losses as plan-run "
                         "--log-json does")
+    parser.add_argument("--dump-grads",
+                        help="write the first plan's gradients after step 1 "
+                        "as plan-run --dump-grads does")
+    parser.add_argument("--save-params",
+                        help="write the first plan's parameters after the "
+                        "last step as plan-run --save-params does")
     parser.add_argument("--gradcheck", action="store_true",
                         help="check the first plan's gradients against "
                         "finite differences of its loss (in fp64)")
@@ -782,16 +828,17 @@ def main():
         label = (f"dp={s['dp']},tp={s['tp']},pp={s['pp']},vpp={s['vpp']},"
                  f"zero={s['zero']},sp={int(s['sequence_parallel'])},"
                  f"recompute={s['recompute']},schedule={s['schedule']}")
-        losses, norm, grads, params = train(plan, args.steps)
+        try:
+            losses, norms, grads, params = train(plan, args.steps)
+        except CopiesDiffer as e:
+            print(f"MISMATCH {label}: {e}")
+            return 1
+        norm = norms[0]
         print(f"{label}: losses {' '.join(f'{x:.6f}' for x in losses)} "
               f"grad norm {norm:.6f}")
         if base is None:
             base = (losses, norm, grads, params)
-            if args.log_json:
-                with open(args.log_json, "w") as log:
-                    for step, loss in enumerate(losses, 1):
-                        log.write(json.dumps({"step": step, "loss": loss})
-                                  + "\n")
+            write_outputs(args, losses, norms, grads, params)
             continue
         for step, (a, b) in enumerate(zip(losses, base[0])):
             if abs(a - b) > args.rtol * abs(b):
@@ -806,7 +853,7 @@ def main():
             # is zero by construction (the key bias: softmax ignores it).
             scale = max(np.abs(ref).max(), 1e-5 * base[1])
             err = np.abs(value - ref).max() / scale
-            if err > 1e-3:
+            if err > GRADIENT_RTOL:
                 print(f"MISMATCH {label}: gradient of {name} differs by "
                       f"{err:.2e} (relative)")
                 return 1
@@ -821,7 +868,7 @@ def main():
             ref = base[3][name]
             err = (np.abs(value - ref)[settled].max()
                    / max(np.abs(ref).max(), 1e-12))
-            if err > 1e-3:
+            if err > PARAMETER_RTOL:
                 print(f"MISMATCH {label}: parameter {name} after "
                       f"{args.steps} steps differs by {err:.2e} (relative)")
                 return 1

@@ -57,6 +57,7 @@ struct Options {
   bool dataDtypeGiven = false;
   bool profile = false;
   std::string saveParams;
+  std::string dumpGrads;
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   bool resume = false;
@@ -86,7 +87,8 @@ struct Options {
                "(default 1K to 256M).\n"
                "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
                "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
-               "                [--profile] [--save-params FILE]\n"
+               "                [--profile] [--save-params FILE] "
+               "[--dump-grads FILE]\n"
                "                [--checkpoint-dir DIR [--checkpoint-every K] "
                "[--resume]]\n"
                "                [--collective-timeout SECONDS] "
@@ -161,6 +163,8 @@ Options parse(int argc, char **argv) {
       o.logJson = value("--log-json");
     else if (is("--save-params"))
       o.saveParams = value("--save-params");
+    else if (is("--dump-grads"))
+      o.dumpGrads = value("--dump-grads");
     else if (is("--checkpoint-dir"))
       o.checkpointDir = value("--checkpoint-dir");
     else if (is("--checkpoint-every"))
@@ -325,6 +329,7 @@ std::string pathError(const Options &o) {
   const std::vector<partita::NamedFile> outputs = {
       {"--log-json", o.logJson},
       {"--save-params", o.saveParams},
+      {"--dump-grads", o.dumpGrads},
       {"--trace", o.trace},
       {"--write-topology", o.bandwidth.topologyPath}};
   if (std::string clash = partita::outputClash(outputs,
@@ -621,6 +626,30 @@ void writeOrStop(const std::string &path, const std::string &text,
   out.close();
   if (!out)
     comm.abort("cannot write " + path + ": " + std::strerror(errno));
+}
+
+/// Writes unsharded tensors (gathered on rank 0) as one JSON object of
+/// name -> values, from rank 0.
+void writeTensors(const std::string &path,
+                  const std::map<std::string, std::vector<float>> &tensors,
+                  int rank, Communicator &comm) {
+  if (rank != 0)
+    return;
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto &[name, values] : tensors)
+    doc[name] = values;
+  writeOrStop(path, doc.dump() + "\n", comm);
+}
+
+/// Stops the job when the ranks that hold a parameter (or its gradient)
+/// hold different copies of it: a replica that stepped apart trains
+/// another model than the one written.
+void stopOnDifferingCopies(Trainer &trainer, const Plan &plan, bool gradient,
+                           Communicator &comm) {
+  for (const ParameterSpec &p : plan.parameters)
+    if (std::string differs = trainer.differingCopies(p, gradient);
+        !differs.empty())
+      comm.abort(differs);
 }
 
 /// The Chrome trace (Perfetto, chrome://tracing) of the run: a process per
@@ -1034,6 +1063,10 @@ int main(int argc, char **argv) {
                            std::chrono::steady_clock::now() - start)
                            .count();
       trainer.collectLaunchSeconds();
+      if (s == first && !o.dumpGrads.empty()) {
+        stopOnDifferingCopies(trainer, plan, true, *comm);
+        writeTensors(o.dumpGrads, trainer.gatherGradients(), rank, *comm);
+      }
       // The profile leaves out the first step, which grows workspaces and
       // chooses GEMM algorithms and cuDNN plans, where there are others.
       if (s == first && o.steps - first > 1)
@@ -1111,13 +1144,8 @@ int main(int argc, char **argv) {
       writeTrace(o.trace, events, plan, rank, *comm);
     }
     if (!o.saveParams.empty()) {
-      auto params = trainer.gatherParameters();
-      if (rank == 0) {
-        nlohmann::json doc = nlohmann::json::object();
-        for (auto &[name, values] : params)
-          doc[name] = values;
-        writeOrStop(o.saveParams, doc.dump() + "\n", *comm);
-      }
+      stopOnDifferingCopies(trainer, plan, false, *comm);
+      writeTensors(o.saveParams, trainer.gatherParameters(), rank, *comm);
     }
     if (reporter && o.profile) {
       // Where the reporting rank's time went, largest first.

@@ -98,11 +98,25 @@ public:
   /// Every parameter as the unsharded tensor, gathered on world rank 0
   /// (empty elsewhere); collective: every rank calls it.
   std::map<std::string, std::vector<float>> gatherParameters();
+  /// Every parameter's gradient as the optimizer read it in the last step
+  /// (summed over micro-batches, reduced over data-parallel and tied
+  /// copies, before clipping), unsharded on world rank 0; collective.
+  std::map<std::string, std::vector<float>> gatherGradients();
+  /// On world rank 0, how the copies of `p`'s value (or gradient, as the
+  /// last step's adamw read it) that ranks hold differ: data-parallel and
+  /// tensor-parallel replicas and the stages that share a tied weight must
+  /// hold it bit for bit alike. Empty where they do, and elsewhere than
+  /// rank 0; collective.
+  std::string differingCopies(const ParameterSpec &p, bool gradient);
 
   /// A parameter's value, one of AdamW's moments, or the f32 master copy
   /// of a plan trained below f32.
   /// After Value, in kOptimizerStatePrefixes' order.
   enum class StateKind { Value, AdamM, AdamV, Master };
+  /// The buffer of holder `h`'s program that holds `p`'s gradient as the
+  /// step's adamw reads it.
+  std::string gradientBuffer(const ParameterSpec &p,
+                             const ParameterHolder &h) const;
   /// The buffer (of the parameter's first holder's program) that holds it.
   std::string stateBuffer(const ParameterSpec &p, StateKind kind) const;
   /// The unsharded tensor of `buffer` (a parameter's value or moment), on
