@@ -3,17 +3,20 @@
 (test/Tools/plan_reference.py), and compares the two runs as the
 equivalence tests compare plans:
 
-  against_reference.py [--steps N] [--skip REGEX] PLAN.json WORKDIR
+  against_reference.py [--steps N] [--skip REGEX] [--runner "CMD ARGS"]
+                       PLAN.json WORKDIR
 
 losses and gradient norms at every step (same_losses.py, 1e-5 relative),
 gradients after step 1 (same_params.py, 2e-5) and parameters after the last
 step (4e-5): about 10x the worst seen over the architectures of
 plan-run-reference.test (1.6e-6 and 3.7e-6). Prints each comparison's last
-line; exits 1 if plan-run fails or any comparison does.
+line; exits 1 if plan-run fails or any comparison does. --runner runs another build of plan-run (the CUDA
+backend on the emulator, say) with its arguments, up to PLAN.json.
 """
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 
@@ -39,12 +42,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--skip", help="tensors not to compare (regex)")
+    parser.add_argument("--runner", default="plan-run",
+                        help="the plan-run to run, with arguments")
     parser.add_argument("plan")
     parser.add_argument("workdir")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     log, grads, params = outputs(args.workdir, "plan-run")
-    run = subprocess.run(["plan-run", args.plan, "--steps", str(args.steps),
+    run = subprocess.run([*shlex.split(args.runner), args.plan, "--steps", str(args.steps),
                           "--log-json", log, "--dump-grads", grads,
                           "--save-params", params],
                          capture_output=True, text=True)
