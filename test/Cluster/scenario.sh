@@ -45,14 +45,18 @@ hostfile() {
   for i in $(seq "$2"); do echo "node$i slots=2" >>"$1"; done
 }
 
-# The processes of the job left on each host: ranks, mpirun's daemons,
-# Slurm's step daemons.
+# The processes of the job left on each host (ranks, mpirun's daemons,
+# Slurm's step daemons) once they had 15 s to end.
 leftovers() {
+  local host left
   for host in "$@"; do
-    local left
-    left="$(on "$host" ps -e -o comm= 2>/dev/null |
-      grep -x -E 'plan-run|orted|mpirun|slurmstepd' | sort | uniq -c |
-      tr -s ' ' | tr '\n' ' ')"
+    for _ in $(seq 30); do
+      left="$(on "$host" ps -e -o comm= 2>/dev/null |
+        grep -x -E 'plan-run|orted|mpirun|slurmstepd' | sort | uniq -c |
+        tr -s ' ' | tr '\n' ' ')"
+      [ -z "$left" ] && break
+      sleep 0.5
+    done
     echo "$host leftovers: ${left:-none}"
   done
 }
