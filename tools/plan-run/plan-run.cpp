@@ -628,28 +628,25 @@ void writeOrStop(const std::string &path, const std::string &text,
     comm.abort("cannot write " + path + ": " + std::strerror(errno));
 }
 
-/// Writes unsharded tensors (gathered on rank 0) as one JSON object of
-/// name -> values, from rank 0.
-void writeTensors(const std::string &path,
-                  const std::map<std::string, std::vector<float>> &tensors,
-                  int rank, Communicator &comm) {
+/// Writes every parameter's value (or its gradient, as the last step's
+/// AdamW read it), unsharded, as one JSON object of name -> values from
+/// rank 0; collective. Stops the job instead when the ranks that hold a
+/// parameter hold different copies of it: a replica that stepped apart
+/// trains another model than the one written.
+void writeTensors(const std::string &path, Trainer &trainer, const Plan &plan,
+                  bool gradient, int rank, Communicator &comm) {
+  for (const ParameterSpec &p : plan.parameters)
+    if (std::string differs = trainer.differingCopies(p, gradient);
+        !differs.empty())
+      comm.abort(differs);
+  auto tensors =
+      gradient ? trainer.gatherGradients() : trainer.gatherParameters();
   if (rank != 0)
     return;
   nlohmann::json doc = nlohmann::json::object();
   for (const auto &[name, values] : tensors)
     doc[name] = values;
   writeOrStop(path, doc.dump() + "\n", comm);
-}
-
-/// Stops the job when the ranks that hold a parameter (or its gradient)
-/// hold different copies of it: a replica that stepped apart trains
-/// another model than the one written.
-void stopOnDifferingCopies(Trainer &trainer, const Plan &plan, bool gradient,
-                           Communicator &comm) {
-  for (const ParameterSpec &p : plan.parameters)
-    if (std::string differs = trainer.differingCopies(p, gradient);
-        !differs.empty())
-      comm.abort(differs);
 }
 
 /// The Chrome trace (Perfetto, chrome://tracing) of the run: a process per
@@ -1063,10 +1060,8 @@ int main(int argc, char **argv) {
                            std::chrono::steady_clock::now() - start)
                            .count();
       trainer.collectLaunchSeconds();
-      if (s == first && !o.dumpGrads.empty()) {
-        stopOnDifferingCopies(trainer, plan, true, *comm);
-        writeTensors(o.dumpGrads, trainer.gatherGradients(), rank, *comm);
-      }
+      if (s == first && !o.dumpGrads.empty())
+        writeTensors(o.dumpGrads, trainer, plan, true, rank, *comm);
       // The profile leaves out the first step, which grows workspaces and
       // chooses GEMM algorithms and cuDNN plans, where there are others.
       if (s == first && o.steps - first > 1)
@@ -1143,10 +1138,8 @@ int main(int argc, char **argv) {
       trainer.drain(); // the last step's carried gathers, in the trace
       writeTrace(o.trace, events, plan, rank, *comm);
     }
-    if (!o.saveParams.empty()) {
-      stopOnDifferingCopies(trainer, plan, false, *comm);
-      writeTensors(o.saveParams, trainer.gatherParameters(), rank, *comm);
-    }
+    if (!o.saveParams.empty())
+      writeTensors(o.saveParams, trainer, plan, false, rank, *comm);
     if (reporter && o.profile) {
       // Where the reporting rank's time went, largest first.
       std::vector<std::pair<double, std::string>> rows;
