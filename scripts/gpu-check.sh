@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with NVIDIA GPUs, in under 8 minutes,
 #   1. builds the runtime with CUDA and runs the GPU tests: every kernel
-#      against the CPU backend, and the tiny Llama's 20 steps on one GPU
-#      against the CPU's losses;
+#      against the CPU backend and against PyTorch's autograd in float64
+#      (test/Runtime/kernel_oracle.py), and the tiny Llama's 20 steps on
+#      one GPU against the CPU's losses;
 #   2. with several GPUs, the multi-rank plans of the equivalence matrix;
 #   3. benchmarks: our GEMM path against plain cuBLAS; each family of our
 #      tensor-core attention kernels (PARTITA_CUDA_ATTENTION) against
@@ -223,14 +224,24 @@ say "1. kernel tests (every kernel against the CPU backend)"
 run kernel-tests 240 "$bin/partita-cuda-tests" \
   --gtest_output="json:$out/kernel-tests.json"
 
+say "1. kernel oracle (every kernel against PyTorch's autograd, float64)"
+run kernel-oracle 120 python3 "$root/test/Runtime/kernel_oracle.py" \
+  --runner "$bin/partita-cuda-kernel-run --device cuda" \
+  --json "$out/kernel-oracle.json"
+
 say "1. the tiny Llama, 20 steps: CPU, GPU with fp32 and with bf16 GEMMs"
 tiny="$plans/tiny-llama-1.json"
 run tiny-cpu 120 "$bin/plan-run" "$tiny" --steps 20 --device cpu \
-  --log-json "$out/tiny-cpu.jsonl"
+  --log-json "$out/tiny-cpu.jsonl" --dump-grads "$out/tiny-cpu.grads"
 for p in fp32 bf16; do
   run "tiny-$p" 120 "$bin/plan-run" "$tiny" --steps 20 --device cuda \
-    --gemm-precision "$p" --log-json "$out/tiny-$p.jsonl"
+    --gemm-precision "$p" --log-json "$out/tiny-$p.jsonl" \
+    --dump-grads "$out/tiny-$p.grads"
 done
+# Every gradient after step 1, fp32 GEMMs against the CPU's (the summary
+# judges the worst against its limit).
+run tiny-fp32-gradients 60 python3 "$root/test/Runtime/same_params.py" \
+  --rtol 1 "$out/tiny-cpu.grads" "$out/tiny-fp32.grads"
 say "1. the tiny Llama with bf16 buffers, 20 steps: CPU and GPU"
 run tiny-bf16-buffers-cpu 120 "$bin/plan-run" "$plans/tiny-llama-bf16.json" \
   --steps 20 --device cpu --log-json "$out/tiny-bf16-buffers-cpu.jsonl"

@@ -56,7 +56,12 @@ LIMITS = {"tiny_llama_fp32": 1e-5, "tiny_llama_bf16": 1e-5,
           "tiny_gemma_bf16": 1e-4, "small_llama_head128_bf16": 3e-3,
           "small_llama_head128_bf16_mma": 3e-3,
           "small_llama_head128_bf16_mma_atomic": 3e-3,
-          "small_llama_head128_bf16_cudnn": 3e-3, "equivalence": 1e-5}
+          "small_llama_head128_bf16_cudnn": 3e-3, "equivalence": 1e-5,
+          # The kernel oracle's limits are its own (a ratio of 1: at them).
+          "kernel_oracle": 1.0,
+          # Not yet measured on a GPU: the limit of the CPU backend against
+          # the numpy reference and the CUDA emulator (docs/runtime.md).
+          "tiny_llama_fp32_step1_gradients": 2e-5}
 checks = {"ran": [], "failed": []}
 
 
@@ -89,6 +94,20 @@ if os.path.exists(tests):
                  + (f", {skipped} skipped" if skipped else "")
                  + (f"; failing: {' '.join(failing)}" if failing else ""))
 
+# Every kernel against PyTorch (test/Runtime/kernel_oracle.py), which
+# holds each output to its own limits: judged by the worst error over its
+# limit.
+oracle = benchmark("kernel-oracle.json")
+if oracle:
+    result["kernel_oracle"] = oracle
+    lines.append(f"kernel oracle: {oracle['launches']} launches of "
+                 f"{oracle['kernels']} kernels against PyTorch, worst f32 "
+                 f"{oracle['worst_f32']:.1e} (limit {oracle['limit_f32']:.0e}),"
+                 f" bf16 {oracle['worst_bf16']:.1e} (limit "
+                 f"{oracle['limit_bf16']:.0e})")
+    judge("kernel_oracle", "kernel oracle, worst error over its limit",
+          oracle["worst_over_limit"])
+
 cpu = log("tiny-cpu.jsonl")
 for p in ("fp32", "bf16"):
     gpu_log = log(f"tiny-{p}.jsonl")
@@ -104,6 +123,25 @@ for p in ("fp32", "bf16"):
     elif cpu and os.path.exists(os.path.join(out, f"tiny-{p}.log")):
         lines.append(f"tiny Llama, {p} GEMMs: the GPU run did not finish "
                      f"(tiny-{p}.log)")
+
+# Every gradient after step 1 of the fp32 run against the CPU's
+# (same_params.py: relative Frobenius norms, the worst tensor named).
+gradients = os.path.join(out, "tiny-fp32-gradients.log")
+if os.path.exists(gradients):
+    found = re.search(r"same tensors \(worst ([^,]+), (.+)\)$",
+                      open(gradients).read(), re.M)
+    if found:
+        worst = float(found.group(1))
+        result["tiny_llama_fp32_step1_gradients"] = {
+            "max_relative_difference": worst, "worst_tensor": found.group(2)}
+        lines.append(f"tiny Llama, fp32 GEMMs: gradients after step 1 within "
+                     f"{worst:.2e} of the CPU's ({found.group(2)})")
+        judge("tiny_llama_fp32_step1_gradients", "tiny Llama, fp32 GEMMs' "
+              "gradients", worst)
+    else:
+        lines.append("tiny Llama, fp32 GEMMs: the gradients could not be "
+                     "compared (tiny-fp32-gradients.log)")
+
 
 def bf16_run(name, key, label, gpu_run="cuda"):
     """The GPU's bf16 run `name`-`gpu_run` against the CPU's."""

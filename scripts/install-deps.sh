@@ -17,6 +17,9 @@ packages=(
   # tests (numpy: the reference executor that checks plans train like one
   # device)
   googletest libgtest-dev python3-numpy
+  # PyTorch's autograd: the independent oracle of every kernel's forward
+  # and backward
+  python3-torch
   # lit's per-test --timeout
   python3-psutil
   # the namespace cluster of scripts/cluster.sh: its daemons run only

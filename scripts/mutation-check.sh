@@ -15,7 +15,9 @@
 # last (same_params.py). Kernel mutations patch a copy of the sources and
 # build its plan-run (minutes); the C++ kernels are caught when their run
 # differs from the numpy reference (test/Tools/plan_reference.py) in those
-# checks.
+# checks, or their launches from PyTorch's (test/Runtime/kernel_oracle.py;
+# each verdict says what each of the two found). A mutation of the CUDA
+# kernels is caught by the kernel oracle on the CUDA emulator.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -29,7 +31,7 @@ for a in "$@"; do
   case "$a" in
   --kernels) kernels=1 ;;
   --keep) keep=1 ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2 && exit 2 ;;
   esac
 done
 for tool in plan-opt plan-run; do
@@ -119,13 +121,11 @@ prepare_copy() {
     { echo "mutation-check: the copy does not build (see $work/copy.log)" >&2; exit 1; }
 }
 
-# kernel_mutation NAME FILE FROM TO BASELINE PLAN: replaces the line FROM
-# (which must appear once) in FILE of the copy by TO, builds, trains PLAN
-# and compares it with BASELINE's run; then restores the file.
-kernel_mutation() {
-  local m="$1" file="src/$2" from="$3" to="$4" baseline="$5" planned="$6"
-  cp "$file" "$file.orig"
-  if ! "$python" - "$file" "$from" "$to" <<'EOF'; then
+# mutate FILE FROM TO: replaces FROM (which must appear once) in FILE of
+# the copy by TO, keeping the original as FILE.orig.
+mutate() {
+  cp "src/$1" "src/$1.orig"
+  "$python" - "src/$1" "$2" "$3" <<'EOF'
 import sys
 path, old, new = sys.argv[1:4]
 text = open(path).read()
@@ -133,17 +133,58 @@ if text.count(old) != 1:
     sys.exit(f"mutation-check: {path}: expected one '{old}', found {text.count(old)}")
 open(path, "w").write(text.replace(old, new))
 EOF
-    mv "$file.orig" "$file"
+}
+
+# oracle RUNNER: the kernel oracle's first mismatch on RUNNER, or nothing.
+oracle() {
+  "$python" "$runtime_tests/kernel_oracle.py" --runner "$1" |
+    grep -m1 '^MISMATCH' | sed 's/^MISMATCH //'
+}
+
+# findings RUNS ORACLE: what the runs' checks and the kernel oracle found,
+# or nothing when neither found anything.
+findings() {
+  [ -z "$1$2" ] && return
+  echo "runs: ${1:-passed}; kernel oracle: ${2:-passed}"
+}
+
+# kernel_mutation NAME FILE FROM TO BASELINE PLAN: mutates FILE of the copy,
+# builds, trains PLAN and compares it with BASELINE's run, and runs the
+# kernel oracle; then restores the file.
+kernel_mutation() {
+  local m="$1" file="$2" baseline="$5" planned="$6"
+  if ! mutate "$file" "$3" "$4"; then
+    mv "src/$file.orig" "src/$file"
     verdict "$m" "" && return
   fi
   local tolerances=()
   [[ "$baseline" == ref-* ]] && tolerances=(2e-5 4e-5)
-  if ninja -C copy plan-run >>copy.log 2>&1 && train "k-$m" "$planned" copy/bin/plan-run; then
-    verdict "$m" "$(differs "$baseline" "k-$m" "${tolerances[@]}")"
+  if ninja -C copy plan-run partita-kernel-run >>copy.log 2>&1 &&
+    train "k-$m" "$planned" copy/bin/plan-run; then
+    verdict "$m" "$(findings "$(differs "$baseline" "k-$m" "${tolerances[@]}")" \
+      "$(oracle copy/bin/partita-kernel-run)")"
   else
     verdict "$m" "the mutated copy fails to build or run (see $work/copy.log)"
   fi
-  mv "$file.orig" "$file"
+  mv "src/$file.orig" "src/$file"
+}
+
+# cuda_kernel_mutation NAME FILE FROM TO: mutates FILE of the copy, builds
+# the CUDA backend for the emulator, and runs the kernel oracle on it.
+cuda_kernel_mutation() {
+  local m="$1" file="$2"
+  if ! mutate "$file" "$3" "$4"; then
+    mv "src/$file.orig" "src/$file"
+    verdict "$m" "" && return
+  fi
+  if ninja -C copy partita-cuda-emulated-kernel-run >>copy.log 2>&1; then
+    local found
+    found="$(oracle "copy/bin/partita-cuda-emulated-kernel-run --device cuda")"
+    verdict "$m" "${found:+kernel oracle on the emulator: $found}"
+  else
+    verdict "$m" "the mutated copy fails to build (see $work/copy.log)"
+  fi
+  mv "src/$file.orig" "src/$file"
 }
 
 # The reference's run of NAME.json, as train writes plan-run's.
@@ -158,6 +199,8 @@ kernel_mutations() {
   reference ref-one one
   reference ref-gpt2 gpt2
   plan zero1 "$llama" dp=2,zero=1,mbs=8
+  plan tp2sp "$llama" dp=1,tp=2,sp=1,mbs=16
+  reference ref-tp2sp tp2sp
   kernel_mutation attention-ds-scale $cpu \
     'dr[j] = pr[j] * (dr[j] - dot) * scale;' 'dr[j] = pr[j] * (dr[j] - dot);' ref-one one
   kernel_mutation swiglu-derivative $cpu \
@@ -166,9 +209,12 @@ kernel_mutations() {
     '0.5f * x * (1 - t * t) * 0.7978845608f' '0.5f * x * (1 - t) * 0.7978845608f' ref-gpt2 gpt2
   kernel_mutation rotary-backward-position $cpu \
     'sn = sign * float(magnitude * std::sin(t * inv[i]));' \
-    'sn = sign * float(magnitude * std::sin((t + (sign < 0)) * inv[i]));' ref-one one
+    'sn = sign * float(magnitude * std::sin((t + (sign < 0)) * inv[i]));' ref-tp2sp tp2sp
   kernel_mutation zero-shard-offset $cpu \
     'begin = shard ? c.ctx.dpRank * chunk : 0;' 'begin = shard ? c.ctx.dpRank * (chunk - 1) : 0;' one zero1
+  [ -x "$build/bin/partita-cuda-emulated-kernel-run" ] &&
+    cuda_kernel_mutation cuda-silu-derivative runtime/cuda/Kernels.cu \
+      'return s + x * s * (1 - s);' 'return s * (1 - s);'
 }
 
 plan_mutations

@@ -1,4 +1,5 @@
 # Lit configuration for Partita's compiler tests.
+import importlib.util
 import os
 import sys
 
@@ -38,7 +39,7 @@ tools = ["plan-opt", "importer-corpus-replay", "topology-corpus-replay"]
 # say REQUIRES: plan-run.
 if os.path.exists(os.path.join(config.partita_tools_dir, "plan-run")):
     tools += ["plan-run", "partita-comm-check", "partita-guarded-run",
-              "plan-loader-corpus-replay"]
+              "plan-loader-corpus-replay", "partita-kernel-run"]
     config.available_features.add("plan-run")
 # The CUDA backend is built where CMake finds CUDA, cuBLASLt and NCCL; its
 # GPU tests need a device as well (nvidia-smi lists one).
@@ -50,10 +51,11 @@ if config.partita_have_cuda in ("ON", "1", "TRUE"):
     if smi and subprocess.run([smi, "-L"], capture_output=True,
                               text=True).stdout.startswith("GPU "):
         config.available_features.add("cuda-device")
+        tools += ["partita-cuda-kernel-run"]
 # The CUDA backend built for the CPU emulator (runtime/cuda/emulator), where
 # CUDA's headers and Boost.Context are found.
 if config.partita_have_cuda_emulator in ("ON", "1", "TRUE"):
-    tools += ["partita-cuda-emulated-run"]
+    tools += ["partita-cuda-emulated-run", "partita-cuda-emulated-kernel-run"]
     config.available_features.add("cuda-emulator")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
@@ -69,6 +71,10 @@ config.substitutions.append(("%bench", os.path.join(config.partita_src_root,
 # The Python running lit (Debian's, with python3-numpy for the reference
 # executor).
 config.substitutions.append(("%python", sys.executable))
+# PyTorch (Debian's python3-torch), the independent oracle of the kernels'
+# forward and backward (Runtime/kernel-oracle.test).
+if importlib.util.find_spec("torch") is not None:
+    config.available_features.add("torch")
 config.substitutions.append(("%build", config.partita_obj_root))
 config.substitutions.append(("%docs", os.path.join(config.partita_src_root,
                                                    "docs")))

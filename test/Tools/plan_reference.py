@@ -121,7 +121,9 @@ def flat_part(array, rank, size):
 # -- Kernels -----------------------------------------------------------------
 
 
-def rope_tables(seq, rotary_dim, params):
+def rope_frequencies(rotary_dim, params):
+    """RoPE's inverse frequencies (float64) and the magnitude of its
+    rotated channels, with the plan's scaling as transformers computes it."""
     inv = 1.0 / (params["theta"] ** (np.arange(0, rotary_dim, 2) / rotary_dim))
     kind = params.get("scaling")
     if kind == "linear":
@@ -159,6 +161,11 @@ def rope_tables(seq, rotary_dim, params):
         inv = inv / np.asarray(params["frequency_factors"], dtype=np.float64)
     magnitude = params.get("attention_factor", 1.0) \
         if kind in ("yarn", "longrope") else 1.0
+    return inv, magnitude
+
+
+def rope_tables(seq, rotary_dim, params):
+    inv, magnitude = rope_frequencies(rotary_dim, params)
     angles = np.outer(np.arange(seq), inv)
     return ((magnitude * np.cos(angles)).astype(FLOAT),
             (magnitude * np.sin(angles)).astype(FLOAT))
