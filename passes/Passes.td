@@ -97,6 +97,14 @@ def DistSearchStrategy : Pass<"dist-search-strategy", "mlir::ModuleOp"> {
     Option<"recordRunnersUp", "record-runners-up", "int64_t", "0",
            "Record this many runners-up, best first, as dist.runners_up "
            "for dist-confirm-strategy (the report still lists top-k)">,
+    Option<"confirm", "confirm", "int64_t", "0",
+           "Compile and simulate at least this many of the best candidates "
+           "and keep the fastest whose memory plan fits, as "
+           "dist-confirm-strategy does, before the report (0: the closed "
+           "form's choice)">,
+    Option<"overlap", "overlap", "bool", "true",
+           "With confirm: compile the candidates with "
+           "exec-overlap-communication">,
   ];
   let dependentDialects = ["::partita::dist::DistDialect"];
 }

@@ -32,14 +32,6 @@ void addPlanLowering(mlir::OpPassManager &pm, bool overlap, bool quiet,
       {trace.str(), /*report=*/"", quiet, costParams.str()}));
 }
 
-/// The runners-up the search records for dist-confirm-strategy, which goes
-/// past its first candidates while none fits (the search's memory estimate
-/// is a few percent under the memory plan, and a search that fills a device
-/// to the edge can rank many such near misses first) or while the last one
-/// checked promised better than the fastest that fits simulates, or within
-/// 1% of it.
-constexpr int64_t kConfirmPool = 24;
-
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options) {
   if (!options.topology.empty())
@@ -50,19 +42,14 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
   // strategy given (completed with the documented defaults).
   std::string costed =
       options.search ? std::string() : options.strategy.getValue();
-  bool confirm = options.search && options.confirm > 0 && !options.plan.empty();
+  // The search confirms its choice on the plans its best candidates
+  // compile to, and reports the one kept, whether a plan is written or not.
   if (options.search)
     pm.addPass(createDistSearchStrategy(
         {options.strategy, options.objective, options.memoryCapGib,
          options.allowTpAcrossNodes, options.freeGlobalBatch, /*topK=*/5,
-         options.report, options.costParams,
-         /*recordRunnersUp=*/
-         confirm ? std::max<int64_t>(kConfirmPool, options.confirm) : 0}));
-  // A plan is compiled for the candidate that simulation confirms.
-  if (confirm)
-    pm.addPass(createDistConfirmStrategy({options.confirm, options.memoryCapGib,
-                                          options.costParams, options.overlap,
-                                          options.objective}));
+         options.report, options.costParams, /*recordRunnersUp=*/0,
+         options.confirm, options.overlap}));
   bool wantsCost = !options.strategy.empty() || !options.costReport.empty();
   if (wantsCost)
     pm.addPass(

@@ -68,9 +68,9 @@ struct CompilePipelineOptions
       llvm::cl::init(true)};
   Option<int64_t> confirm{
       *this, "confirm",
-      llvm::cl::desc("With plan and search: compile and simulate this many "
-                     "of the best candidates and keep the fastest that "
-                     "fits (dist-confirm-strategy; 0: the closed form's "
+      llvm::cl::desc("With search: compile and simulate this many of the "
+                     "best candidates and keep the fastest whose memory plan "
+                     "fits, before the report (0: the closed form's "
                      "choice)"),
       llvm::cl::init(3)};
   Option<bool> allowUnfit{

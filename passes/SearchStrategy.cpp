@@ -1,12 +1,17 @@
 //===- SearchStrategy.cpp - dist-search-strategy --------------------------===//
 
+#include "compiler/CostModel/CostReport.h"
 #include "compiler/Search/SearchReport.h"
 #include "compiler/Topology/Topology.h"
+#include "passes/ConfirmStrategy.h"
 #include "passes/OutputFile.h"
 #include "passes/Passes.h"
 #include "passes/SearchExtensions.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cmath>
+#include <optional>
 
 namespace partita {
 #define GEN_PASS_DEF_DISTSEARCHSTRATEGY
@@ -87,6 +92,81 @@ llvm::Expected<SearchOptions> searchOptionsFor(mlir::ModuleOp module,
 
 namespace {
 
+/// The runners-up that confirmation may go on to: past its first
+/// candidates while none fits (the search's memory estimate is a few
+/// percent under the memory plan, and a search that fills a device to the
+/// edge can rank many such near misses first), or while the last one
+/// checked promised better than the fastest that fits simulates.
+constexpr int64_t kConfirmPool = 24;
+
+/// What the closed form's choice lacked against the one kept.
+std::string confirmationReason(const Confirmation &confirmation,
+                               bool forMemory) {
+  const ConfirmedCandidate &first = confirmation.checked.front(),
+                           &kept = confirmation.checked[confirmation.chosen];
+  auto gib = [](double bytes) {
+    return llvm::formatv("{0:F3} GiB", bytes / kGiB).str();
+  };
+  if (std::isnan(first.simulatedS))
+    return "whose plan does not compile";
+  if (first.peakBytes > confirmation.capBytes)
+    return "whose memory plan needs " + gib(first.peakBytes) + " of the " +
+           gib(confirmation.capBytes);
+  if (forMemory)
+    return "whose memory plan needs more (" + gib(first.peakBytes) +
+           " against " + gib(kept.peakBytes) + ")";
+  double slower = 100 * (first.perSequence(first.simulatedS) /
+                             kept.perSequence(kept.simulatedS) -
+                         1);
+  if (slower < 0.05)
+    return "which simulates no faster";
+  return llvm::formatv("which simulates {0:F1}% slower", slower).str();
+}
+
+/// Confirms the search's candidates on their plans; when the one kept is
+/// not the closed form's choice, it becomes `result.best`, the closed
+/// form's choice its first runner-up, and the why says what that lacked.
+Confirmation confirmChoice(mlir::ModuleOp module, SearchResult &result,
+                           const ModelProfile &profile,
+                           const Topology &topology,
+                           const PartialParallelConfig &pins,
+                           const ConfirmSettings &settings) {
+  int64_t layers = profile.layers.size();
+  auto attr = [&](const Candidate &c) {
+    return mlir::cast<dist::StrategyAttr>(
+        toStrategyAttr(c.config, layers, module.getContext()));
+  };
+  llvm::SmallVector<dist::StrategyAttr> ranked{attr(result.best)};
+  for (const Candidate &c : result.runnersUp)
+    ranked.push_back(attr(c));
+  Confirmation confirmation = confirmCandidates(module, ranked, settings);
+  if (confirmation.chosen <= 0)
+    return confirmation;
+  std::string against = "simulation kept it over the closed form's choice (" +
+                        candidateText(result.best.config) + "), " +
+                        confirmationReason(confirmation, settings.forMemory);
+  Candidate closedForm = std::move(result.best);
+  auto kept = result.runnersUp.begin() + (confirmation.chosen - 1);
+  result.best = std::move(*kept);
+  result.runnersUp.erase(kept);
+  result.runnersUp.insert(result.runnersUp.begin(), std::move(closedForm));
+  explainChoice(result, profile, topology, pins, against);
+  return confirmation;
+}
+
+llvm::json::Array confirmationJson(const Confirmation &confirmation,
+                                   int64_t layers) {
+  llvm::json::Array checked;
+  for (auto [k, c] : llvm::enumerate(confirmation.checked))
+    checked.push_back(llvm::json::Object{
+        {"strategy", strategyJson(fromStrategyAttr(c.strategy), layers)},
+        {"closed_form_step_time_s", c.closedFormS},
+        {"simulated_step_time_s", c.simulatedS},
+        {"device_bytes_per_rank", c.peakBytes},
+        {"kept", int(k) == confirmation.chosen}});
+  return checked;
+}
+
 struct DistSearchStrategyPass
     : impl::DistSearchStrategyBase<DistSearchStrategyPass> {
   using Base::Base;
@@ -103,13 +183,15 @@ struct DistSearchStrategyPass
     Topology topology = moduleTopology(module, note);
     TopologyGraph graph(topology);
     // The search keeps as many runners-up as either use needs.
-    SearchSettings settings{strategy,
-                            costParams,
-                            objective,
-                            memoryCapGib,
-                            allowTpAcrossNodes,
-                            freeGlobalBatch,
-                            std::max<int64_t>({0, topK, recordRunnersUp})};
+    int64_t pool = confirm > 0 ? std::max<int64_t>(kConfirmPool, confirm) : 0;
+    SearchSettings settings{
+        strategy,
+        costParams,
+        objective,
+        memoryCapGib,
+        allowTpAcrossNodes,
+        freeGlobalBatch,
+        std::max<int64_t>({0, topK, recordRunnersUp, pool})};
     llvm::Expected<SearchOptions> built =
         searchOptionsFor(module, graph, settings);
     if (!built)
@@ -133,6 +215,15 @@ struct DistSearchStrategyPass
         mlir::emitError(model.getLoc(), message);
         return mlir::WalkResult::interrupt();
       }
+      std::optional<Confirmation> confirmation;
+      if (confirm > 0) {
+        result->runnersUp.resize(
+            std::min<size_t>(result->runnersUp.size(), pool));
+        confirmation =
+            confirmChoice(module, *result, profile, topology, options.pins,
+                          {confirm, memoryCapGib, costParams, overlap,
+                           options.objective == SearchObjective::Memory});
+      }
       module->setAttr(dist::kStrategyAttrName,
                       toStrategyAttr(result->best.config, profile.layers.size(),
                                      module.getContext()));
@@ -154,7 +245,18 @@ struct DistSearchStrategyPass
         result->runnersUp.resize(listed);
       }
       printSearchReport(*result, profile, note, llvm::errs());
-      reports.push_back(searchReportJson(*result, profile, !note.empty()));
+      llvm::json::Object json =
+          searchReportJson(*result, profile, !note.empty());
+      if (confirmation) {
+        printConfirmation(*confirmation, llvm::errs());
+        json["confirmation"] =
+            confirmationJson(*confirmation, profile.layers.size());
+        if (confirmation->chosen < 0)
+          mlir::emitWarning(model.getLoc(),
+                            "dist-search-strategy: no candidate's memory plan "
+                            "fits; keeping the closed form's choice");
+      }
+      reports.push_back(std::move(json));
       return mlir::WalkResult::advance();
     });
     if (walk.wasInterrupted())

@@ -45,7 +45,7 @@ std::string scaled(double value, llvm::StringRef unit) {
   return s;
 }
 
-void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
+void printSummary(tfm::ModelOp model, bool stepMissing, llvm::raw_ostream &os) {
   ModelStats s = computeModelStats(model);
   os << "model \"" << model.getSymName() << "\": " << s.numBlocks
      << " blocks, hidden " << s.hiddenSize << ", " << s.numHeads << " heads ("
@@ -64,6 +64,10 @@ void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
   else if (s.elementType)
     os << " as " << s.elementType;
   os << "\n";
+  if (stepMissing) {
+    os << "  step              not given (seq_len and global_batch)\n";
+    return;
+  }
   os << "  step              " << withThousands(s.globalBatch)
      << " sequences x " << withThousands(s.seqLen)
      << " tokens = " << withThousands(s.globalBatch * s.seqLen) << " tokens\n";
@@ -72,8 +76,10 @@ void printSummary(tfm::ModelOp model, llvm::raw_ostream &os) {
 struct TfmSummarizeModelPass
     : impl::TfmSummarizeModelBase<TfmSummarizeModelPass> {
   void runOnOperation() override {
-    getOperation().walk(
-        [](tfm::ModelOp model) { printSummary(model, llvm::errs()); });
+    bool stepMissing = getOperation()->hasAttr(tfm::kStepMissingAttrName);
+    getOperation().walk([&](tfm::ModelOp model) {
+      printSummary(model, stepMissing, llvm::errs());
+    });
     markAllAnalysesPreserved();
   }
 };

@@ -281,6 +281,9 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
            b.getNamedAttr("eps", b.getF64FloatAttr(opt.eps)),
            b.getNamedAttr("weight_decay", b.getF64FloatAttr(opt.weightDecay)),
            b.getNamedAttr("clip_norm", b.getF64FloatAttr(opt.clipNorm))}));
+  // A model imported without a training step says so, for the summary.
+  if (spec.training.stepMissing)
+    (*module)->setAttr(tfm::kStepMissingAttrName, b.getUnitAttr());
   // Pins travel in the IR, so the search stays a function of its input.
   if (!spec.strategyPins.empty())
     (*module)->setAttr("dist.strategy_pins",

@@ -951,6 +951,14 @@ void readTraining(ObjectReader *r, const TrainingOverrides &overrides,
     src.try_emplace("seq_len", r->where("seq_len"));
   if (r && r->has("global_batch"))
     src.try_emplace("global_batch", r->where("global_batch"));
+  auto optional = [&](int64_t &field, StringRef key) {
+    if (overrides.stepOptional && field == 0 && !src.count(key)) {
+      field = 1;
+      t.stepMissing = true;
+    }
+  };
+  optional(t.seqLen, "seq_len");
+  optional(t.globalBatch, "global_batch");
   if (t.seqLen == 0 && !src.count("seq_len"))
     errors.add(where, "training setting seq_len is missing: give "
                       "\"training\": {\"seq_len\": N} or --seq-len=N");

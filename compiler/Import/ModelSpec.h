@@ -130,6 +130,9 @@ struct TrainingConfig {
   int64_t globalBatch = 0; // in sequences
   DType dtype = DType::BF16;
   OptimizerConfig optimizer;
+  /// seq_len and global_batch were missing and stand at 1
+  /// (TrainingOverrides::stepOptional): the model has no step to speak of.
+  bool stepMissing = false;
 };
 
 /// Command-line values that complete or override a spec's training settings.
@@ -137,6 +140,9 @@ struct TrainingOverrides {
   std::optional<int64_t> seqLen;
   std::optional<int64_t> globalBatch;
   std::optional<std::string> dtype;
+  /// A missing seq_len or global_batch is no error but 1, for what needs
+  /// only the model (a summary of its parameters).
+  bool stepOptional = false;
 };
 
 struct ModelSpec {

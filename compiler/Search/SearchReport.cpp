@@ -3,6 +3,8 @@
 #include "compiler/Search/SearchReport.h"
 #include "compiler/CostModel/CostReport.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 
 namespace partita {
@@ -16,6 +18,31 @@ std::string stageLayersText(const ParallelConfig &c, int64_t layers) {
                                                 ? layers / c.pp
                                                 : c.stageLayers[k]);
   return text;
+}
+
+} // namespace
+
+std::string candidateText(const ParallelConfig &config) {
+  std::string text = config.str();
+  if (config.stageLayers.size() > 1)
+    text +=
+        " layers " +
+        llvm::join(llvm::map_range(config.stageLayers,
+                                   [](int64_t n) { return std::to_string(n); }),
+                   "/");
+  return text;
+}
+
+namespace {
+
+/// Every configuration the search considered: the winner, the runners-up
+/// and every one it rejected.
+int64_t considered(const SearchResult &r) {
+  int64_t total = 1 + int64_t(r.runnersUp.size()) + r.rejectedOutOfMemory +
+                  r.rejectedIndivisible + r.rejectedSlower;
+  for (const auto &[name, rejected] : r.rejectedByConstraint)
+    total += rejected.first;
+  return total;
 }
 
 } // namespace
@@ -47,17 +74,37 @@ void printSearchReport(const SearchResult &r, const ModelProfile &profile,
                e.memory.optimizerStates / kGiB, e.memory.activations / kGiB,
                e.memory.buffers / kGiB, e.memory.runtime / kGiB);
   if (!r.runnersUp.empty()) {
-    os << "  runners-up\n";
-    for (const Candidate &c : r.runnersUp)
-      os << format("    %-72s %8.3f s %6.1f GiB\n", c.config.str().c_str(),
-                   c.estimate.stepTimeS, c.estimate.memory.total() / kGiB);
+    // With --free-global-batch the batches differ, and the search ranks
+    // by time per sequence.
+    bool batchesDiffer = llvm::any_of(r.runnersUp, [&](const Candidate &c) {
+      return c.config.globalBatch() != r.best.config.globalBatch();
+    });
+    os << (batchesDiffer ? "  runners-up (by step time per sequence)\n"
+                         : "  runners-up\n");
+    for (const Candidate &c : r.runnersUp) {
+      os << format("    %-84s %8.3f s %6.1f GiB",
+                   candidateText(c.config).c_str(), c.estimate.stepTimeS,
+                   c.estimate.memory.total() / kGiB);
+      if (batchesDiffer)
+        os << format("  %lld sequences, %.4f s each",
+                     static_cast<long long>(c.config.globalBatch()),
+                     c.estimate.stepTimeS / double(c.config.globalBatch()));
+      os << "\n";
+    }
   }
-  os << format("  searched %lld configurations in %.3f s; rejected: %lld out "
-               "of memory, %lld indivisible, %lld slower\n",
-               static_cast<long long>(r.costed), r.searchTimeS,
+  // What was costed is a part: a configuration whose model states alone
+  // overflow a device, or that cannot divide, is rejected before.
+  os << format("  searched %lld configurations in %.3f s (%lld costed); "
+               "rejected: %lld out of memory, %lld indivisible, %lld slower",
+               static_cast<long long>(considered(r)), r.searchTimeS,
+               static_cast<long long>(r.costed),
                static_cast<long long>(r.rejectedOutOfMemory),
                static_cast<long long>(r.rejectedIndivisible),
                static_cast<long long>(r.rejectedSlower));
+  for (const auto &[name, rejected] : r.rejectedByConstraint)
+    os << format(", %lld by %s", static_cast<long long>(rejected.first),
+                 name.c_str());
+  os << "\n";
   for (const auto &[name, rejected] : r.rejectedByConstraint)
     os << format("  constraint %s rejected %lld: first %s\n", name.c_str(),
                  static_cast<long long>(rejected.first),
@@ -92,6 +139,7 @@ llvm::json::Object searchReportJson(const SearchResult &r,
                           {"slower", r.rejectedSlower},
                           {"by_constraint", std::move(byConstraint)}}},
       {"candidates_costed", r.costed},
+      {"candidates_considered", considered(r)},
       {"search_time_s", r.searchTimeS},
       {"memory_cap_bytes", r.memoryCapBytes}};
 }

@@ -10,6 +10,11 @@
 
 namespace partita {
 
+/// A candidate as the tables show it: its strategy string, and its cut of
+/// layers into stages where it has several (candidates may differ in that
+/// alone).
+std::string candidateText(const ParallelConfig &config);
+
 /// The human table: the winner, why, its predictions, the runners-up and
 /// the pruning counts.
 void printSearchReport(const SearchResult &result, const ModelProfile &profile,

@@ -1,8 +1,10 @@
 //===- StrategySearch.cpp - The fastest parallel plan that fits -----------===//
 
 #include "compiler/Search/StrategySearch.h"
+#include "compiler/Search/SearchReport.h"
 
 #include "support/Format.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -139,23 +141,64 @@ std::string gib(double bytes) {
   return formatNumber(std::round(g * 10) / 10) + " GiB";
 }
 
-/// One sentence on why the winner wins, from how the best alternatives
-/// along each dimension fared.
+/// The winner's settings that `pins` fixed, as "tp=2, pp=2".
+std::vector<std::string> pinnedSettings(const PartialParallelConfig &pins,
+                                        const ParallelConfig &c) {
+  std::map<std::string, bool> pinned = {
+      {"dp", pins.dp.has_value()},
+      {"tp", pins.tp.has_value()},
+      {"pp", pins.pp.has_value()},
+      {"vpp", pins.vpp.has_value()},
+      {"zero", pins.zero.has_value()},
+      {"mbs", pins.microBatchSize.has_value()},
+      {"recompute", pins.recompute.has_value()},
+      {"sp", pins.sequenceParallel.has_value()},
+      {"schedule", pins.schedule.has_value()}};
+  std::vector<std::string> settings;
+  llvm::SmallVector<llvm::StringRef> parts;
+  std::string text = c.str();
+  llvm::StringRef(text).split(parts, ',');
+  for (llvm::StringRef part : parts)
+    if (pinned[part.split('=').first.str()])
+      settings.push_back(part.str());
+  return settings;
+}
+
 /// Why the winner's pipeline is as deep as it is.
 enum class PipelineDepthReason { Faster, Memory, Divisibility };
 
-std::string explain(const SearchResult &r, const ModelProfile &profile,
-                    const Topology &topo, PipelineDepthReason depth) {
+/// Did shallower pipelines than `pp` fit, or run out of memory, or not
+/// divide at all?
+PipelineDepthReason depthReason(const SearchResult &r, int64_t pp) {
+  PipelineDepthReason depth = PipelineDepthReason::Divisibility;
+  for (const auto &[depthTried, fits] : r.fitsAtPp) {
+    if (depthTried >= pp)
+      continue;
+    if (fits)
+      depth = PipelineDepthReason::Faster;
+    else if (depth == PipelineDepthReason::Divisibility)
+      depth = PipelineDepthReason::Memory;
+  }
+  return depth;
+}
+
+/// The reasons for the winner's chosen (not pinned) tp, pp, ZeRO stage and
+/// recomputation.
+std::vector<std::string> choiceReasons(const SearchResult &r,
+                                       const ModelProfile &profile,
+                                       const Topology &topo,
+                                       const PartialParallelConfig &pins) {
   const ParallelConfig &c = r.best.config;
   std::vector<std::string> reasons;
-  if (c.tp > 1) {
+  if (c.tp > 1 && !pins.tp) {
     bool inNode = c.tp <= topo.devicesPerNode;
     reasons.push_back("tp=" + std::to_string(c.tp) +
                       (inNode ? " keeps the per-layer all-reduces inside a "
                                 "node"
                               : " spreads the layers' weights across nodes"));
   }
-  if (c.pp > 1) {
+  PipelineDepthReason depth = depthReason(r, c.pp);
+  if (c.pp > 1 && !pins.pp) {
     if (depth == PipelineDepthReason::Memory)
       reasons.push_back("pp=" + std::to_string(c.pp) + " is needed to fit " +
                         profile.name + " in " + gib(r.memoryCapBytes));
@@ -169,40 +212,58 @@ std::string explain(const SearchResult &r, const ModelProfile &profile,
           formatNumber(std::round(r.best.estimate.bubbleFraction * 1000) / 10) +
           "% yet beats shallower pipelines");
   }
-  if (c.zero > 0)
+  if (c.zero > 0 && !pins.zero)
     reasons.push_back(
         "zero=" + std::to_string(c.zero) + " shards the optimizer state" +
         (c.zero >= 2 ? std::string(c.zero == 3 ? ", gradients and parameters"
                                                : " and gradients")
                      : std::string()) +
         " over dp=" + std::to_string(c.dp));
-  if (c.recompute != Recompute::None)
+  if (c.recompute != Recompute::None && !pins.recompute)
     reasons.push_back("recompute=" + toString(c.recompute).str() +
                       " trades compute for activation memory");
+  return reasons;
+}
+
+} // namespace
+
+void explainChoice(SearchResult &r, const ModelProfile &profile,
+                   const Topology &topo, const PartialParallelConfig &pins,
+                   llvm::StringRef against) {
+  std::vector<std::string> reasons;
+  std::vector<std::string> pinned = pinnedSettings(pins, r.best.config);
+  if (!pinned.empty())
+    reasons.push_back(llvm::join(pinned, ", ") +
+                      (pinned.size() == 1 ? " is" : " are") + " pinned");
+  for (std::string &reason : choiceReasons(r, profile, topo, pins))
+    reasons.push_back(std::move(reason));
   // The nearest alternative and by how much it loses.
-  if (!r.runnersUp.empty()) {
+  if (!against.empty()) {
+    reasons.push_back(against.str());
+  } else if (!r.runnersUp.empty()) {
     const Candidate &next = r.runnersUp.front();
     double slower =
         100 * (next.estimate.stepTimeS / r.best.estimate.stepTimeS - 1);
     if (slower < 0.05)
-      reasons.push_back("the runner-up (" + next.config.str() + ") is as fast");
+      reasons.push_back("the runner-up (" + candidateText(next.config) +
+                        ") is as fast");
     else
-      reasons.push_back("the runner-up (" + next.config.str() + ") is " +
-                        formatNumber(std::round(slower * 10) / 10) +
+      reasons.push_back("the runner-up (" + candidateText(next.config) +
+                        ") is " + formatNumber(std::round(slower * 10) / 10) +
                         "% slower");
   }
-  if (reasons.empty())
-    return "plain data parallelism fits and needs no model parallelism.";
+  if (reasons.empty()) {
+    r.why = "plain data parallelism fits and needs no model parallelism.";
+    return;
+  }
   std::string sentence;
   for (size_t i = 0; i < reasons.size(); ++i)
     sentence += (i == 0                    ? ""
                  : i + 1 == reasons.size() ? "; and "
                                            : "; ") +
                 reasons[i];
-  return sentence + ".";
+  r.why = sentence + ".";
 }
-
-} // namespace
 
 llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
                                             const TopologyGraph &graph,
@@ -549,18 +610,9 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   result.best = std::move(ranked.front());
   result.runnersUp.assign(std::make_move_iterator(ranked.begin() + 1),
                           std::make_move_iterator(ranked.end()));
-  // Did shallower pipelines than the winner's fit, or run out of memory, or
-  // not divide at all?
-  PipelineDepthReason depth = PipelineDepthReason::Divisibility;
-  for (const auto &[pp, state] : atPp) {
-    if (pp >= result.best.config.pp)
-      continue;
-    if (state == Depth::Fits)
-      depth = PipelineDepthReason::Faster;
-    else if (depth == PipelineDepthReason::Divisibility)
-      depth = PipelineDepthReason::Memory;
-  }
-  result.why = explain(result, profile, topo, depth);
+  for (const auto &[pp, state] : atPp)
+    result.fitsAtPp[pp] = state == Depth::Fits;
+  explainChoice(result, profile, topo, options.pins);
   return result;
 }
 

@@ -65,9 +65,20 @@ struct SearchResult {
   std::map<std::string, std::pair<int64_t, std::string>> rejectedByConstraint;
   double searchTimeS = 0;
   double memoryCapBytes = 0;
-  /// One sentence on why the winner wins.
+  /// One sentence on why the winner wins (explainChoice).
   std::string why;
+  /// Each pipeline depth the search could build: whether some
+  /// configuration of it fits (else all ran out of memory).
+  std::map<int64_t, bool> fitsAtPp;
 };
+
+/// Sets `r.why`: one sentence on why `r.best` wins, from how the best
+/// alternatives along each dimension fared; the dimensions `pins` fixed
+/// are named as pinned, not explained as choices. The last clause compares
+/// the winner with the runner-up, or is `against` where given.
+void explainChoice(SearchResult &r, const ModelProfile &profile,
+                   const Topology &topology, const PartialParallelConfig &pins,
+                   llvm::StringRef against = "");
 
 /// Searches the space. When no configuration fits, the error says the
 /// smallest memory any configuration needs, the memory available and what

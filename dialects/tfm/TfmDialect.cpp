@@ -45,6 +45,13 @@ const OptimizerRealRange *partita::tfm::findOptimizerReal(StringRef key) {
 
 LogicalResult TfmDialect::verifyOperationAttribute(Operation *op,
                                                    NamedAttribute attr) {
+  if (attr.getName() == kStepMissingAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError("'")
+             << kStepMissingAttrName << "' must be a unit attribute on the "
+             << "module";
+    return success();
+  }
   if (attr.getName() != kOptimizerAttrName)
     return op->emitError("unknown tfm attribute '")
            << attr.getName().getValue() << "'";

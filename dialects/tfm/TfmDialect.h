@@ -14,6 +14,11 @@ namespace partita::tfm {
 /// The module attribute that carries AdamW's settings to plan.json.
 inline constexpr llvm::StringLiteral kOptimizerAttrName = "tfm.optimizer";
 
+/// A unit module attribute: the model was imported without a training
+/// step (no seq_len or global_batch), for a summary of its parameters; its
+/// step's shapes stand at 1 and mean nothing.
+inline constexpr llvm::StringLiteral kStepMissingAttrName = "tfm.step_missing";
+
 /// The range of one of AdamW's real settings, as a model spec's optimizer
 /// and the `tfm.optimizer` attribute both take it.
 struct OptimizerRealRange {

@@ -25,7 +25,7 @@
 // CHECK-NEXT: why
 // CHECK-NEXT: step {{.*}} tokens/s, {{.*}} TFLOP/s per device, MFU
 // CHECK-NEXT: memory {{.*}} of 4.0 GiB per device
-// CHECK: searched {{[0-9]+}} configurations in {{.*}} s; rejected: {{[0-9]+}} out of memory, {{[0-9]+}} indivisible, {{[0-9]+}} slower
+// CHECK: searched {{[0-9]+}} configurations in {{.*}} s ({{[0-9]+}} costed); rejected: {{[0-9]+}} out of memory, {{[0-9]+}} indivisible, {{[0-9]+}} slower
 
 // ATTR: module attributes {dist.strategy = #dist.strategy<dp = {{[0-9]+}}, tp = {{[0-9]+}}, pp = {{[0-9]+}}, vpp = 1,
 

@@ -66,9 +66,10 @@ llvm::cl::opt<std::string> topologyFlag(
     llvm::cl::value_desc("topology"), llvm::cl::cat(planCategory));
 llvm::cl::opt<std::string> strategyFlag(
     "strategy",
-    llvm::cl::desc("Report the cost of this parallel configuration, e.g. "
-                   "dp=8,tp=8,pp=2,vpp=1,zero=1,mbs=1,recompute=selective,"
-                   "sp=1,schedule=1f1b"),
+    llvm::cl::desc("Pin these dimensions of the search (all of them with "
+                   "--no-search) and report the cost of the plan chosen, "
+                   "e.g. tp=8,pp=2 or dp=8,tp=8,pp=2,vpp=1,zero=1,mbs=1,"
+                   "recompute=selective,sp=1,schedule=1f1b"),
     llvm::cl::value_desc("config"), llvm::cl::cat(planCategory));
 llvm::cl::opt<std::string> costParamsFlag(
     "cost-params",
@@ -131,10 +132,10 @@ llvm::cl::opt<bool> allowUnfitFlag(
 
 llvm::cl::opt<int64_t> confirmFlag(
     "confirm",
-    llvm::cl::desc("With -o plan.json and the search: compile and simulate "
-                   "this many of the best candidates and keep the fastest "
-                   "whose memory plan fits (default 3; 0: the closed "
-                   "form's choice)"),
+    llvm::cl::desc("With the search: compile and simulate this many of the "
+                   "best candidates and keep the fastest whose memory plan "
+                   "fits; the report shows the one kept (default 3; 0: the "
+                   "closed form's choice)"),
     llvm::cl::init(3), llvm::cl::cat(planCategory));
 
 llvm::cl::OptionCategory scalingCategory(
@@ -169,9 +170,10 @@ bool isJsonPath(llvm::StringRef path) {
   return path.ends_with_insensitive(".json");
 }
 
-/// True when the command line names a pass or pipeline (`--some-pass`,
-/// `--pass-pipeline=...`, `-p ...`), even one that expands to no passes.
-bool namesPasses(int argc, char **argv) {
+/// The passes and pipelines the command line names (`--some-pass`,
+/// `--pass-pipeline=...`, `-p ...`, even one that expands to no passes).
+llvm::SmallVector<llvm::StringRef> namedPasses(int argc, char **argv) {
+  llvm::SmallVector<llvm::StringRef> names;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg(argv[i]);
     if (!arg.consume_front("-"))
@@ -180,17 +182,30 @@ bool namesPasses(int argc, char **argv) {
     llvm::StringRef name = arg.split('=').first;
     if (name == "pass-pipeline" || name == "p" || PassInfo::lookup(name) ||
         PassPipelineInfo::lookup(name))
-      return true;
+      names.push_back(name);
   }
-  return false;
+  return names;
+}
+
+/// Whether the passes named are tfm-summarize-model alone (with
+/// dist-attach-topology, which --topology adds): what needs only the
+/// model, not a training step.
+bool summarizesOnly(llvm::ArrayRef<llvm::StringRef> passes) {
+  return llvm::is_contained(passes, "tfm-summarize-model") &&
+         llvm::all_of(passes, [](llvm::StringRef name) {
+           return name == "tfm-summarize-model" ||
+                  name == "dist-attach-topology";
+         });
 }
 
 /// Imports a model spec and prints it, with its locations, as the text that
 /// MlirOptMain then parses: the passes see exactly what an .mlir input with
 /// the same content would give them.
 std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
-                                                   DialectRegistry &registry) {
+                                                   DialectRegistry &registry,
+                                                   bool stepOptional) {
   partita::TrainingOverrides overrides;
+  overrides.stepOptional = stepOptional;
   if (seqLen.getNumOccurrences())
     overrides.seqLen = seqLen;
   if (globalBatch.getNumOccurrences())
@@ -257,7 +272,8 @@ int runScaling(llvm::StringRef inputFile, DialectRegistry &registry) {
     return fail("--tokens and --gpu-hour-cost take numbers of at least 0, "
                 "and --gpu-hour-cost needs --tokens");
   std::unique_ptr<llvm::MemoryBuffer> input =
-      isJsonPath(inputFile) ? importToBuffer(inputFile, registry) : nullptr;
+      isJsonPath(inputFile) ? importToBuffer(inputFile, registry, false)
+                            : nullptr;
   std::string error;
   if (!isJsonPath(inputFile) && !(input = openInputFile(inputFile, &error)))
     return fail(error);
@@ -343,7 +359,8 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<llvm::MemoryBuffer> input;
   if (isJsonPath(inputFile)) {
-    input = importToBuffer(inputFile, registry);
+    input = importToBuffer(inputFile, registry,
+                           summarizesOnly(namedPasses(argc, argv)));
     if (!input)
       return EXIT_FAILURE;
   } else {
@@ -357,7 +374,8 @@ int main(int argc, char **argv) {
 
   // A model spec runs the compile pipeline unless the command line names
   // passes; --topology applies to any pipeline.
-  bool runCompilePipeline = isJsonPath(inputFile) && !namesPasses(argc, argv);
+  bool runCompilePipeline =
+      isJsonPath(inputFile) && namedPasses(argc, argv).empty();
   // `-o plan.json` compiles on to the executable plan and writes it there.
   bool writesPlan = runCompilePipeline && isJsonPath(outputFile);
   if (confirmFlag < 0) {

@@ -615,3 +615,15 @@ module {
 
 // expected-error @+1 {{unknown tfm attribute 'tfm.optimiser'}}
 module attributes {tfm.optimiser = {lr = 1.0e-3 : f64}} {}
+
+// -----
+
+// expected-error @+1 {{'tfm.step_missing' must be a unit attribute on the module}}
+module attributes {tfm.step_missing = 1 : i64} {}
+
+// -----
+
+module {
+  // expected-error @+1 {{'tfm.step_missing' must be a unit attribute on the module}}
+  "test.op"() {tfm.step_missing} : () -> ()
+}
