@@ -227,33 +227,88 @@ std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
   return llvm::MemoryBuffer::getMemBufferCopy(text, path);
 }
 
-/// MlirOptMain ignores a plugin it cannot load and runs on without it;
-/// here that is an error before anything runs. Loading twice is harmless:
-/// the library stays loaded once, and its registrations run only when
-/// MlirOptMain loads it.
-bool pluginsLoad(int argc, char **argv) {
+/// Hides from --help the options LLVM's libraries register (code generation
+/// for every target, Polly, remarks...), beside the point of plan-opt;
+/// --help-hidden lists them and they still work. Called before MLIR's and
+/// the passes' options are registered, which stay.
+void hideLlvmOptions() {
+  const llvm::cl::OptionCategory *ours[] = {&importCategory, &planCategory,
+                                            &scalingCategory};
+  for (auto &entry : llvm::cl::getRegisteredOptions()) {
+    llvm::cl::Option *option = entry.second;
+    // LLVM's --help, --help-hidden and --version are "Generic Options".
+    if (option->getOptionHiddenFlag() != llvm::cl::NotHidden ||
+        llvm::any_of(option->Categories, [&](llvm::cl::OptionCategory *c) {
+          return llvm::is_contained(ours, c) ||
+                 c->getName() == "Generic Options";
+        }))
+      continue;
+    option->setHiddenFlag(llvm::cl::Hidden);
+  }
+}
+
+/// --help's overview: the inputs, the outputs, the flags that matter
+/// first, and where the rest are.
+constexpr const char *kOverview =
+    "Partita plan compiler: a Transformer model and a cluster in, the\n"
+    "fastest parallel plan that fits out.\n"
+    "\n"
+    "  plan-opt MODEL --topology=NAME[:NODES] [-o plan.json]\n"
+    "\n"
+    "MODEL is a Partita model spec (.json), a Hugging Face config.json or\n"
+    ".mlir. The search report goes to stderr; -o plan.json writes the\n"
+    "executable plan that plan-run runs (docs/plan-format.md), any other -o\n"
+    "the IR. First flags: --topology (dgx-h100:4, cpu:8, a .json file),\n"
+    "--strategy (pin tp=8,pp=2,...), --seq-len/--global-batch (for HF\n"
+    "configs), --report (JSON), --scaling=1,2,4 (is another node worth\n"
+    "it?); see 'Model import options', 'Plan options' and 'Scaling\n"
+    "options' below. Naming passes (--tfm-summarize-model, ...) runs those\n"
+    "instead of the default pipeline. docs/user-guide.md has them all.\n";
+
+/// Loads the plugins the command line names and runs their registrations,
+/// before the command line is parsed, so that a plugin's passes are flags
+/// (`--my-pass`) as built-in ones are; MlirOptMain would register them
+/// only while parsing, too late for that, and would ignore a plugin it
+/// cannot load, which here is an error before anything runs. Returns the
+/// arguments without the plugins' (null on error).
+std::optional<std::vector<char *>> loadPlugins(int argc, char **argv,
+                                               DialectRegistry &registry) {
+  std::vector<char *> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg(argv[i]);
-    if (!arg.consume_front("-"))
-      continue;
-    arg.consume_front("-");
-    auto [name, value] = arg.split('=');
+    llvm::StringRef flag = arg;
+    flag.consume_front("-");
+    flag.consume_front("-");
+    auto [name, value] = flag.split('=');
     bool pass = name == "load-pass-plugin";
-    if (!pass && name != "load-dialect-plugin")
+    if (!arg.starts_with("-") || (!pass && name != "load-dialect-plugin")) {
+      rest.push_back(argv[i]);
       continue;
-    std::string path = arg.contains('=') ? value.str()
-                       : i + 1 < argc    ? std::string(argv[++i])
-                                         : std::string();
-    llvm::Error error = pass ? PassPlugin::load(path).takeError()
-                             : DialectPlugin::load(path).takeError();
+    }
+    std::string path = flag.contains('=') ? value.str()
+                       : i + 1 < argc     ? std::string(argv[++i])
+                                          : std::string();
+    llvm::Error error = llvm::Error::success();
+    if (pass) {
+      llvm::Expected<PassPlugin> plugin = PassPlugin::load(path);
+      if (plugin)
+        plugin->registerPassRegistryCallbacks();
+      error = plugin.takeError();
+    } else {
+      llvm::Expected<DialectPlugin> plugin = DialectPlugin::load(path);
+      if (plugin)
+        plugin->registerDialectRegistryCallbacks(registry);
+      error = plugin.takeError();
+    }
     if (error) {
       llvm::WithColor::error(llvm::errs(), "plan-opt")
           << "--" << name << "=" << path << ": "
           << llvm::toString(std::move(error)) << "\n";
-      return false;
+      return std::nullopt;
     }
   }
-  return true;
+  rest.push_back(nullptr);
+  return rest;
 }
 
 /// plan-opt MODEL --scaling=...: the best plan of the model on each size of
@@ -323,15 +378,15 @@ int main(int argc, char **argv) {
   registry.insert<partita::tfm::TfmDialect, partita::dist::DistDialect,
                   partita::exec::ExecDialect>();
   partita::registerPartitaPassesAndPipelines();
-  if (!pluginsLoad(argc, argv))
+  std::optional<std::vector<char *>> args = loadPlugins(argc, argv, registry);
+  if (!args)
     return EXIT_FAILURE;
+  argc = int(args->size()) - 1;
+  argv = args->data();
 
-  auto [inputFile, outputFile] = registerAndParseCLIOptions(
-      argc, argv,
-      "Partita plan compiler: a model spec or .mlir in; the IR out, or, for "
-      "a\nmodel spec with -o FILE.json, the executable plan "
-      "(docs/plan-format.md)\n",
-      registry);
+  hideLlvmOptions();
+  auto [inputFile, outputFile] =
+      registerAndParseCLIOptions(argc, argv, kOverview, registry);
   // Two outputs at one path would overwrite each other, and one at the
   // input's path the input.
   if (std::string clash =
