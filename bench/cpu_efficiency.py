@@ -53,7 +53,7 @@ def main():
         plan = json.load(open(plan_path))
         p = plan["predicted"]
         flops_per_step = p["tflops_per_gpu"] * 1e12 * p["step_time_s"]
-        log = os.path.join(tmp, "log.json")
+        log = os.path.join(tmp, "log.jsonl")
         subprocess.run([os.path.join(bin_dir, "plan-run"), plan_path,
                         "--steps", str(args.steps), "--log-json", log],
                        check=True, capture_output=True)

@@ -34,9 +34,9 @@ else
 fi
 echo "== plan-run: the tiny Llama trains on $where, 20 steps:"
 "$build/bin/plan-run" "$plan" --steps 20 --device "$device" \
-  --log-json "$build/tiny-llama-log.json" \
+  --log-json "$build/tiny-llama-log.jsonl" \
   --trace "$build/tiny-llama-measured-trace.json"
-echo "(per-step JSON log: $build/tiny-llama-log.json)"
+echo "(per-step JSON log: $build/tiny-llama-log.jsonl)"
 echo "Chrome traces (open in https://ui.perfetto.dev or chrome://tracing):"
 echo "  predicted (simulated step): $predicted"
 echo "  measured (plan-run):        $build/tiny-llama-measured-trace.json"

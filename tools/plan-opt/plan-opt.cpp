@@ -227,6 +227,40 @@ std::unique_ptr<llvm::MemoryBuffer> importToBuffer(llvm::StringRef path,
   return llvm::MemoryBuffer::getMemBufferCopy(text, path);
 }
 
+/// Warns about each flag given that this run ignores, saying what uses it.
+void warnIgnoredFlags(bool modelSpec, bool runsCompilePipeline,
+                      bool writesPlan) {
+  auto warn = [](std::initializer_list<const llvm::cl::Option *> flags,
+                 llvm::StringRef why) {
+    for (const llvm::cl::Option *flag : flags)
+      if (flag->getNumOccurrences())
+        llvm::WithColor::warning(llvm::errs(), "plan-opt")
+            << "--" << flag->ArgStr << " is ignored: " << why << "\n";
+  };
+  if (!modelSpec)
+    warn({&seqLen, &globalBatch, &dtype},
+         "it sets how a model spec (.json) is imported, and the input is "
+         "MLIR");
+  // --topology applies to any pipeline; the other plan options configure
+  // the compile pipeline.
+  if (!runsCompilePipeline)
+    warn({&strategyFlag, &costParamsFlag, &reportFlag, &objectiveFlag,
+          &memoryCapFlag, &tpAcrossNodesFlag, &freeBatchFlag, &noSearchFlag,
+          &costReportFlag, &traceFlag, &overlapFlag, &allowUnfitFlag,
+          &confirmFlag},
+         modelSpec ? "passes are named, and they replace the compile "
+                     "pipeline it configures; give it as an option of the "
+                     "pass, or of partita-compile{...}"
+                   : "an MLIR input runs only the passes named; give it as "
+                     "an option of the pass, or of partita-compile{...}");
+  else if (!writesPlan)
+    warn({&traceFlag, &allowUnfitFlag},
+         "it concerns the plan written with -o plan.json, and none is");
+  if (scalingFlag.empty())
+    warn({&tokensFlag, &gpuHourCostFlag, &versusFlag},
+         "it applies to --scaling");
+}
+
 /// Hides from --help the options LLVM's libraries register (code generation
 /// for every target, Polly, remarks...), beside the point of plan-opt;
 /// --help-hidden lists them and they still work. Called before MLIR's and
@@ -433,6 +467,7 @@ int main(int argc, char **argv) {
       isJsonPath(inputFile) && namedPasses(argc, argv).empty();
   // `-o plan.json` compiles on to the executable plan and writes it there.
   bool writesPlan = runCompilePipeline && isJsonPath(outputFile);
+  warnIgnoredFlags(isJsonPath(inputFile), runCompilePipeline, writesPlan);
   if (confirmFlag < 0) {
     llvm::WithColor::error(llvm::errs(), "plan-opt")
         << "--confirm must be 0 or more candidates, got " << confirmFlag
