@@ -741,6 +741,47 @@ void checkHostMemory(const Plan &plan, const std::vector<int> &ranks) {
       "it on the GPUs it was made for");
 }
 
+/// The run's tokens: --data's, checked to hold every token the run reads
+/// and none outside the vocabulary, or synthetic ones. Throws
+/// std::runtime_error naming the file.
+std::unique_ptr<TokenSource> openData(const Options &o, const Plan &plan) {
+  if (o.data.empty())
+    return syntheticTokens(plan.vocabSize);
+  int64_t sequences;
+  if (__builtin_mul_overflow(o.steps, plan.globalBatch, &sequences))
+    throw std::runtime_error(
+        o.data + ": the run needs more than 2^63 sequences (" +
+        std::to_string(o.steps) + " steps of " +
+        std::to_string(plan.globalBatch) + "), more than any file holds");
+  return fileTokens(o.data, o.dataBytes, plan.vocabSize, sequences,
+                    plan.seqLen + 1);
+}
+
+/// Why `ranks` of the plan cannot have the device --device asks for on
+/// this host, or empty.
+std::string deviceError(const Options &o, const Plan &plan,
+                        const std::vector<int> &ranks) {
+  if (o.device != "cuda")
+    return "";
+#ifdef PARTITA_HAVE_CUDA
+  std::string why;
+  int count = cudaDeviceCount(&why);
+  if (count == 0)
+    return "--device cuda, but no CUDA device: " + why;
+  for (int rank : ranks)
+    if (int64_t local = plan.devices[rank].localDevice; local >= count)
+      return "the plan puts rank " + std::to_string(rank) +
+             " on local device " + std::to_string(local) +
+             ", but this node has " + std::to_string(count) + " CUDA device" +
+             (count == 1 ? "" : "s");
+  return "";
+#else
+  (void)plan, (void)ranks;
+  return "--device cuda, but this plan-run was built without the CUDA "
+         "backend (CMake found no CUDA toolkit with cuBLASLt and NCCL)";
+#endif
+}
+
 /// This rank's device: the CPU, or the GPU the plan gives the rank (its
 /// local_device) with --device cuda, or auto where there is one. Sets
 /// `where` to say which.
@@ -755,19 +796,13 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
   };
   if (o.device == "cpu")
     return onCpu();
+  if (std::string error = deviceError(o, plan, {rank}); !error.empty())
+    throw std::runtime_error(error);
 #ifdef PARTITA_HAVE_CUDA
   std::string why;
-  int count = cudaDeviceCount(&why);
-  if (count == 0 && o.device == "auto")
+  if (o.device == "auto" && cudaDeviceCount(&why) == 0)
     return onCpu();
-  if (count == 0)
-    throw std::runtime_error("--device cuda, but no CUDA device: " + why);
   int64_t local = plan.devices[rank].localDevice;
-  if (local >= count)
-    throw std::runtime_error("the plan puts rank " + std::to_string(rank) +
-                             " on local device " + std::to_string(local) +
-                             ", but this node has " + std::to_string(count) +
-                             " CUDA device" + (count == 1 ? "" : "s"));
   GemmPrecision precision = *parseGemmPrecision(o.gemmPrecision);
   where = "cuda:" + std::to_string(local) + ", " +
           gemmPrecisionName(precision) + " GEMMs";
@@ -777,10 +812,6 @@ std::unique_ptr<Device> createDevice(const Options &o, const Plan &plan,
 #endif
   return createCudaDevice(int(local), precision);
 #else
-  if (o.device == "cuda")
-    throw std::runtime_error("--device cuda, but this plan-run was built "
-                             "without the CUDA backend (CMake found no CUDA "
-                             "toolkit with cuBLASLt and NCCL)");
   return onCpu();
 #endif
 }
@@ -864,6 +895,33 @@ int bandwidthTestMain(const Options &o, int argc, char **argv) {
 
 } // namespace
 
+/// What the launcher checks before any rank starts, so that a mistake
+/// gives one message, not one per rank after mpirun's start: the device
+/// and the host memory of the ranks on this host (all of them without a
+/// hostfile), and the data. Why the run cannot start, or empty.
+std::string checkBeforeRanks(const Options &o, const Plan &plan) {
+  // Without a hostfile, every rank runs on this host.
+  if (o.hostfile.empty()) {
+    std::vector<int> all(plan.worldSize);
+    for (int r = 0; r < plan.worldSize; ++r)
+      all[r] = r;
+    if (std::string error = deviceError(o, plan, all); !error.empty())
+      return error;
+    try {
+      if (onCpus(o))
+        checkHostMemory(plan, all);
+    } catch (const std::exception &e) {
+      return o.plan + ": " + e.what();
+    }
+  }
+  try {
+    openData(o, plan);
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   Options o = parse(argc, argv);
   if (std::string error = pathError(o); !error.empty()) {
@@ -879,18 +937,11 @@ int main(int argc, char **argv) {
     std::cerr << "plan-run: error: " << e.what() << "\n";
     return 1;
   }
-  // Without a hostfile, every rank runs on this host.
-  if (!underLauncher() && o.hostfile.empty() && onCpus(o)) {
-    std::vector<int> all(plan.worldSize);
-    for (int r = 0; r < plan.worldSize; ++r)
-      all[r] = r;
-    try {
-      checkHostMemory(plan, all);
-    } catch (const std::exception &e) {
-      std::cerr << "plan-run: error: " << o.plan << ": " << e.what() << "\n";
+  if (!underLauncher())
+    if (std::string error = checkBeforeRanks(o, plan); !error.empty()) {
+      std::cerr << "plan-run: error: " << error << "\n";
       return 1;
     }
-  }
   if (!underLauncher() && !o.hostfile.empty())
     if (std::string error = hostfileError(o.hostfile, plan.worldSize);
         !error.empty()) {
@@ -982,16 +1033,7 @@ int main(int argc, char **argv) {
   }
   std::unique_ptr<TokenSource> data;
   try {
-    int64_t sequences;
-    if (!o.data.empty() &&
-        __builtin_mul_overflow(o.steps, plan.globalBatch, &sequences))
-      throw std::runtime_error(
-          o.data + ": the run needs more than 2^63 sequences (" +
-          std::to_string(o.steps) + " steps of " +
-          std::to_string(plan.globalBatch) + "), more than any file holds");
-    data = o.data.empty() ? syntheticTokens(plan.vocabSize)
-                          : fileTokens(o.data, o.dataBytes, plan.vocabSize,
-                                       sequences, plan.seqLen + 1);
+    data = openData(o, plan);
   } catch (const std::exception &e) {
     if (rank == 0)
       std::cerr << "plan-run: error: " << e.what() << "\n";
