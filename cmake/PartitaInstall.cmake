@@ -1,5 +1,6 @@
 # `cmake --install`: the tools, the libraries, the public headers and .td
-# files (sources and generated), the reference docs, and a package config
+# files (sources and generated), the reference docs, the example models,
+# and a package config
 # that out-of-tree plugins and tools find with find_package(Partita).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -31,8 +32,14 @@ if(PARTITA_HAVE_RUNTIME)
   install(DIRECTORY runtime/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
 
+# The docs under share/doc/partita, and the example models (specs and the
+# HF configs they point at, side by side as in the source tree) under
+# share/partita/examples: a plugin built in an empty folder runs on them.
 install(DIRECTORY docs/ ${PARTITA_DOCS_DIR}/
-  DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md")
+  DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/partita
+  FILES_MATCHING PATTERN "*.md")
+install(DIRECTORY examples/models examples/hf
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/partita/examples)
 
 install(EXPORT PartitaTargets NAMESPACE Partita::
   DESTINATION ${PARTITA_INSTALL_CMAKEDIR})
