@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Downloads, as .deb files into DIR, the Debian 12 packages the runtime
 # needs on a GPU machine that has CUDA but not them (OpenMPI, OpenBLAS,
-# nlohmann-json, GoogleTest, and the libraries they load), about 20 MB.
+# nlohmann-json, GoogleTest, CLI11, and the libraries they load), about
+# 20 MB.
 # Run it here, where the Debian mirror is reachable; on the GPU machine
 #
 #   scripts/gpu-check.sh --debs DIR --plans PLANS
@@ -19,7 +20,7 @@ packages=(
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libblas-dev
   libgfortran5 libgomp1
   # headers and test libraries
-  nlohmann-json3-dev libgtest-dev
+  nlohmann-json3-dev libgtest-dev libcli11-dev
 )
 mkdir -p "$out"
 cd "$out"

@@ -14,6 +14,8 @@ packages=(
   libboost-context-dev
   # runtime: MPI and OpenBLAS for the CPU backend
   libopenmpi-dev openmpi-bin libopenblas-dev
+  # plan-run's command line
+  libcli11-dev
   # tests (numpy: the reference executor that checks plans train like one
   # device)
   googletest libgtest-dev python3-numpy

@@ -14,6 +14,7 @@
 
 #include "BandwidthTest.h"
 #include "JobMonitor.h"
+#include "RunOptions.h"
 
 #include "../../runtime/mpi/MpiCommunicator.h"
 #ifdef PARTITA_HAVE_CUDA
@@ -47,210 +48,7 @@ using partita::MonitorLink;
 
 namespace {
 
-struct Options {
-  std::string plan;
-  int64_t steps = 10;
-  std::string logJson;
-  std::string hostfile;
-  std::string data;
-  int dataBytes = 2;
-  bool dataDtypeGiven = false;
-  bool profile = false;
-  std::string saveParams;
-  std::string dumpGrads;
-  std::string checkpointDir;
-  int64_t checkpointEvery = 0;
-  bool resume = false;
-  double collectiveTimeout = 300;
-  int64_t collectiveChunk = kDefaultCollectiveChunk;
-  int64_t maxRestarts = 0;
-  std::string trace;
-  std::string device = "auto";
-  std::string gemmPrecision = "bf16";
-  int64_t threadsPerRank = 0; // 0: the host's cores over its ranks
-  bool allowSplitGroups = false;
-  bool bandwidthTest = false;
-  int64_t ranks = 0; // of the bandwidth test (0: the hostfile's slots, or 2)
-  partita::BandwidthOptions bandwidth;
-};
-
-[[noreturn]] void usage(const std::string &error) {
-  if (!error.empty())
-    std::cerr << "plan-run: error: " << error << "\n";
-  std::cerr << "usage: plan-run --bandwidth-test [--ranks N] [--hostfile FILE] "
-               "[--min-size B] [--max-size B]\n"
-               "                [--write-topology FILE]\n"
-               "  Times all_reduce, all_gather, reduce_scatter, all_to_all "
-               "and send/recv inside\n  a host and across hosts "
-               "(nccl-tests' sizes, algbw and busbw), and writes what it\n"
-               "  measured as a topology for plan-opt. Sizes take K, M or G "
-               "(default 1K to 256M).\n"
-               "usage: plan-run PLAN.json [--steps N] [--log-json FILE] "
-               "[--data FILE] [--data-dtype u16|u32] [--hostfile FILE]\n"
-               "                [--profile] [--save-params FILE] "
-               "[--dump-grads FILE]\n"
-               "                [--checkpoint-dir DIR [--checkpoint-every K] "
-               "[--resume]]\n"
-               "                [--collective-timeout SECONDS] "
-               "[--collective-chunk ELEMENTS] [--max-restarts R]\n"
-               "                [--trace FILE] [--device auto|cpu|cuda] "
-               "[--gemm-precision fp32|tf32|bf16]\n"
-               "                [--threads-per-rank T] "
-               "[--allow-split-groups]\n"
-               "  Trains with the plan for N steps (default 10). Alone, it "
-               "starts the plan's ranks\n  on this host (or the hosts of "
-               "--hostfile) with mpirun; under mpirun or srun it\n  is one "
-               "rank.\n"
-               "  CPU ranks run OpenBLAS on the host's cores divided by its "
-               "ranks (or T threads);\n  a host split of a group the plan "
-               "keeps inside one node is refused unless\n  "
-               "--allow-split-groups.\n"
-               "  On GPUs, PARTITA_CUDA_ATTENTION=wmma|mma|mma-atomic|cudnn "
-               "picks the tensor-core\n  attention kernels, or cuDNN's fused "
-               "attention (docs/gpu.md); unset, cudnn\n  where the build has "
-               "cuDNN, else mma.\n";
-  std::exit(error.empty() ? 0 : 2);
-}
-
-Options parse(int argc, char **argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    // `flag` alone or as `flag=VALUE` (not a longer option it begins).
-    auto is = [&](const char *flag) {
-      return a == flag || a.rfind(std::string(flag) + "=", 0) == 0;
-    };
-    // An empty value (`--trace ""`) would turn the option off unseen.
-    auto value = [&](const char *flag) -> std::string {
-      std::string prefix = std::string(flag) + "=", v;
-      if (a.rfind(prefix, 0) == 0)
-        v = a.substr(prefix.size());
-      else if (a == flag && i + 1 < argc)
-        v = argv[++i];
-      if (v.empty())
-        usage(std::string(flag) + " needs a value");
-      return v;
-    };
-    // The integer value of `flag`, at least `least`, else `what` it must be.
-    auto integer = [&](const char *flag, int64_t least, const char *what) {
-      std::string v = value(flag);
-      char *end;
-      errno = 0;
-      int64_t n = std::strtoll(v.c_str(), &end, 10);
-      if (*end || v.empty() || errno == ERANGE || n < least)
-        usage(std::string(flag) + " must be " + what + ", got \"" + v + "\"");
-      return n;
-    };
-    // A size in bytes: an integer with an optional K, M or G (powers of 2).
-    auto bytes = [&](const char *flag) {
-      std::string v = value(flag);
-      char *end;
-      errno = 0;
-      int64_t n = std::strtoll(v.c_str(), &end, 10);
-      std::string unit = end;
-      int shift = unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : 0;
-      if ((!unit.empty() && !shift) || errno == ERANGE || n < 1 ||
-          n > (int64_t(4) << 30) >> shift)
-        usage(std::string(flag) + " must be bytes from 1 to 4G (with K, M " +
-              "or G), got \"" + v + "\"");
-      return n << shift;
-    };
-    if (a == "-h" || a == "--help")
-      usage("");
-    else if (is("--steps"))
-      o.steps = integer("--steps", 1, "a positive integer");
-    else if (is("--log-json"))
-      o.logJson = value("--log-json");
-    else if (is("--save-params"))
-      o.saveParams = value("--save-params");
-    else if (is("--dump-grads"))
-      o.dumpGrads = value("--dump-grads");
-    else if (is("--checkpoint-dir"))
-      o.checkpointDir = value("--checkpoint-dir");
-    else if (is("--checkpoint-every"))
-      o.checkpointEvery =
-          integer("--checkpoint-every", 1, "a positive integer");
-    else if (is("--collective-timeout")) {
-      std::string v = value("--collective-timeout");
-      char *end;
-      o.collectiveTimeout = std::strtod(v.c_str(), &end);
-      // Beyond 10^7 s (four months) the watchdog's clock arithmetic would
-      // overflow; 0 already means never.
-      if (v.empty() || *end || !(o.collectiveTimeout >= 0) ||
-          o.collectiveTimeout > 1e7)
-        usage("--collective-timeout must be seconds from 0 (never) to 1e7, "
-              "got \"" +
-              v + "\"");
-    } else if (is("--collective-chunk"))
-      o.collectiveChunk =
-          integer("--collective-chunk", 1, "a positive number of elements");
-    else if (is("--max-restarts"))
-      o.maxRestarts = integer("--max-restarts", 0, "an integer >= 0");
-    else if (is("--threads-per-rank"))
-      o.threadsPerRank = integer("--threads-per-rank", 1, "a positive integer");
-    else if (a == "--allow-split-groups")
-      o.allowSplitGroups = true;
-    else if (is("--trace"))
-      o.trace = value("--trace");
-    else if (a == "--bandwidth-test")
-      o.bandwidthTest = true;
-    else if (is("--ranks"))
-      o.ranks = integer("--ranks", 1, "a positive integer");
-    else if (is("--min-size"))
-      o.bandwidth.minBytes = bytes("--min-size");
-    else if (is("--max-size"))
-      o.bandwidth.maxBytes = bytes("--max-size");
-    else if (is("--write-topology"))
-      o.bandwidth.topologyPath = value("--write-topology");
-    else if (a == "--resume")
-      o.resume = true;
-    else if (a == "--profile")
-      o.profile = true;
-    else if (is("--data-dtype")) {
-      std::string v = value("--data-dtype");
-      if (v != "u16" && v != "u32")
-        usage("--data-dtype must be u16 or u32, got \"" + v + "\"");
-      o.dataBytes = v == "u16" ? 2 : 4;
-      o.dataDtypeGiven = true;
-    } else if (is("--data"))
-      o.data = value("--data");
-    else if (is("--hostfile"))
-      o.hostfile = value("--hostfile");
-    else if (is("--device")) {
-      o.device = value("--device");
-      if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
-        usage("--device must be auto, cpu or cuda, got \"" + o.device + "\"");
-    } else if (is("--gemm-precision")) {
-      o.gemmPrecision = value("--gemm-precision");
-      if (o.gemmPrecision != "fp32" && o.gemmPrecision != "tf32" &&
-          o.gemmPrecision != "bf16")
-        usage("--gemm-precision must be fp32, tf32 or bf16, got \"" +
-              o.gemmPrecision + "\"");
-    } else if (!a.empty() && a[0] == '-')
-      usage("unknown option " + a);
-    else if (o.plan.empty())
-      o.plan = a;
-    else
-      usage("one plan only");
-  }
-  if (o.bandwidthTest) {
-    if (!o.plan.empty())
-      usage("--bandwidth-test takes no plan");
-    if (o.bandwidth.minBytes > o.bandwidth.maxBytes)
-      usage("--min-size is above --max-size");
-  } else if (o.ranks || !o.bandwidth.topologyPath.empty())
-    usage("--ranks and --write-topology belong to --bandwidth-test");
-  if (o.plan.empty() && !o.bandwidthTest)
-    usage("no plan given");
-  if ((o.checkpointEvery || o.resume || o.maxRestarts) &&
-      o.checkpointDir.empty())
-    usage("--checkpoint-every, --resume and --max-restarts need "
-          "--checkpoint-dir");
-  if (o.dataDtypeGiven && o.data.empty())
-    usage("--data-dtype describes the tokens of --data, which is not given "
-          "(without it the ranks train on synthetic tokens)");
-  return o;
-}
+using Options = partita::RunOptions;
 
 /// The exit status of a run stopped by a loss that is not finite: the
 /// launcher does not restart it, as it would diverge again.
@@ -923,7 +721,7 @@ std::string checkBeforeRanks(const Options &o, const Plan &plan) {
 }
 
 int main(int argc, char **argv) {
-  Options o = parse(argc, argv);
+  Options o = partita::parseRunOptions(argc, argv);
   if (std::string error = pathError(o); !error.empty()) {
     std::cerr << "plan-run: error: " << error << "\n";
     return 1;
