@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerates the IR excerpts in docs/*.md from real plan-opt runs.
+"""Regenerates the IR excerpts and command outputs in docs/*.md from real runs.
 
-An excerpt in a document is marked
+An IR excerpt in a document is marked
 
     <!-- excerpt NAME: plan-opt ARGS... -->
     ```mlir
@@ -9,11 +9,25 @@ An excerpt in a document is marked
     ```
     <!-- end excerpt -->
 
-This script runs the command (from the repository root), keeps the lines
-that the rules for NAME below select, writes "..." for what it drops, and
-puts the result between the markers. With --check it changes nothing and
-fails, showing the difference, when a document is out of date: a lit test
-runs it so that the documents stay true to the compiler.
+and a command's output
+
+    <!-- output NAME -->
+    ```sh
+    build/bin/plan-opt ... (the commands the reader runs)
+    ```
+    ```
+    ...
+    ```
+    <!-- end output -->
+
+This script runs the command (from the repository root; for outputs, the
+sh block with build/bin/ the tools given and the other build/ paths in a
+scratch folder), keeps the lines that the rules for NAME below select,
+writes "..." for what it drops, and puts the result between the markers.
+With --check it changes nothing and fails, showing the difference, when a
+document is out of date, comparing outputs with the numbers that vary
+from run to run masked (times, rates, host names): a lit test runs it so
+that the documents stay true to the tools.
 """
 import argparse
 import difflib
@@ -74,6 +88,46 @@ RULES = {
     ],
 }
 
+# Per output: (regex, how many matching lines to keep), first match wins.
+OUTPUT_RULES = {
+    "search-report": [
+        (r"^model ", 1),
+        (r"^  parameters ", 1),
+        (r"^  parameter memory|^  step  ", 2),
+        (r"^plan for|^  strategy|^  stage layers|^  why|^  step |^  memory ",
+         6),
+        (r"^  runners-up", 1),
+        # The confirmation's rows (two times) before the runners-up (one).
+        (r"^  [* ] dp=\S+( layers \S+)?\s+[\d.]+ s\s+[\d.]+ s", 3),
+        (r"^    dp=", 1),
+        (r"^  searched", 1),
+        (r"^confirmed by simulation", 1),
+    ],
+    # Every line (an error, a one-line result).
+    "whole": [(r"", 999)],
+    "tiny-run": [
+        (r"^plan-run: ", 3),
+        (r"^step 1 ", 1),
+        (r"^step 10 ", 1),
+    ],
+}
+
+# What varies from run to run: masked when --check compares outputs.
+VOLATILE = [
+    (re.compile(r"in \d+\.\d+ s \("), "in <seconds> s ("),
+    (re.compile(r"tokens/s \d+ step_time \d+\.\d+ s"),
+     "tokens/s <rate> step_time <seconds> s"),
+    (re.compile(r"on (\d+ ranks \(cpu, )?\d+ BLAS thread(s?)"),
+     "on <ranks> <threads>"),
+    (re.compile(r"^plan-run: ranks (\S+) on \S+$", re.M),
+     r"plan-run: ranks \1 on <host>"),
+    (re.compile(r"which has [\d.]+ GiB available"),
+     "which has <memory> GiB available"),
+]
+
+OUTPUT = re.compile(r"<!-- output (\S+) -->\n```sh\n(.*?)```\n```\n(.*?)```\n"
+                    r"<!-- end output -->", re.S)
+
 # Longer lines are cut at a comma, with ", ..." for the rest.
 WIDTH = 150
 
@@ -130,21 +184,78 @@ def render(match, plan_opt, root):
             f"{select(name, run.stdout)}```\n<!-- end excerpt -->")
 
 
+def select_output(name, text):
+    """The lines of a command's output that the rules of `name` keep, each
+    run of others as one '...' line at the next kept line's indentation."""
+    rules = [(re.compile(p), limit) for p, limit in OUTPUT_RULES[name]]
+    kept, counts, dropped = [], {}, False
+    for line in text.splitlines():
+        keep = False
+        for index, (pattern, limit) in enumerate(rules):
+            if pattern.search(line):
+                keep = counts.get(index, 0) < limit
+                counts[index] = counts.get(index, 0) + 1
+                break
+        if keep:
+            if dropped:
+                indent = len(line) - len(line.lstrip())
+                kept.append(" " * indent + "...")
+            kept.append(line)
+            dropped = False
+        else:
+            dropped = True
+    if dropped:
+        kept.append("...")
+    return "\n".join(kept) + "\n"
+
+
+def render_output(match, bin_dir, scratch):
+    name, commands = match.group(1), match.group(2)
+    if name not in OUTPUT_RULES:
+        sys.exit(f"output {name}: no rules for it in {__file__}")
+    script = commands.replace("\\\n", " ")
+    script = re.sub(r"(?<![\w/.])build/bin/", bin_dir + "/", script)
+    script = re.sub(r"(?<![\w/.])build/", scratch + "/", script)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # A documented command may fail on purpose (an error shown); what it
+    # prints is checked either way.
+    run = subprocess.run(["bash", "-c", f"mkdir -p {scratch}/tutorial\n"
+                          + script], cwd=root, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    if not run.stdout.strip():
+        sys.exit(f"output {name}: the commands printed nothing:\n{commands}")
+    # The scratch folder stands for build/ in what the commands print.
+    run.stdout = run.stdout.replace(scratch + "/", "build/")
+    return (f"<!-- output {name} -->\n```sh\n{commands}```\n```\n"
+            f"{select_output(name, run.stdout)}```\n<!-- end output -->")
+
+
+def masked(text):
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("documents", nargs="+")
     parser.add_argument("--plan-opt", required=True)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--scratch", default="/tmp/partita-doc-outputs",
+                        help="where the commands' other build/ paths go")
     options = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bin_dir = os.path.dirname(os.path.abspath(options.plan_opt))
     stale = False
     for path in options.documents:
         with open(path) as f:
             old = f.read()
+        if not MARKER.search(old) and not OUTPUT.search(old):
+            sys.exit(f"{path}: no excerpt or output markers")
         new = MARKER.sub(lambda m: render(m, options.plan_opt, root), old)
-        if not MARKER.search(old):
-            sys.exit(f"{path}: no excerpt markers")
-        if new == old:
+        new = OUTPUT.sub(lambda m: render_output(m, bin_dir, options.scratch),
+                         new)
+        if masked(new) == masked(old) if options.check else new == old:
             continue
         if options.check:
             stale = True
@@ -156,7 +267,8 @@ def main():
                 f.write(new)
     if stale:
         sys.exit("out of date: run scripts/update-doc-excerpts.py "
-                 "--plan-opt build/bin/plan-opt docs/architecture.md")
+                 "--plan-opt build/bin/plan-opt docs/architecture.md "
+                 "docs/tutorial.md docs/user-guide.md")
 
 
 if __name__ == "__main__":
