@@ -103,6 +103,32 @@ OUTPUT_RULES = {
         (r"^  searched", 1),
         (r"^confirmed by simulation", 1),
     ],
+    "pinned-report": [
+        (r"^plan for|^  strategy |^  stage layers|^  why |^  step \d|"
+         r"^  memory \d", 6),
+        (r"^cost of ", 1),
+        (r"^time per step", 1),
+        (r"^  tp communication", 1),
+        (r"^  step\s+\d+\.\d+$", 1),
+        (r"^communication per step", 1),
+        (r"^  collective  |^  all_gather |^  reduce_scatter |^  send_recv ",
+         4),
+    ],
+    "gpt2-run": [
+        (r"^plan for|^  strategy ", 2),
+        (r"^plan-run: ", 3),
+        (r"^step 1 |^step 10 ", 2),
+    ],
+    "profile-run": [
+        (r"^plan-run: starting", 1),
+        (r"^step 10 ", 1),
+        # Its rows' order depends on the machine.
+        (r"^time by launch", 1),
+    ],
+    "hf-config": [
+        (r'^\{$|^  "architectures"|^    "LlamaForCausalLM"|^  \],|'
+         r'"num_hidden_layers"|"num_key_value_heads"|"torch_dtype"', 99),
+    ],
     # Every line (an error, a one-line result).
     "whole": [(r"", 999)],
     "tiny-run": [

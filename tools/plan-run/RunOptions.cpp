@@ -237,12 +237,12 @@ void addBandwidthOptions(CLI::App &app, RunOptions &o) {
   app.add_option("--min-size", o.bandwidth.minBytes,
                  "Smallest message, bytes with K, M or G (default 1K)")
       ->type_name("BYTES")
-      ->check(kBytes)
+      ->transform(kBytes)
       ->group(group);
   app.add_option("--max-size", o.bandwidth.maxBytes,
                  "Largest message (default 256M)")
       ->type_name("BYTES")
-      ->check(kBytes)
+      ->transform(kBytes)
       ->group(group);
   app.add_option("--write-topology", o.bandwidth.topologyPath,
                  "Write what was measured as a topology for plan-opt")
