@@ -41,8 +41,10 @@ using namespace mlir;
 
 namespace {
 
+// The names sort before LLVM's "General options", so that --help lists
+// Partita's options first.
 llvm::cl::OptionCategory importCategory(
-    "Model import options",
+    "Compiler: model import options",
     "Used when the input is a model spec (.json): a Partita spec or a "
     "Hugging Face config.json");
 
@@ -56,7 +58,7 @@ llvm::cl::opt<std::string>
     dtype("dtype", llvm::cl::desc("Training element type: bf16, f16 or f32"),
           llvm::cl::value_desc("type"), llvm::cl::cat(importCategory));
 
-llvm::cl::OptionCategory planCategory("Plan options");
+llvm::cl::OptionCategory planCategory("Compiler: plan options");
 
 llvm::cl::opt<std::string> topologyFlag(
     "topology",
@@ -139,7 +141,7 @@ llvm::cl::opt<int64_t> confirmFlag(
     llvm::cl::init(3), llvm::cl::cat(planCategory));
 
 llvm::cl::OptionCategory scalingCategory(
-    "Scaling options",
+    "Compiler: scaling options",
     "Is another node worth it? The best plan for each cluster size");
 llvm::cl::list<int64_t> scalingFlag(
     "scaling",
@@ -295,9 +297,9 @@ constexpr const char *kOverview =
     "the IR. First flags: --topology (dgx-h100:4, cpu:8, a .json file),\n"
     "--strategy (pin tp=8,pp=2,...), --seq-len/--global-batch (for HF\n"
     "configs), --report (JSON), --scaling=1,2,4 (is another node worth\n"
-    "it?); see 'Model import options', 'Plan options' and 'Scaling\n"
-    "options' below. Naming passes (--tfm-summarize-model, ...) runs those\n"
-    "instead of the default pipeline. docs/user-guide.md has them all.\n";
+    "it?). The 'Compiler: ...' groups below are Partita's options; then\n"
+    "MLIR's and the passes. Naming passes (--tfm-summarize-model, ...) runs\n"
+    "those instead of the default pipeline. docs/user-guide.md has them all.\n";
 
 /// Loads the plugins the command line names and runs their registrations,
 /// before the command line is parsed, so that a plugin's passes are flags
