@@ -161,24 +161,13 @@ MARKER = re.compile(r"<!-- excerpt (\w+): (.*?) -->\n```mlir\n(.*?)```\n"
                     r"<!-- end excerpt -->", re.S)
 
 
-def select(name, text):
-    """The lines of `text` that the rules of `name` keep, gaps as '...'."""
-    rules = [(re.compile(pattern), limit) for pattern, limit in RULES[name]]
+def keep_by_rules(lines, rules, outer_gaps, min_indent):
+    """The `lines` that `rules` keep, each run of others as one '...' line
+    at the next kept line's indentation (at least `min_indent`); with
+    `outer_gaps`, a run before the first or after the last too."""
+    rules = [(re.compile(pattern), limit) for pattern, limit in rules]
     kept, counts, dropped = [], {}, False
-    lines = text.splitlines()
-    # Only the first program of an exec module: the rest repeat it.
-    if name == "exec":
-        end = next((i for i, l in enumerate(lines)
-                    if l.startswith("  exec.program") and i > 1),
-                   len(lines))
-        lines = lines[:end]
     for line in lines:
-        # The module around everything says nothing.
-        if not line.startswith("  "):
-            continue
-        line = line[2:]
-        if len(line) > WIDTH:
-            line = line[:line.rindex(", ", 0, WIDTH)] + ", ..."
         keep = False
         for index, (pattern, limit) in enumerate(rules):
             if pattern.search(line):
@@ -186,14 +175,32 @@ def select(name, text):
                 counts[index] = counts.get(index, 0) + 1
                 break
         if keep:
-            if dropped and kept:
+            if dropped and (kept or outer_gaps):
                 indent = len(line) - len(line.lstrip())
-                kept.append(" " * max(indent, 2) + "...")
+                kept.append(" " * max(indent, min_indent) + "...")
             kept.append(line)
             dropped = False
         else:
             dropped = True
+    if dropped and outer_gaps:
+        kept.append("...")
     return "\n".join(kept) + "\n"
+
+
+def select(name, text):
+    """The lines of IR `text` that the rules of `name` keep."""
+    lines = text.splitlines()
+    # Only the first program of an exec module: the rest repeat it.
+    if name == "exec":
+        end = next((i for i, l in enumerate(lines)
+                    if l.startswith("  exec.program") and i > 1),
+                   len(lines))
+        lines = lines[:end]
+    # The module around everything says nothing.
+    lines = [l[2:] for l in lines if l.startswith("  ")]
+    lines = [l[:l.rindex(", ", 0, WIDTH)] + ", ..." if len(l) > WIDTH else l
+             for l in lines]
+    return keep_by_rules(lines, RULES[name], outer_gaps=False, min_indent=2)
 
 
 def render(match, plan_opt, root):
@@ -211,28 +218,9 @@ def render(match, plan_opt, root):
 
 
 def select_output(name, text):
-    """The lines of a command's output that the rules of `name` keep, each
-    run of others as one '...' line at the next kept line's indentation."""
-    rules = [(re.compile(p), limit) for p, limit in OUTPUT_RULES[name]]
-    kept, counts, dropped = [], {}, False
-    for line in text.splitlines():
-        keep = False
-        for index, (pattern, limit) in enumerate(rules):
-            if pattern.search(line):
-                keep = counts.get(index, 0) < limit
-                counts[index] = counts.get(index, 0) + 1
-                break
-        if keep:
-            if dropped:
-                indent = len(line) - len(line.lstrip())
-                kept.append(" " * indent + "...")
-            kept.append(line)
-            dropped = False
-        else:
-            dropped = True
-    if dropped:
-        kept.append("...")
-    return "\n".join(kept) + "\n"
+    """The lines of a command's output that the rules of `name` keep."""
+    return keep_by_rules(text.splitlines(), OUTPUT_RULES[name],
+                         outer_gaps=True, min_indent=0)
 
 
 def render_output(match, bin_dir, scratch):
