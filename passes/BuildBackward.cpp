@@ -8,6 +8,7 @@
 
 #include "compiler/CostModel/ParallelConfig.h"
 #include "dialects/exec/ExecDialect.h"
+#include "partita/plan/Kernels.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -466,30 +467,27 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
   }
   if (name == "attention" && config.recompute == Recompute::Selective)
     recomputed.insert(b.clone(*op)); // the core's output, not kept
-  static const llvm::StringMap<StringRef> simple = {
-      {"rms_norm", "rms_norm_bwd"}, {"layer_norm", "layer_norm_bwd"},
-      {"linear", "linear_bwd"},     {"bias_add", "bias_add_bwd"},
-      {"rotary", "rotary_bwd"},     {"attention", "attention_bwd"},
-      {"gelu", "gelu_bwd"},         {"silu", "silu_bwd"},
-      {"swiglu", "swiglu_bwd"},     {"geglu", "geglu_bwd"}};
-  auto it = simple.find(name);
-  if (it == simple.end())
+  std::optional<plan::Kernel> forward = plan::kernelNamed(name);
+  const plan::KernelInfo *info = forward ? &plan::info(*forward) : nullptr;
+  if (!info || !info->backward)
     return op->emitOpError("kernel '") << name << "' has no backward rule";
-  // Backward kernels read the output gradient, then what the forward read
-  // (norms and linears their input and weight; attention also its
-  // outputs), and write one gradient per differentiable input.
+  // Backward kernels read the output gradient, then what the registry says
+  // they read again of their forward (norms and linears their input and
+  // weight; attention also its outputs, the log-sum-exp where kept), and
+  // write one gradient per differentiable input.
+  const plan::KernelInfo &backward = plan::info(*info->backward);
   SmallVector<StringAttr> bwdIns = {dy};
-  if (name == "linear")
-    bwdIns.append({backwardInput(ins[0]), ins[1]});
-  else if (name == "rms_norm" || name == "layer_norm")
-    bwdIns.append({ins[0], ins[1]});
-  else if (name == "attention") { // with o and, if kept, the log-sum-exp
-    bwdIns.append(ins.begin(), ins.end());
-    bwdIns.append(outs.begin(), outs.end());
-  } else if (name == "gelu" || name == "silu")
-    bwdIns.push_back(ins[0]);
-  else if (name == "swiglu" || name == "geglu")
-    bwdIns.append({ins[0], ins[1]});
+  for (unsigned i = 0; i < backward.savedCount; ++i) {
+    const plan::SavedOperand &saved = backward.saved[i];
+    const SmallVector<StringAttr> &from = saved.ofOutput ? outs : ins;
+    if (saved.forwardOperand >= from.size())
+      continue; // an optional operand the forward went without
+    StringAttr value = from[saved.forwardOperand];
+    // A linear's input may be gathered again rather than kept.
+    bool linearInput = *forward == plan::Kernel::Linear && !saved.ofOutput &&
+                       saved.forwardOperand == 0;
+    bwdIns.push_back(linearInput ? backwardInput(value) : value);
+  }
   for (StringAttr in : ins) {
     // A column-parallel linear's share of a mixed-read input's gradient
     // goes apart, to be reduced over tp alone (finishGradient).
@@ -504,7 +502,7 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     }
     grad(in, gs, acc);
   }
-  kernel(it->second, bwdIns, gs, acc, params);
+  kernel(backward.name, bwdIns, gs, acc, params);
   // Norm weights and biases on sequence shards see only this rank's
   // tokens; a per-head norm's weight only this rank's heads.
   if (config.tp > 1 &&

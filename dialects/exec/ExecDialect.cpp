@@ -1,7 +1,7 @@
 //===- ExecDialect.cpp - The exec execution dialect -----------------------===//
 
 #include "dialects/exec/ExecDialect.h"
-#include "partita/runtime/PlanKernels.h"
+#include "partita/plan/Kernels.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -248,11 +248,11 @@ namespace {
 
 LogicalResult checkCount(Operation *op, StringRef what, size_t count,
                          unsigned min, unsigned max) {
-  if (!partita::runtime::countWithin(count, min, max)) {
+  if (!partita::plan::countWithin(count, min, max)) {
     InFlightDiagnostic diag = op->emitOpError("takes ");
     if (min == max)
       diag << min;
-    else if (max == partita::runtime::kAnyCount)
+    else if (max == partita::plan::kAnyCount)
       diag << "at least " << min;
     else
       diag << min << " to " << max;
@@ -273,14 +273,15 @@ LogicalResult PhaseOp::verify() {
 }
 
 LogicalResult KernelOp::verify() {
-  const partita::runtime::PlanKernel *signature =
-      partita::runtime::findPlanKernel(getName());
-  if (!signature)
+  std::optional<partita::plan::Kernel> kernel =
+      partita::plan::kernelNamed(getName());
+  if (!kernel)
     return emitOpError("unknown kernel '") << getName() << "'";
-  if (failed(checkCount(*this, "inputs", getIns().size(), signature->minIns,
-                        signature->maxIns)) ||
-      failed(checkCount(*this, "outputs", getOuts().size(), signature->minOuts,
-                        signature->maxOuts)))
+  const partita::plan::KernelInfo &signature = partita::plan::info(*kernel);
+  if (failed(checkCount(*this, "inputs", getIns().size(), signature.minIns,
+                        signature.maxIns)) ||
+      failed(checkCount(*this, "outputs", getOuts().size(), signature.minOuts,
+                        signature.maxOuts)))
     return failure();
   if (auto accumulate = getAccumulate();
       accumulate && accumulate->size() != getOuts().size())

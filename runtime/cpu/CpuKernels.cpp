@@ -370,9 +370,9 @@ void adamw(Call &c) {
 
 using KernelFn = std::function<void(Call &)>;
 
-const std::unordered_map<std::string, KernelFn> &kernels() {
-  static const std::unordered_map<std::string, KernelFn> table = {
-      {"embedding",
+const std::unordered_map<Kernel, KernelFn> &kernels() {
+  static const std::unordered_map<Kernel, KernelFn> table = {
+      {Kernel::Embedding,
        [](Call &c) {
          const TensorRef &table = c.ins[0], &tokens = c.ins[1];
          int64_t h = table.dim(1), rows = table.dim(0);
@@ -386,7 +386,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
                y[t * h + j] = scale * table.f[local * h + j];
          }
        }},
-      {"embedding_bwd",
+      {Kernel::EmbeddingBwd,
        [](Call &c) {
          const TensorRef &dy = c.ins[0], &tokens = c.ins[1];
          int64_t rows = c.outs[0].dim(0), h = c.outs[0].dim(1);
@@ -400,7 +400,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
                d[local * h + j] += scale * dy.f[t * h + j];
          }
        }},
-      {"position_embedding",
+      {Kernel::PositionEmbedding,
        [](Call &c) {
          const TensorRef &x = c.ins[0];
          int64_t s = x.dim(1), h = x.dim(2);
@@ -408,7 +408,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          for (int64_t i = 0; i < x.n; ++i)
            y[i] = x.f[i] + c.ins[1].f[((i / h) % s) * h + i % h];
        }},
-      {"position_embedding_bwd",
+      {Kernel::PositionEmbeddingBwd,
        [](Call &c) {
          const TensorRef &dy = c.ins[0];
          int64_t s = dy.dim(1), h = dy.dim(2);
@@ -416,7 +416,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          for (int64_t i = 0; i < dy.n; ++i)
            d[((i / h) % s) * h + i % h] += dy.f[i];
        }},
-      {"shard_slice",
+      {Kernel::ShardSlice,
        [](Call &c) {
          const TensorRef &x = c.ins[0];
          int64_t dim = c.p.at("dim").get<int64_t>();
@@ -432,18 +432,18 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
                      x.f + o * inner + (c.ctx.groupRank + 1) * part,
                      y.begin() + o * part);
        }},
-      {"rms_norm", [](Call &c) { norm(c, true); }},
-      {"layer_norm", [](Call &c) { norm(c, false); }},
-      {"rms_norm_bwd", [](Call &c) { normBackward(c, true); }},
-      {"layer_norm_bwd", [](Call &c) { normBackward(c, false); }},
-      {"bias_add",
+      {Kernel::RmsNorm, [](Call &c) { norm(c, true); }},
+      {Kernel::LayerNorm, [](Call &c) { norm(c, false); }},
+      {Kernel::RmsNormBwd, [](Call &c) { normBackward(c, true); }},
+      {Kernel::LayerNormBwd, [](Call &c) { normBackward(c, false); }},
+      {Kernel::BiasAdd,
        [](Call &c) {
          int64_t h = c.ins[0].dim(-1);
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = c.ins[0].f[i] + c.ins[1].f[i % h];
        }},
-      {"bias_add_bwd",
+      {Kernel::BiasAddBwd,
        [](Call &c) {
          int64_t h = c.ins[0].dim(-1);
          Vec &dx = c.result(0), &db = c.result(1);
@@ -452,31 +452,31 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            db[i % h] += c.ins[0].f[i];
          }
        }},
-      {"rotary", [](Call &c) { rotary(c, 1); }},
-      {"rotary_bwd", [](Call &c) { rotary(c, -1); }},
-      {"attention", attention},
-      {"attention_bwd", attentionBackward},
-      {"gelu",
+      {Kernel::Rotary, [](Call &c) { rotary(c, 1); }},
+      {Kernel::RotaryBwd, [](Call &c) { rotary(c, -1); }},
+      {Kernel::Attention, attention},
+      {Kernel::AttentionBwd, attentionBackward},
+      {Kernel::Gelu,
        [](Call &c) {
          bool t = tanhGelu(c.p);
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = gelu(c.ins[0].f[i], t);
        }},
-      {"gelu_bwd",
+      {Kernel::GeluBwd,
        [](Call &c) {
          bool t = tanhGelu(c.p);
          Vec &d = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            d[i] = c.ins[0].f[i] * geluGrad(c.ins[1].f[i], t);
        }},
-      {"silu",
+      {Kernel::Silu,
        [](Call &c) {
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = c.ins[0].f[i] * sigmoid(c.ins[0].f[i]);
        }},
-      {"silu_bwd",
+      {Kernel::SiluBwd,
        [](Call &c) {
          Vec &d = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i) {
@@ -484,7 +484,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            d[i] = c.ins[0].f[i] * (s + x * s * (1 - s));
          }
        }},
-      {"swiglu",
+      {Kernel::Swiglu,
        [](Call &c) {
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i) {
@@ -492,7 +492,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            y[i] = g * sigmoid(g) * c.ins[1].f[i];
          }
        }},
-      {"swiglu_bwd",
+      {Kernel::SwigluBwd,
        [](Call &c) {
          Vec &dg = c.result(0), &du = c.result(1);
          for (int64_t i = 0; i < c.ins[0].n; ++i) {
@@ -502,14 +502,14 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            du[i] = dy * g * s;
          }
        }},
-      {"geglu",
+      {Kernel::Geglu,
        [](Call &c) {
          bool t = tanhGelu(c.p);
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = gelu(c.ins[0].f[i], t) * c.ins[1].f[i];
        }},
-      {"geglu_bwd",
+      {Kernel::GegluBwd,
        [](Call &c) {
          bool t = tanhGelu(c.p);
          Vec &dg = c.result(0), &du = c.result(1);
@@ -519,19 +519,19 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            du[i] = dy * gelu(g, t);
          }
        }},
-      {"add",
+      {Kernel::Add,
        [](Call &c) {
          Vec &y = c.result(0);
          for (const TensorRef &x : c.ins)
            for (int64_t i = 0; i < x.n; ++i)
              y[i] += x.f[i];
        }},
-      {"copy",
+      {Kernel::Copy,
        [](Call &c) {
          Vec &y = c.result(0);
          std::copy(c.ins[0].f, c.ins[0].f + c.ins[0].n, y.begin());
        }},
-      {"ce_max",
+      {Kernel::CeMax,
        [](Call &c) {
          const TensorRef &l = c.ins[0];
          int64_t v = l.dim(-1), start = vocabStart(c, v);
@@ -544,7 +544,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            mx[r] = m;
          }
        }},
-      {"ce_stats",
+      {Kernel::CeStats,
        [](Call &c) {
          const TensorRef &l = c.ins[0];
          const float *mx = c.ins[1].f;
@@ -561,7 +561,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            st[2 * r + 1] = local >= 0 && local < v ? l.f[r * v + local] : 0;
          }
        }},
-      {"ce_loss",
+      {Kernel::CeLoss,
        [](Call &c) {
          const float *mx = c.ins[0].f, *st = c.ins[1].f;
          double scale = c.p.at("scale").get<double>(), sum = 0;
@@ -569,7 +569,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
            sum += std::log(double(st[2 * r])) + mx[r] - st[2 * r + 1];
          c.result(0)[0] = float(scale * sum);
        }},
-      {"ce_bwd",
+      {Kernel::CeBwd,
        [](Call &c) {
          const TensorRef &l = c.ins[0];
          const float *mx = c.ins[1].f, *st = c.ins[2].f;
@@ -587,7 +587,7 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
              d[r * v + local] -= scale;
          }
        }},
-      {"grad_sumsq",
+      {Kernel::GradSumsq,
        [](Call &c) {
          const json &weights = c.p.at("weights");
          double total = 0;
@@ -599,14 +599,14 @@ const std::unordered_map<std::string, KernelFn> &kernels() {
          }
          c.result(0)[0] = float(total);
        }},
-      {"clip_coefficient",
+      {Kernel::ClipCoefficient,
        [](Call &c) {
          double clip = c.ctx.optimizer->clipNorm;
          double norm = std::sqrt(double(c.ins[0].f[0]));
          c.result(0)[0] =
              clip == 0 ? 1.0f : float(std::min(1.0, clip / (norm + 1e-6)));
        }},
-      {"adamw", adamw},
+      {Kernel::AdamW, adamw},
   };
   return table;
 }
@@ -685,21 +685,21 @@ using DirectFn = void (*)(const std::vector<TensorRef> &,
                           const std::vector<TensorRef> &,
                           const std::vector<bool> &);
 
-const std::unordered_map<std::string, DirectFn> &directKernels() {
-  static const std::unordered_map<std::string, DirectFn> table = {
-      {"linear", linearDirect}, {"linear_bwd", linearBackwardDirect}};
+const std::unordered_map<Kernel, DirectFn> &directKernels() {
+  static const std::unordered_map<Kernel, DirectFn> table = {
+      {Kernel::Linear, linearDirect},
+      {Kernel::LinearBwd, linearBackwardDirect}};
   return table;
 }
 
-bool hasCpuKernel(const std::string &name) {
-  return kernels().count(name) || directKernels().count(name);
+bool hasCpuKernel(Kernel kernel) {
+  return kernels().count(kernel) || directKernels().count(kernel);
 }
 
 /// Runs a kernel with bf16 buffers on f32 copies: inputs are widened, and
 /// outputs (widened first when the kernel adds to them or also reads them)
 /// are rounded back once.
-static void runOnF32Copies(const std::string &name,
-                           const std::vector<TensorRef> &ins,
+static void runOnF32Copies(Kernel kernel, const std::vector<TensorRef> &ins,
                            const std::vector<TensorRef> &outs,
                            const std::vector<bool> &accumulate,
                            const nlohmann::json &params,
@@ -726,28 +726,29 @@ static void runOnF32Copies(const std::string &name,
     wideIns.push_back(widened(t, true));
   for (size_t k = 0; k < outs.size(); ++k)
     wideOuts.push_back(widened(outs[k], accumulate[k]));
-  runCpuKernel(name, wideIns, wideOuts, accumulate, params, ctx);
+  runCpuKernel(kernel, wideIns, wideOuts, accumulate, params, ctx);
   for (size_t k = 0; k < outs.size(); ++k)
     if (outs[k].h)
       narrowBf16(wideOuts[k].f, outs[k].h, outs[k].n);
 }
 
-void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
+void runCpuKernel(Kernel kernel, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,
                   const nlohmann::json &params, const KernelContext &ctx) {
   auto isBf16 = [](const TensorRef &t) { return t.h != nullptr; };
   if (std::any_of(ins.begin(), ins.end(), isBf16) ||
       std::any_of(outs.begin(), outs.end(), isBf16))
-    return runOnF32Copies(name, ins, outs, accumulate, params, ctx);
-  auto direct = directKernels().find(name);
+    return runOnF32Copies(kernel, ins, outs, accumulate, params, ctx);
+  auto direct = directKernels().find(kernel);
   if (direct != directKernels().end()) {
     direct->second(ins, outs, accumulate);
     return;
   }
-  auto it = kernels().find(name);
+  auto it = kernels().find(kernel);
   if (it == kernels().end())
-    throw std::runtime_error("the CPU backend has no kernel \"" + name + "\"");
+    throw std::runtime_error("the CPU backend has no kernel \"" +
+                             std::string(plan::name(kernel)) + "\"");
   Call call{ins, outs, params, ctx, {}};
   for (size_t k = 0; k < outs.size(); ++k)
     call.result(k);
@@ -774,20 +775,18 @@ public:
     arenas.emplace_back((bytes + 3) / 4, 0.0f);
     return arenas.back().data();
   }
-  bool hasKernel(const std::string &name) const override {
-    return hasCpuKernel(name);
-  }
-  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+  bool hasKernel(Kernel kernel) const override { return hasCpuKernel(kernel); }
+  void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
               const std::vector<bool> &accumulate, const nlohmann::json &params,
               const KernelContext &ctx) override {
-    runCpuKernel(name, ins, outs, accumulate, params, ctx);
+    runCpuKernel(kernel, ins, outs, accumulate, params, ctx);
   }
   /// The optimizer's runs reach launchAll as on the CUDA device, which
   /// joins them, so that the executor's grouping is the same (and checked)
   /// on every backend; here they run one after another.
-  bool launchesTogether(const std::string &name) const override {
-    return name == "adamw";
+  bool launchesTogether(Kernel kernel) const override {
+    return kernel == Kernel::AdamW;
   }
   void synchronize() override {}
   void upload(void *dst, const void *src, int64_t bytes) override {

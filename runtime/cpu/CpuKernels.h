@@ -14,13 +14,13 @@
 
 namespace partita::runtime {
 
-/// Whether the CPU backend has kernel `name`.
-bool hasCpuKernel(const std::string &name);
+/// Whether the CPU backend has `kernel`.
+bool hasCpuKernel(Kernel kernel);
 
-/// Runs kernel `name` (docs/plan-format.md): reads `ins`, writes `outs`,
-/// adding to those flagged in `accumulate`. Throws std::runtime_error for
-/// an unknown kernel.
-void runCpuKernel(const std::string &name, const std::vector<TensorRef> &ins,
+/// Runs `kernel` (docs/plan-format.md): reads `ins`, writes `outs`, adding
+/// to those flagged in `accumulate`. Throws std::runtime_error for a kernel
+/// it does not have.
+void runCpuKernel(Kernel kernel, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,
                   const nlohmann::json &params, const KernelContext &ctx);

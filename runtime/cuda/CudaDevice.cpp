@@ -221,62 +221,26 @@ void Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k, In a,
 
 namespace {
 
-const std::set<std::string> &kernelNames() {
-  static const std::set<std::string> names = {"embedding",
-                                              "embedding_bwd",
-                                              "position_embedding",
-                                              "position_embedding_bwd",
-                                              "shard_slice",
-                                              "rms_norm",
-                                              "layer_norm",
-                                              "rms_norm_bwd",
-                                              "layer_norm_bwd",
-                                              "bias_add",
-                                              "bias_add_bwd",
-                                              "rotary",
-                                              "rotary_bwd",
-                                              "attention",
-                                              "attention_bwd",
-                                              "gelu",
-                                              "gelu_bwd",
-                                              "silu",
-                                              "silu_bwd",
-                                              "swiglu",
-                                              "swiglu_bwd",
-                                              "geglu",
-                                              "geglu_bwd",
-                                              "add",
-                                              "copy",
-                                              "ce_max",
-                                              "ce_stats",
-                                              "ce_loss",
-                                              "ce_bwd",
-                                              "grad_sumsq",
-                                              "clip_coefficient",
-                                              "adamw",
-                                              "linear",
-                                              "linear_bwd"};
-  return names;
-}
-
 int64_t rowsOf(const TensorRef &t) { return t.n / t.dim(-1); }
 
 /// The activation of a gelu, silu, swiglu or geglu kernel (or their
 /// backward): the GELUs' form is the plan's `approximate`.
-cuda::Unary activation(const std::string &kernel, const nlohmann::json &p) {
-  if (kernel.rfind("silu", 0) == 0 || kernel.rfind("swiglu", 0) == 0)
+cuda::Unary activation(Kernel kernel, const nlohmann::json &p) {
+  if (kernel == Kernel::Silu || kernel == Kernel::SiluBwd ||
+      kernel == Kernel::Swiglu || kernel == Kernel::SwigluBwd)
     return cuda::Unary::Silu;
   return p.at("approximate").get<std::string>() == "tanh"
              ? cuda::Unary::GeluTanh
              : cuda::Unary::Gelu;
 }
 
-/// The width a norm kernel `name` works over, that of its weight `w` (the
-/// last dimension, or a head of it), within the kernels' limit.
-int64_t normWidth(const std::string &name, const TensorRef &w) {
+/// The width a norm `kernel` works over, that of its weight `w` (the last
+/// dimension, or a head of it), within the kernels' limit.
+int64_t normWidth(Kernel kernel, const TensorRef &w) {
   int64_t h = w.n;
   if (h > maxNormWidth())
-    throw std::runtime_error(name + " over " + std::to_string(h) +
+    throw std::runtime_error(std::string(plan::name(kernel)) + " over " +
+                             std::to_string(h) +
                              " columns: the CUDA kernel takes at most " +
                              std::to_string(maxNormWidth()));
   return h;
@@ -288,14 +252,14 @@ Out result(const TensorRef &t, bool acc) {
   return t.h ? Out{t.h, true, acc} : Out{t.f, false, acc};
 }
 
-/// Whether cuBLASLt takes the GEMMs of launch `name` on its buffers as they
-/// are (anything but a GEMM always runs on them as they are).
-bool gemmTakes(const std::string &name, const std::vector<TensorRef> &ins,
+/// Whether cuBLASLt takes the GEMMs of a launch of `kernel` on its buffers
+/// as they are (anything but a GEMM always runs on them as they are).
+bool gemmTakes(Kernel kernel, const std::vector<TensorRef> &ins,
                const std::vector<TensorRef> &outs) {
-  if (name == "linear")
+  if (kernel == Kernel::Linear)
     return Gemm::takes(operand(ins[1]), operand(ins[0]),
                        result(outs[0], false));
-  if (name == "linear_bwd")
+  if (kernel == Kernel::LinearBwd)
     return Gemm::takes(operand(ins[2]), operand(ins[0]),
                        result(outs[0], false)) &&
            Gemm::takes(operand(ins[1]), operand(ins[0]),
@@ -432,9 +396,8 @@ std::map<std::string, double> CudaDevice::takeLaunchSeconds() {
   return seconds;
 }
 
-bool CudaDevice::hasKernel(const std::string &name) const {
-  return kernelNames().count(name) > 0;
-}
+// launchKernel's switch covers every kernel of the registry (-Wswitch).
+bool CudaDevice::hasKernel(Kernel) const { return true; }
 
 void CudaDevice::synchronize() {
   for (cudaStream_t s : commStreams)
@@ -518,7 +481,7 @@ void CudaDevice::growStaging(int64_t bytes) {
   grow(staging, stagingBytes, bytes, "the bf16 staging");
 }
 
-void CudaDevice::launchOnF32Copies(const std::string &name,
+void CudaDevice::launchOnF32Copies(Kernel kernel,
                                    const std::vector<TensorRef> &ins,
                                    const std::vector<TensorRef> &outs,
                                    const std::vector<bool> &accumulate,
@@ -550,7 +513,7 @@ void CudaDevice::launchOnF32Copies(const std::string &name,
     wideIns.push_back(copyOf(t, true));
   for (size_t k = 0; k < outs.size(); ++k)
     wideOuts.push_back(copyOf(outs[k], accumulate[k]));
-  launchKernel(name, wideIns, wideOuts, accumulate, params, ctx);
+  launchKernel({kernel, wideIns, wideOuts, accumulate, params, ctx});
   for (size_t k = 0; k < outs.size(); ++k)
     if (outs[k].h)
       cuda::transposeBlocks(f32In(wideOuts[k].f), {outs[k].h, true, false}, 1,
@@ -582,26 +545,25 @@ const double *CudaDevice::inverseFrequencies(const nlohmann::json &params) {
   return table;
 }
 
-void CudaDevice::launch(const std::string &name,
-                        const std::vector<TensorRef> &ins,
+void CudaDevice::launch(Kernel kernel, const std::vector<TensorRef> &ins,
                         const std::vector<TensorRef> &outs,
                         const std::vector<bool> &accumulate,
                         const nlohmann::json &params,
                         const KernelContext &ctx) {
+  std::string name(plan::name(kernel));
   nvtxRangePushA(name.c_str());
-  if (!gemmTakes(name, ins, outs))
-    launchOnF32Copies(name, ins, outs, accumulate, params, ctx);
+  if (!gemmTakes(kernel, ins, outs))
+    launchOnF32Copies(kernel, ins, outs, accumulate, params, ctx);
   else
-    launchKernel(name, ins, outs, accumulate, params, ctx);
+    launchKernel({kernel, ins, outs, accumulate, params, ctx});
   nvtxRangePop();
   check(cudaGetLastError(), "kernel " + name);
 }
 
-void CudaDevice::launchAll(const std::string &name,
-                           const std::vector<KernelCall> &calls,
+void CudaDevice::launchAll(Kernel kernel, const std::vector<KernelCall> &calls,
                            const KernelContext &ctx) {
-  if (name != "adamw") {
-    Device::launchAll(name, calls, ctx);
+  if (kernel != Kernel::AdamW) {
+    Device::launchAll(kernel, calls, ctx);
     return;
   }
   nvtxRangePushA("adamw");
@@ -649,215 +611,325 @@ void CudaDevice::adamwAll(const std::vector<KernelCall> &calls,
   adamw(step, tensors, computeStream);
 }
 
-void CudaDevice::launchKernel(const std::string &name,
-                              const std::vector<TensorRef> &ins,
-                              const std::vector<TensorRef> &outs,
-                              const std::vector<bool> &acc,
-                              const nlohmann::json &p,
-                              const KernelContext &ctx) {
-  cudaStream_t s = computeStream;
-  auto in = [&](size_t k) { return operand(ins[k]); };
-  auto out = [&](size_t k) { return result(outs[k], acc[k]); };
-  auto floats = [&](int64_t count) {
-    return static_cast<float *>(workspace(count * int64_t(sizeof(float))));
-  };
-  if (name == "linear") {
+In CudaDevice::Args::in(size_t k) const { return operand(ins[k]); }
+Out CudaDevice::Args::out(size_t k) const { return result(outs[k], acc[k]); }
+
+float *CudaDevice::floats(int64_t count) {
+  return static_cast<float *>(workspace(count * int64_t(sizeof(float))));
+}
+
+void CudaDevice::launchKernel(const Args &a) {
+  switch (a.kernel) {
+  case Kernel::Linear:
+  case Kernel::LinearBwd:
+    return launchGemm(a);
+  case Kernel::Embedding:
+  case Kernel::EmbeddingBwd:
+  case Kernel::PositionEmbedding:
+  case Kernel::PositionEmbeddingBwd:
+  case Kernel::ShardSlice:
+    return launchEmbedding(a);
+  case Kernel::RmsNorm:
+  case Kernel::LayerNorm:
+  case Kernel::RmsNormBwd:
+  case Kernel::LayerNormBwd:
+  case Kernel::BiasAdd:
+  case Kernel::BiasAddBwd:
+    return launchNorm(a);
+  case Kernel::Attention:
+  case Kernel::AttentionBwd:
+    return launchAttention(a);
+  case Kernel::Rotary:
+  case Kernel::RotaryBwd:
+  case Kernel::Gelu:
+  case Kernel::Silu:
+  case Kernel::Swiglu:
+  case Kernel::Geglu:
+  case Kernel::GeluBwd:
+  case Kernel::SiluBwd:
+  case Kernel::SwigluBwd:
+  case Kernel::GegluBwd:
+  case Kernel::Add:
+  case Kernel::Copy:
+    return launchElementwise(a);
+  case Kernel::CeMax:
+  case Kernel::CeStats:
+  case Kernel::CeBwd:
+  case Kernel::CeLoss:
+    return launchCrossEntropy(a);
+  case Kernel::GradSumsq:
+  case Kernel::ClipCoefficient:
+  case Kernel::AdamW:
+    return launchOptimizer(a);
+  }
+}
+
+void CudaDevice::launchGemm(const Args &a) {
+  const auto &ins = a.ins;
+  if (a.kernel == Kernel::Linear) {
     const TensorRef &x = ins[0], &w = ins[1];
     int64_t width = w.dim(0), inner = x.dim(-1), rows = x.n / inner;
-    matmul->run(true, false, width, rows, inner, in(1), inner, in(0), inner,
-                out(0), width, ins.size() > 2 ? in(2) : In());
-  } else if (name == "linear_bwd") {
-    const TensorRef &dy = ins[0], &x = ins[1], &w = ins[2];
-    int64_t width = w.dim(0), inner = x.dim(-1), rows = x.n / inner;
-    matmul->run(false, false, inner, rows, width, in(2), inner, in(0), width,
-                out(0), inner);
-    matmul->run(false, true, inner, width, rows, in(1), inner, in(0), width,
-                out(1), inner);
-    if (outs.size() > 2)
-      sumPeriodic(in(0), width, dy.n, out(2), width,
-                  floats(sumPeriodicWorkspace(width)), s);
-  } else if (name == "embedding") {
+    matmul->run(true, false, width, rows, inner, a.in(1), inner, a.in(0), inner,
+                a.out(0), width, ins.size() > 2 ? a.in(2) : In());
+    return;
+  }
+  const TensorRef &dy = ins[0], &x = ins[1], &w = ins[2];
+  int64_t width = w.dim(0), inner = x.dim(-1), rows = x.n / inner;
+  matmul->run(false, false, inner, rows, width, a.in(2), inner, a.in(0), width,
+              a.out(0), inner);
+  matmul->run(false, true, inner, width, rows, a.in(1), inner, a.in(0), width,
+              a.out(1), inner);
+  if (a.outs.size() > 2)
+    sumPeriodic(a.in(0), width, dy.n, a.out(2), width,
+                floats(sumPeriodicWorkspace(width)), computeStream);
+}
+
+void CudaDevice::launchEmbedding(const Args &a) {
+  cudaStream_t s = computeStream;
+  const auto &ins = a.ins, &outs = a.outs;
+  const nlohmann::json &p = a.p;
+  switch (a.kernel) {
+  case Kernel::Embedding: {
     const TensorRef &table = ins[0], &tokens = ins[1];
     int64_t rows = table.dim(0), h = table.dim(1);
-    embedding(in(0), tokens.i, tokens.n, rows, h, vocabStart(p, ctx, rows),
-              float(embeddingScale(p)), out(0), s);
-  } else if (name == "embedding_bwd") {
+    embedding(a.in(0), tokens.i, tokens.n, rows, h, vocabStart(p, a.ctx, rows),
+              float(embeddingScale(p)), a.out(0), s);
+    return;
+  }
+  case Kernel::EmbeddingBwd: {
     const TensorRef &tokens = ins[1];
     int64_t rows = outs[0].dim(0), h = outs[0].dim(1);
-    embeddingBackward(in(0), tokens.i, tokens.n, rows, h,
-                      vocabStart(p, ctx, rows), float(embeddingScale(p)),
-                      out(0),
+    embeddingBackward(a.in(0), tokens.i, tokens.n, rows, h,
+                      vocabStart(p, a.ctx, rows), float(embeddingScale(p)),
+                      a.out(0),
                       workspace(embeddingBackwardWorkspace(tokens.n, rows)), s);
-  } else if (name == "position_embedding") {
+    return;
+  }
+  case Kernel::PositionEmbedding: {
     const TensorRef &x = ins[0];
-    addPeriodic(in(0), in(1), x.dim(1) * x.dim(2), out(0), x.n, s);
-  } else if (name == "position_embedding_bwd") {
+    addPeriodic(a.in(0), a.in(1), x.dim(1) * x.dim(2), a.out(0), x.n, s);
+    return;
+  }
+  case Kernel::PositionEmbeddingBwd: {
     const TensorRef &dy = ins[0];
     // The table has max_positions rows, the gradient only s of them.
     int64_t period = dy.dim(1) * dy.dim(2);
-    sumPeriodic(in(0), period, dy.n, out(0), outs[0].n,
+    sumPeriodic(a.in(0), period, dy.n, a.out(0), outs[0].n,
                 floats(sumPeriodicWorkspace(period)), s);
-  } else if (name == "shard_slice") {
+    return;
+  }
+  default: { // shard_slice
     const TensorRef &x = ins[0];
     int64_t dim = p.at("dim").get<int64_t>(), outer = 1, inner = 1;
     for (int64_t k = 0; k < dim; ++k)
       outer *= x.dim(int(k));
     for (size_t k = dim; k < x.shape->size(); ++k)
       inner *= x.dim(int(k));
-    int64_t part = inner / ctx.groupSize;
-    sliceColumns(in(0), outer, inner, ctx.groupRank * part, part, out(0), s);
-  } else if (name == "rms_norm" || name == "layer_norm") {
-    int64_t h = normWidth(name, ins[1]);
-    norm(in(0), in(1), ins.size() > 2 ? in(2) : In(), out(0), ins[0].n / h, h,
-         p.at("eps").get<double>(), name == "rms_norm",
-         float(normWeightOffset(p)), s);
-  } else if (name == "rms_norm_bwd" || name == "layer_norm_bwd") {
-    int64_t h = normWidth(name, ins[2]);
-    normBackward(
-        in(0), in(1), in(2), out(0), out(1), outs.size() > 2 ? out(2) : Out(),
-        ins[1].n / h, h, p.at("eps").get<double>(), name == "rms_norm_bwd",
-        float(normWeightOffset(p)), floats(normBackwardWorkspace(h)), s);
-  } else if (name == "bias_add") {
+    int64_t part = inner / a.ctx.groupSize;
+    sliceColumns(a.in(0), outer, inner, a.ctx.groupRank * part, part, a.out(0),
+                 s);
+  }
+  }
+}
+
+void CudaDevice::launchNorm(const Args &a) {
+  cudaStream_t s = computeStream;
+  const auto &ins = a.ins;
+  const nlohmann::json &p = a.p;
+  switch (a.kernel) {
+  case Kernel::RmsNorm:
+  case Kernel::LayerNorm: {
+    int64_t h = normWidth(a.kernel, ins[1]);
+    norm(a.in(0), a.in(1), ins.size() > 2 ? a.in(2) : In(), a.out(0),
+         ins[0].n / h, h, p.at("eps").get<double>(),
+         a.kernel == Kernel::RmsNorm, float(normWeightOffset(p)), s);
+    return;
+  }
+  case Kernel::RmsNormBwd:
+  case Kernel::LayerNormBwd: {
+    int64_t h = normWidth(a.kernel, ins[2]);
+    normBackward(a.in(0), a.in(1), a.in(2), a.out(0), a.out(1),
+                 a.outs.size() > 2 ? a.out(2) : Out(), ins[1].n / h, h,
+                 p.at("eps").get<double>(), a.kernel == Kernel::RmsNormBwd,
+                 float(normWeightOffset(p)), floats(normBackwardWorkspace(h)),
+                 s);
+    return;
+  }
+  case Kernel::BiasAdd: {
     int64_t h = ins[0].dim(-1);
-    addPeriodic(in(0), in(1), h, out(0), ins[0].n, s);
-  } else if (name == "bias_add_bwd") {
+    addPeriodic(a.in(0), a.in(1), h, a.out(0), ins[0].n, s);
+    return;
+  }
+  default: { // bias_add_bwd
     int64_t h = ins[0].dim(-1);
-    cuda::transposeBlocks(in(0), out(0), 1, 1, ins[0].n, s);
-    sumPeriodic(in(0), h, ins[0].n, out(1), h, floats(sumPeriodicWorkspace(h)),
-                s);
-  } else if (name == "rotary" || name == "rotary_bwd") {
+    cuda::transposeBlocks(a.in(0), a.out(0), 1, 1, ins[0].n, s);
+    sumPeriodic(a.in(0), h, ins[0].n, a.out(1), h,
+                floats(sumPeriodicWorkspace(h)), s);
+  }
+  }
+}
+
+void CudaDevice::launchAttention(const Args &args) {
+  cudaStream_t s = computeStream;
+  const auto &ins = args.ins, &outs = args.outs;
+  const nlohmann::json &p = args.p;
+  auto in = [&](size_t k) { return args.in(k); };
+  auto out = [&](size_t k) { return args.out(k); };
+  std::string name(plan::name(args.kernel));
+  bool forward = args.kernel == Kernel::Attention;
+  const TensorRef &q = ins[forward ? 0 : 1];
+  AttentionShape a;
+  a.b = q.dim(0);
+  a.s = q.dim(1);
+  a.heads = p.at("num_heads").get<int64_t>();
+  a.kvHeads = p.at("num_kv_heads").get<int64_t>();
+  a.d = q.dim(2) / a.heads;
+  a.causal = p.value("causal", false);
+  a.window = p.value("window", int64_t(0));
+  a.sharedBytes = sharedBytesOptIn;
+  if (a.d > maxHeadDim())
+    throw std::runtime_error(
+        name + " with head dimension " + std::to_string(a.d) +
+        ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
+  // The log-sum-exp of each query row: the forward's second output, the
+  // backward's sixth input (f32), in plans that keep it.
+  float *lse = forward ? (outs.size() > 1 ? outs[1].f : nullptr)
+                       : (ins.size() > 5 ? ins[5].f : nullptr);
+  auto bytes = [&](int64_t n) { return workspace(n); };
+  bool onCudnn = false;
+  // The device keeps cuDNN for its life; PARTITA_CUDA_ATTENTION, read at
+  // every launch, says whether it runs this one.
+  if (cudnnAttention && attentionKernels() == AttentionKernels::Cudnn) {
+    std::string why =
+        forward
+            ? cudnnAttention->refusal(a, {in(0), in(1), in(2)}, {out(0)}, lse,
+                                      false)
+            : cudnnAttention->refusal(a, {in(0), in(1), in(2), in(3), in(4)},
+                                      {out(0), out(1), out(2)}, lse, true);
+    onCudnn = why.empty();
+    // Said once per kernel and reason, so that a run that asked for
+    // `cudnn` shows what fell back.
+    if (!onCudnn && attentionKernelsNamed() &&
+        cudnnRefusals.insert(name + ": " + why).second)
+      std::fprintf(stderr,
+                   "plan-run: note: cuDNN does not take %s (%s); our own "
+                   "kernels run it\n",
+                   name.c_str(), why.c_str());
+  }
+  if (onCudnn) {
+    // cuDNN builds its plan for a shape at the first launch of it. Asked
+    // for by name, a failure stops the run; as the default, our own
+    // kernels take this launch and every later one.
+    try {
+      if (forward)
+        cudnnAttention->forward(a, in(0), in(1), in(2), out(0), lse, bytes, s);
+      else
+        cudnnAttention->backward(a, in(0), in(1), in(2), in(3), in(4), lse,
+                                 out(0), out(1), out(2), bytes, s);
+    } catch (const std::runtime_error &e) {
+      fallBackFromCudnn(e);
+      cudnnAttention.reset();
+      onCudnn = false;
+    }
+  }
+  if (!onCudnn && forward)
+    attention(a, in(0), in(1), in(2), out(0), lse, s);
+  else if (!onCudnn)
+    attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0), out(1),
+                      out(2),
+                      floats(attentionBackwardWorkspace(a, in(0), in(1), in(2),
+                                                        in(3), lse != nullptr)),
+                      s);
+}
+
+void CudaDevice::launchElementwise(const Args &a) {
+  cudaStream_t s = computeStream;
+  const auto &ins = a.ins;
+  const nlohmann::json &p = a.p;
+  int64_t n = ins[0].n;
+  switch (a.kernel) {
+  case Kernel::Rotary:
+  case Kernel::RotaryBwd: {
     const TensorRef &x = ins[0];
     int64_t heads = p.at("num_heads").get<int64_t>();
-    rotary(in(0), out(0), x.dim(0), x.dim(1), heads, x.dim(2) / heads,
+    rotary(a.in(0), a.out(0), x.dim(0), x.dim(1), heads, x.dim(2) / heads,
            p.at("rotary_dim").get<int64_t>(), inverseFrequencies(p),
-           rotaryMagnitude(p), name == "rotary" ? 1.0f : -1.0f, s);
-  } else if (name == "attention" || name == "attention_bwd") {
-    bool forward = name == "attention";
-    const TensorRef &q = ins[forward ? 0 : 1];
-    AttentionShape a;
-    a.b = q.dim(0);
-    a.s = q.dim(1);
-    a.heads = p.at("num_heads").get<int64_t>();
-    a.kvHeads = p.at("num_kv_heads").get<int64_t>();
-    a.d = q.dim(2) / a.heads;
-    a.causal = p.value("causal", false);
-    a.window = p.value("window", int64_t(0));
-    a.sharedBytes = sharedBytesOptIn;
-    if (a.d > maxHeadDim())
-      throw std::runtime_error(
-          name + " with head dimension " + std::to_string(a.d) +
-          ": the CUDA kernel takes at most " + std::to_string(maxHeadDim()));
-    // The log-sum-exp of each query row: the forward's second output, the
-    // backward's sixth input (f32), in plans that keep it.
-    float *lse = forward ? (outs.size() > 1 ? outs[1].f : nullptr)
-                         : (ins.size() > 5 ? ins[5].f : nullptr);
-    auto bytes = [&](int64_t n) { return workspace(n); };
-    bool onCudnn = false;
-    // The device keeps cuDNN for its life; PARTITA_CUDA_ATTENTION, read at
-    // every launch, says whether it runs this one.
-    if (cudnnAttention && attentionKernels() == AttentionKernels::Cudnn) {
-      std::string why =
-          forward
-              ? cudnnAttention->refusal(a, {in(0), in(1), in(2)}, {out(0)}, lse,
-                                        false)
-              : cudnnAttention->refusal(a, {in(0), in(1), in(2), in(3), in(4)},
-                                        {out(0), out(1), out(2)}, lse, true);
-      onCudnn = why.empty();
-      // Said once per kernel and reason, so that a run that asked for
-      // `cudnn` shows what fell back.
-      if (!onCudnn && attentionKernelsNamed() &&
-          cudnnRefusals.insert(name + ": " + why).second)
-        std::fprintf(stderr,
-                     "plan-run: note: cuDNN does not take %s (%s); our own "
-                     "kernels run it\n",
-                     name.c_str(), why.c_str());
-    }
-    if (onCudnn) {
-      // cuDNN builds its plan for a shape at the first launch of it. Asked
-      // for by name, a failure stops the run; as the default, our own
-      // kernels take this launch and every later one.
-      try {
-        if (forward)
-          cudnnAttention->forward(a, in(0), in(1), in(2), out(0), lse, bytes,
-                                  s);
-        else
-          cudnnAttention->backward(a, in(0), in(1), in(2), in(3), in(4), lse,
-                                   out(0), out(1), out(2), bytes, s);
-      } catch (const std::runtime_error &e) {
-        fallBackFromCudnn(e);
-        cudnnAttention.reset();
-        onCudnn = false;
-      }
-    }
-    if (!onCudnn && forward)
-      attention(a, in(0), in(1), in(2), out(0), lse, s);
-    else if (!onCudnn)
-      attentionBackward(a, in(0), in(1), in(2), in(3), in(4), lse, out(0),
-                        out(1), out(2),
-                        floats(attentionBackwardWorkspace(
-                            a, in(0), in(1), in(2), in(3), lse != nullptr)),
-                        s);
-  } else if (name == "gelu" || name == "silu" || name == "swiglu" ||
-             name == "geglu") {
-    Unary f = activation(name, p);
-    if (name == "gelu" || name == "silu")
-      unary(f, in(0), out(0), ins[0].n, s);
-    else
-      gated(f, in(0), in(1), out(0), ins[0].n, s);
-  } else if (name == "gelu_bwd" || name == "silu_bwd" || name == "swiglu_bwd" ||
-             name == "geglu_bwd") {
-    Unary f = activation(name, p);
-    if (name == "gelu_bwd" || name == "silu_bwd")
-      unaryBackward(f, in(0), in(1), out(0), ins[0].n, s);
-    else
-      gatedBackward(f, in(0), in(1), in(2), out(0), out(1), ins[0].n, s);
-  } else if (name == "add") {
+           rotaryMagnitude(p), a.kernel == Kernel::Rotary ? 1.0f : -1.0f, s);
+    return;
+  }
+  case Kernel::Gelu:
+  case Kernel::Silu:
+    return unary(activation(a.kernel, p), a.in(0), a.out(0), n, s);
+  case Kernel::Swiglu:
+  case Kernel::Geglu:
+    return gated(activation(a.kernel, p), a.in(0), a.in(1), a.out(0), n, s);
+  case Kernel::GeluBwd:
+  case Kernel::SiluBwd:
+    return unaryBackward(activation(a.kernel, p), a.in(0), a.in(1), a.out(0), n,
+                         s);
+  case Kernel::SwigluBwd:
+  case Kernel::GegluBwd:
+    return gatedBackward(activation(a.kernel, p), a.in(0), a.in(1), a.in(2),
+                         a.out(0), a.out(1), n, s);
+  case Kernel::Add: {
     // kMaxSumInputs inputs a launch. More gather group by group in an f32
     // sum, which reaches the output once: rounded once, and read after
     // every input (the output may alias one).
-    int64_t n = outs[0].n;
+    int64_t size = a.outs[0].n;
     bool grouped = ins.size() > size_t(kMaxSumInputs);
-    float *partial = grouped ? floats(n) : nullptr;
+    float *partial = grouped ? floats(size) : nullptr;
     for (size_t first = 0; first < ins.size(); first += kMaxSumInputs) {
       In xs[kMaxSumInputs];
       int count = 0;
       for (size_t k = first; k < ins.size() && count < kMaxSumInputs; ++k)
-        xs[count++] = in(k);
-      sum(xs, count, grouped ? f32Out(partial, first > 0) : out(0), n, s);
+        xs[count++] = a.in(k);
+      sum(xs, count, grouped ? f32Out(partial, first > 0) : a.out(0), size, s);
     }
     if (grouped)
-      cuda::transposeBlocks(f32In(partial), out(0), 1, 1, n, s);
-  } else if (name == "copy") {
-    cuda::transposeBlocks(in(0), out(0), 1, 1, ins[0].n, s);
-  } else if (name == "ce_max" || name == "ce_stats" || name == "ce_bwd") {
-    const TensorRef &l = ins[0];
-    CrossEntropyShape c{rowsOf(l), l.dim(-1), 0,
-                        p.at("vocab_size").get<int64_t>()};
-    c.start = vocabStart(p, ctx, c.v);
-    if (name == "ce_max")
-      crossEntropyMax(c, in(0), out(0), s);
-    else if (name == "ce_stats")
-      crossEntropyStats(c, in(0), in(1), ins[2].i, out(0), s);
-    else
-      crossEntropyBackward(c, in(0), in(1), in(2), ins[3].i,
-                           p.at("scale").get<float>(), out(0), s);
-  } else if (name == "ce_loss") {
-    crossEntropyLoss(in(0), in(1), ins[0].n, p.at("scale").get<double>(),
-                     out(0), s);
-  } else if (name == "grad_sumsq") {
-    const nlohmann::json &weights = p.at("weights");
+      cuda::transposeBlocks(f32In(partial), a.out(0), 1, 1, size, s);
+    return;
+  }
+  default: // copy
+    cuda::transposeBlocks(a.in(0), a.out(0), 1, 1, n, s);
+  }
+}
+
+void CudaDevice::launchCrossEntropy(const Args &a) {
+  cudaStream_t s = computeStream;
+  const auto &ins = a.ins;
+  const nlohmann::json &p = a.p;
+  if (a.kernel == Kernel::CeLoss) {
+    crossEntropyLoss(a.in(0), a.in(1), ins[0].n, p.at("scale").get<double>(),
+                     a.out(0), s);
+    return;
+  }
+  const TensorRef &l = ins[0];
+  CrossEntropyShape c{rowsOf(l), l.dim(-1), 0,
+                      p.at("vocab_size").get<int64_t>()};
+  c.start = vocabStart(p, a.ctx, c.v);
+  if (a.kernel == Kernel::CeMax)
+    crossEntropyMax(c, a.in(0), a.out(0), s);
+  else if (a.kernel == Kernel::CeStats)
+    crossEntropyStats(c, a.in(0), a.in(1), ins[2].i, a.out(0), s);
+  else
+    crossEntropyBackward(c, a.in(0), a.in(1), a.in(2), ins[3].i,
+                         p.at("scale").get<float>(), a.out(0), s);
+}
+
+void CudaDevice::launchOptimizer(const Args &a) {
+  cudaStream_t s = computeStream;
+  if (a.kernel == Kernel::AdamW) {
+    adamwAll({{a.ins, a.outs, a.acc, &a.p}}, a.ctx);
+  } else if (a.kernel == Kernel::ClipCoefficient) {
+    clipCoefficient(a.in(0), a.ctx.optimizer->clipNorm, a.out(0), s);
+  } else { // grad_sumsq
+    const nlohmann::json &weights = a.p.at("weights");
     std::vector<SquaresTerm> terms;
-    for (size_t k = 0; k < ins.size(); ++k)
-      terms.push_back({in(k), ins[k].n, weights.at(k).get<double>()});
-    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), name);
+    for (size_t k = 0; k < a.ins.size(); ++k)
+      terms.push_back({a.in(k), a.ins[k].n, weights.at(k).get<double>()});
+    check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), "grad_sumsq");
     sumSquares(terms, sumAccumulator, s);
-    storeScalar(sumAccumulator, out(0), s);
-  } else if (name == "clip_coefficient") {
-    clipCoefficient(in(0), ctx.optimizer->clipNorm, out(0), s);
-  } else if (name == "adamw") {
-    adamwAll({{ins, outs, acc, &p}}, ctx);
-  } else {
-    throw std::runtime_error("the CUDA backend has no kernel \"" + name + "\"");
+    storeScalar(sumAccumulator, a.out(0), s);
   }
 }
 

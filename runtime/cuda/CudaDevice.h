@@ -74,16 +74,16 @@ public:
   bool timesLaunches() const override { return true; }
   void markLaunch(const std::string &what) override;
   std::map<std::string, double> takeLaunchSeconds() override;
-  bool hasKernel(const std::string &name) const override;
-  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+  bool hasKernel(Kernel kernel) const override;
+  void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
               const std::vector<bool> &accumulate, const nlohmann::json &params,
               const KernelContext &ctx) override;
   /// AdamW runs as a multi-tensor kernel.
-  bool launchesTogether(const std::string &name) const override {
-    return name == "adamw";
+  bool launchesTogether(Kernel kernel) const override {
+    return kernel == Kernel::AdamW;
   }
-  void launchAll(const std::string &name, const std::vector<KernelCall> &calls,
+  void launchAll(Kernel kernel, const std::vector<KernelCall> &calls,
                  const KernelContext &ctx) override;
   void synchronize() override;
   void upload(void *dst, const void *src, int64_t bytes) override;
@@ -105,18 +105,34 @@ public:
   Gemm &gemm() { return *matmul; }
 
 private:
-  void launchKernel(const std::string &name, const std::vector<TensorRef> &ins,
-                    const std::vector<TensorRef> &outs,
-                    const std::vector<bool> &accumulate,
-                    const nlohmann::json &params, const KernelContext &ctx);
+  /// One launch's operands, params and context, as the kernel families
+  /// below take them.
+  struct Args {
+    Kernel kernel;
+    const std::vector<TensorRef> &ins, &outs;
+    const std::vector<bool> &acc;
+    const nlohmann::json &p;
+    const KernelContext &ctx;
+    In in(size_t k) const;
+    Out out(size_t k) const;
+  };
+  void launchKernel(const Args &a);
+  void launchGemm(const Args &a);
+  void launchEmbedding(const Args &a);
+  void launchNorm(const Args &a);
+  void launchAttention(const Args &a);
+  void launchElementwise(const Args &a);
+  void launchCrossEntropy(const Args &a);
+  void launchOptimizer(const Args &a);
+  /// f32 scratch of `count` floats (workspace()).
+  float *floats(int64_t count);
   /// Device scratch of at least `bytes`, reused across launches on the
   /// compute stream.
   void *workspace(int64_t bytes);
   /// A GEMM whose buffers mix dtypes in a way cuBLASLt does not take, run
   /// on f32 copies of its bf16 buffers (in `staging`) and rounded back
   /// once. Plans keep a GEMM's buffers in one dtype, so this is a fallback.
-  void launchOnF32Copies(const std::string &name,
-                         const std::vector<TensorRef> &ins,
+  void launchOnF32Copies(Kernel kernel, const std::vector<TensorRef> &ins,
                          const std::vector<TensorRef> &outs,
                          const std::vector<bool> &accumulate,
                          const nlohmann::json &params,

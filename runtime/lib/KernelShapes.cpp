@@ -125,17 +125,17 @@ public:
   bool rank(const BufferSpec &b, size_t atLeast, size_t atMost = 8) {
     return require(b.shape.size() >= atLeast && b.shape.size() <= atMost,
                    b.name + " has " + std::to_string(b.shape.size()) +
-                       " dimensions; " + l.kernel + " expects " +
+                       " dimensions; " + l.kernelName() + " expects " +
                        (atLeast == atMost
                             ? std::to_string(atLeast)
                             : "at least " + std::to_string(atLeast)));
   }
   /// Buffer b holds `n` elements.
   bool elements(const BufferSpec &b, int64_t n) {
-    return require(b.elements == n, b.name + " holds " +
-                                        std::to_string(b.elements) +
-                                        " elements; " + l.kernel + " needs " +
-                                        std::to_string(n) + " here");
+    return require(b.elements == n,
+                   b.name + " holds " + std::to_string(b.elements) +
+                       " elements; " + l.kernelName() + " needs " +
+                       std::to_string(n) + " here");
   }
   /// A norm's weight `w` spans the last dimension of `x`, or each of the
   /// equal spans it is cut into (a per-head norm).
@@ -143,7 +143,7 @@ public:
     int64_t width = x.shape.back();
     return require(w.elements > 0 && width % w.elements == 0,
                    w.name + " holds " + std::to_string(w.elements) +
-                       " elements; " + l.kernel +
+                       " elements; " + l.kernelName() +
                        " needs a count that divides the last dimension of " +
                        x.name + " (" + std::to_string(width) + ")");
   }
@@ -217,61 +217,8 @@ private:
   const Program &program;
 };
 
-/// Which inputs are token or label buffers (int32); every other buffer of
-/// a kernel holds values.
-bool isIntInput(const std::string &kernel, size_t k) {
-  return ((kernel == "embedding" || kernel == "embedding_bwd") && k == 1) ||
-         (kernel == "ce_stats" && k == 2) || (kernel == "ce_bwd" && k == 3);
-}
-
-/// What a kernel's operand holds, by its place in the kernel table
-/// (docs/plan-format.md); a micro-batch's values where not named here.
-enum class Operand {
-  MicroBatch,     // activations or their gradients
-  Values,         // the same, or scalars (copy, add)
-  Tokens,         // tokens or labels
-  Weight,         // a parameter's values (held or gathered)
-  Held,           // a parameter's values as the rank holds them (adamw)
-  Gradient,       // a parameter's gradient, whole or a shard
-  Scalar,         // the loss, the gradient norm, the clip coefficient
-  OptimizerState, // AdamW's moments, master weights
-};
-
-Operand operandRole(const std::string &k, bool output, size_t i) {
-  if (k == "adamw") {
-    if (i == 0)
-      return Operand::Held;
-    if (output)
-      return Operand::OptimizerState;
-    return i == 1   ? Operand::Gradient
-           : i == 4 ? Operand::Scalar
-                    : Operand::OptimizerState;
-  }
-  if (k == "grad_sumsq")
-    return output ? Operand::Scalar : Operand::Gradient;
-  if (k == "copy" || k == "add")
-    return Operand::Values;
-  if (k == "clip_coefficient" || (k == "ce_loss" && output))
-    return Operand::Scalar;
-  if (!output) {
-    if (isIntInput(k, i))
-      return Operand::Tokens;
-    bool weight =
-        (k == "embedding" && i == 0) || (k == "position_embedding" && i == 1) ||
-        ((k == "rms_norm" || k == "layer_norm" || k == "linear" ||
-          k == "bias_add") &&
-         i >= 1) ||
-        ((k == "rms_norm_bwd" || k == "layer_norm_bwd" || k == "linear_bwd") &&
-         i == 2);
-    return weight ? Operand::Weight : Operand::MicroBatch;
-  }
-  bool gradient =
-      ((k == "embedding_bwd" || k == "position_embedding_bwd") && i == 0) ||
-      ((k == "rms_norm_bwd" || k == "layer_norm_bwd" || k == "linear_bwd" ||
-        k == "bias_add_bwd") &&
-       i >= 1);
-  return gradient ? Operand::Gradient : Operand::MicroBatch;
-}
+using plan::Operand;
+using plan::operandRole;
 
 /// Whether a buffer of `kind` can be an operand that holds `role`.
 bool holds(Operand role, BufferKind kind) {
@@ -371,7 +318,7 @@ void checkRotaryFrequencies(Check &c, const json &p, int64_t rotaryDim) {
 }
 
 void checkShapes(Check &c, const Launch &l, const Plan &plan) {
-  const std::string &k = l.kernel;
+  Kernel k = l.kernel;
   auto sameAsIn0 = [&](std::initializer_list<size_t> ins,
                        std::initializer_list<size_t> outs) {
     for (size_t i : ins)
@@ -379,24 +326,26 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
     for (size_t o : outs)
       c.elements(c.out(o), c.in(0).elements);
   };
-  if (k == "embedding" || k == "embedding_bwd") {
-    const BufferSpec &table = k == "embedding" ? c.in(0) : c.out(0);
-    const BufferSpec &rows = k == "embedding" ? c.out(0) : c.in(0);
+  if (k == Kernel::Embedding || k == Kernel::EmbeddingBwd) {
+    const BufferSpec &table = k == Kernel::Embedding ? c.in(0) : c.out(0);
+    const BufferSpec &rows = k == Kernel::Embedding ? c.out(0) : c.in(0);
     if (c.rank(table, 2, 2))
       c.elements(rows, c.in(1).elements * table.shape[1]);
     c.vocabParts(plan.tp);
     if (l.params.contains("scale"))
       c.number("scale", 0);
-  } else if (k == "position_embedding" || k == "position_embedding_bwd") {
+  } else if (k == Kernel::PositionEmbedding ||
+             k == Kernel::PositionEmbeddingBwd) {
     const BufferSpec &x = c.in(0);
-    const BufferSpec &table = k == "position_embedding" ? c.in(1) : c.out(0);
+    const BufferSpec &table =
+        k == Kernel::PositionEmbedding ? c.in(1) : c.out(0);
     if (c.rank(x, 3, 3) && c.rank(table, 2, 2))
       c.require(table.shape[1] == x.shape[2] && table.shape[0] >= x.shape[1],
                 table.name + " has fewer positions or another width than " +
                     x.name);
-    if (k == "position_embedding")
+    if (k == Kernel::PositionEmbedding)
       c.elements(c.out(0), x.elements);
-  } else if (k == "shard_slice") {
+  } else if (k == Kernel::ShardSlice) {
     const BufferSpec &x = c.in(0);
     int64_t dim = l.params.value("dim", int64_t(-1));
     std::string group = l.params.value("group", std::string());
@@ -420,7 +369,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
         c.require(problem.empty(), "params.group: " + problem);
       }
     }
-  } else if (k == "rms_norm" || k == "layer_norm") {
+  } else if (k == Kernel::RmsNorm || k == Kernel::LayerNorm) {
     c.number("eps", 0);
     c.finiteIfGiven("weight_offset");
     const BufferSpec &x = c.in(0), &w = c.in(1);
@@ -429,7 +378,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
         c.elements(c.in(i), w.elements);
       c.elements(c.out(0), x.elements);
     }
-  } else if (k == "rms_norm_bwd" || k == "layer_norm_bwd") {
+  } else if (k == Kernel::RmsNormBwd || k == Kernel::LayerNormBwd) {
     c.number("eps", 0);
     c.finiteIfGiven("weight_offset");
     const BufferSpec &x = c.in(1), &w = c.in(2);
@@ -439,8 +388,8 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
       for (size_t o = 1; o < l.outs.size(); ++o)
         c.elements(c.out(o), w.elements);
     }
-  } else if (k == "linear" || k == "linear_bwd") {
-    bool forward = k == "linear";
+  } else if (k == Kernel::Linear || k == Kernel::LinearBwd) {
+    bool forward = k == Kernel::Linear;
     const BufferSpec &x = c.in(forward ? 0 : 1), &w = c.in(forward ? 1 : 2);
     if (c.rank(x, 1) && c.rank(w, 2, 2) &&
         c.require(w.shape[1] == last(x),
@@ -460,17 +409,17 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
           c.elements(c.out(2), n);
       }
     }
-  } else if (k == "bias_add") {
+  } else if (k == Kernel::BiasAdd) {
     if (c.rank(c.in(0), 1)) {
       c.elements(c.in(1), last(c.in(0)));
       c.elements(c.out(0), c.in(0).elements);
     }
-  } else if (k == "bias_add_bwd") {
+  } else if (k == Kernel::BiasAddBwd) {
     if (c.rank(c.in(0), 1)) {
       c.elements(c.out(0), c.in(0).elements);
       c.elements(c.out(1), last(c.in(0)));
     }
-  } else if (k == "rotary" || k == "rotary_bwd") {
+  } else if (k == Kernel::Rotary || k == Kernel::RotaryBwd) {
     const BufferSpec &x = c.in(0);
     int64_t heads = c.positive("num_heads"), rotary = c.positive("rotary_dim");
     if (c.rank(x, 3, 3) &&
@@ -481,8 +430,8 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
                 "dimension");
     c.elements(c.out(0), x.elements);
     checkRotaryFrequencies(c, l.params, rotary);
-  } else if (k == "attention" || k == "attention_bwd") {
-    size_t q = k == "attention" ? 0 : 1;
+  } else if (k == Kernel::Attention || k == Kernel::AttentionBwd) {
+    size_t q = k == Kernel::Attention ? 0 : 1;
     int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
     c.require(!l.params.contains("causal") || l.params["causal"].is_boolean(),
               "params.causal: expected true or false");
@@ -503,7 +452,7 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
                     " must be [batch, seq, num_kv_heads x head dimension] "
                     "like " +
                     qb.name);
-      if (k == "attention") {
+      if (k == Kernel::Attention) {
         c.elements(c.out(0), qb.elements);
       } else {
         c.elements(c.in(0), qb.elements);
@@ -513,31 +462,32 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
         c.elements(c.out(2), vb.elements);
       }
       // The log-sum-exp per query row and head, kept f32.
-      bool forward = k == "attention";
+      bool forward = k == Kernel::Attention;
       if (forward ? c.hasOut(1) : c.hasIn(5)) {
         const BufferSpec &lse = forward ? c.out(1) : c.in(5);
-        if (c.require(!lse.isBf16, lse.name + " must be f32: " + k +
+        if (c.require(!lse.isBf16, lse.name +
+                                       " must be f32: " + l.kernelName() +
                                        " keeps each row's log-sum-exp in it"))
           c.elements(lse, qb.shape[0] * qb.shape[1] * heads);
       }
     }
-  } else if (k == "gelu" || k == "silu" || k == "copy") {
+  } else if (k == Kernel::Gelu || k == Kernel::Silu || k == Kernel::Copy) {
     sameAsIn0({}, {0});
-    if (k == "gelu")
+    if (k == Kernel::Gelu)
       c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == "gelu_bwd" || k == "silu_bwd" || k == "swiglu" ||
-             k == "geglu") {
+  } else if (k == Kernel::GeluBwd || k == Kernel::SiluBwd ||
+             k == Kernel::Swiglu || k == Kernel::Geglu) {
     sameAsIn0({1}, {0});
-    if (k == "gelu_bwd" || k == "geglu")
+    if (k == Kernel::GeluBwd || k == Kernel::Geglu)
       c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == "swiglu_bwd" || k == "geglu_bwd") {
+  } else if (k == Kernel::SwigluBwd || k == Kernel::GegluBwd) {
     sameAsIn0({1, 2}, {0, 1});
-    if (k == "geglu_bwd")
+    if (k == Kernel::GegluBwd)
       c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == "add") {
+  } else if (k == Kernel::Add) {
     for (size_t i = 0; i < l.ins.size(); ++i)
       c.elements(c.in(i), c.out(0).elements);
-  } else if (k == "ce_max" || k == "ce_stats" || k == "ce_bwd") {
+  } else if (k == Kernel::CeMax || k == Kernel::CeStats || k == Kernel::CeBwd) {
     const BufferSpec &logits = c.in(0);
     int64_t vocab = c.positive("vocab_size"), parts = c.vocabParts(plan.tp);
     int64_t slice = vocab / parts + (vocab % parts != 0);
@@ -548,36 +498,36 @@ void checkShapes(Check &c, const Launch &l, const Plan &plan) {
                       std::to_string(parts) + " parts need " +
                       std::to_string(slice))) {
       int64_t rows = last(logits) > 0 ? logits.elements / last(logits) : 0;
-      if (k == "ce_max")
+      if (k == Kernel::CeMax)
         c.elements(c.out(0), rows);
-      if (k != "ce_max") {
+      if (k != Kernel::CeMax) {
         c.elements(c.in(1), rows);
-        c.elements(c.in(k == "ce_stats" ? 2 : 3), rows);
+        c.elements(c.in(k == Kernel::CeStats ? 2 : 3), rows);
       }
-      if (k == "ce_stats")
+      if (k == Kernel::CeStats)
         c.elements(c.out(0), 2 * rows);
-      if (k == "ce_bwd") {
+      if (k == Kernel::CeBwd) {
         c.elements(c.in(2), 2 * rows);
         c.elements(c.out(0), logits.elements);
       }
     }
-    if (k == "ce_bwd")
+    if (k == Kernel::CeBwd)
       c.lossScale(plan);
-  } else if (k == "ce_loss") {
+  } else if (k == Kernel::CeLoss) {
     c.lossScale(plan);
     c.elements(c.in(1), 2 * c.in(0).elements);
     c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
-  } else if (k == "grad_sumsq") {
+  } else if (k == Kernel::GradSumsq) {
     const json &weights = l.params.value("weights", json());
     c.require(weights.is_array() && weights.size() == l.ins.size() &&
                   std::all_of(weights.begin(), weights.end(),
                               [](const json &w) { return w.is_number(); }),
               "params.weights: expected a number per input");
     c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
-  } else if (k == "clip_coefficient") {
+  } else if (k == Kernel::ClipCoefficient) {
     c.require(c.in(0).elements >= 1 && c.out(0).elements >= 1,
               "an empty buffer");
-  } else if (k == "adamw") {
+  } else if (k == Kernel::AdamW) {
     const BufferSpec &p = c.in(0), &m = c.in(2);
     for (const char *flag : {"dp_shard", "weight_decay"})
       c.require(l.params.contains(flag) && l.params[flag].is_boolean(),
@@ -689,10 +639,10 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
   Check c(l, program);
   for (size_t k = 0; k < l.ins.size(); ++k) {
     const BufferSpec &b = program.buffers[l.ins[k]];
-    bool wantInt = isIntInput(l.kernel, k);
+    bool wantInt = operandRole(l.kernel, false, k) == Operand::Tokens;
     c.require(b.isInt == wantInt,
               b.name + (wantInt ? " must hold tokens (i32)"
-                                : " holds tokens; " + l.kernel +
+                                : " holds tokens; " + l.kernelName() +
                                       " reads values here"));
   }
   for (int o : l.outs)
@@ -704,21 +654,21 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
     const BufferSpec &b = program.buffers[output ? l.outs[i] : l.ins[i]];
     Operand role = operandRole(l.kernel, output, i);
     if (output && l.accumulate[i] && role != Operand::Gradient &&
-        b.kind != BufferKind::ActivationGrad && l.kernel != "ce_loss")
-      c.require(false, l.kernel + " accumulates into " + b.name + " (" +
+        b.kind != BufferKind::ActivationGrad && l.kernel != Kernel::CeLoss)
+      c.require(false, l.kernelName() + " accumulates into " + b.name + " (" +
                            kindWords(b.kind) +
                            "); only gradients and the loss sum over launches");
     else if (!holds(role, b.kind))
-      c.require(false, l.kernel + "'s " + (output ? "output " : "input ") +
-                           std::to_string(i) + " is " + b.name + " (" +
-                           kindWords(b.kind) + "); " + l.kernel +
-                           (output ? " writes " : " reads ") + roleWords(role) +
-                           " there");
+      c.require(false, l.kernelName() + "'s " +
+                           (output ? "output " : "input ") + std::to_string(i) +
+                           " is " + b.name + " (" + kindWords(b.kind) + "); " +
+                           l.kernelName() + (output ? " writes " : " reads ") +
+                           roleWords(role) + " there");
   }
   // GEMMs and attention read their inputs after writing parts of their
   // outputs, so an output must not be one of the inputs.
-  if (l.kernel == "linear" || l.kernel == "linear_bwd" ||
-      l.kernel == "attention" || l.kernel == "attention_bwd")
+  if (l.kernel == Kernel::Linear || l.kernel == Kernel::LinearBwd ||
+      l.kernel == Kernel::Attention || l.kernel == Kernel::AttentionBwd)
     for (int o : l.outs)
       c.require(std::find(l.ins.begin(), l.ins.end(), o) == l.ins.end(),
                 program.buffers[o].name + " is both an input and an output");
@@ -750,7 +700,7 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
                                         phase.launches.end(),
                                         [&](const Launch &k) {
                                           return k.op == Launch::Op::Kernel &&
-                                                 k.kernel == "ce_max" &&
+                                                 k.kernel == Kernel::CeMax &&
                                                  k.outs[0] == l.input;
                                         });
                    }))
@@ -801,46 +751,16 @@ std::string collectiveLaunchError(const Launch &l, const Program &program,
 
 namespace {
 
-/// The backward kernels of the plan format that re-read their forward's
-/// values (docs/plan-format.md); the others need only the output's
-/// gradient.
-struct BackwardKernel {
-  std::string_view backward, forward;
-  std::vector<SavedOperand> saved;
-  /// Params the backward takes and its forward does not.
-  std::vector<std::string_view> ownParams = {};
-};
-
-const std::vector<BackwardKernel> &backwardKernels() {
-  static const std::vector<BackwardKernel> table = {
-      {"linear_bwd", "linear", {{1, false, 0}, {2, false, 1}}},
-      {"rms_norm_bwd", "rms_norm", {{1, false, 0}, {2, false, 1}}},
-      {"layer_norm_bwd", "layer_norm", {{1, false, 0}, {2, false, 1}}},
-      {"attention_bwd",
-       "attention",
-       {{1, false, 0},
-        {2, false, 1},
-        {3, false, 2},
-        {4, true, 0},
-        {5, true, 1}}},
-      {"gelu_bwd", "gelu", {{1, false, 0}}},
-      {"silu_bwd", "silu", {{1, false, 0}}},
-      {"swiglu_bwd", "swiglu", {{1, false, 0}, {2, false, 1}}},
-      {"geglu_bwd", "geglu", {{1, false, 0}, {2, false, 1}}},
-      {"rotary_bwd", "rotary", {}},
-      {"ce_bwd",
-       "ce_stats",
-       {{0, false, 0}, {1, false, 1}, {2, true, 0}, {3, false, 2}},
-       {"scale"}},
-  };
-  return table;
+/// The registry's entry of `kernel` if it is a backward kernel, which a
+/// forward launch of the program must have preceded.
+const plan::KernelInfo *asBackward(Kernel kernel) {
+  const plan::KernelInfo &k = plan::info(kernel);
+  return k.forward ? &k : nullptr;
 }
 
-const BackwardKernel *findBackwardKernel(const std::string &name) {
-  for (const BackwardKernel &k : backwardKernels())
-    if (k.backward == name)
-      return &k;
-  return nullptr;
+/// The saved operands of backward kernel `k`.
+std::vector<SavedOperand> savedOperands(const plan::KernelInfo &k) {
+  return {k.saved.begin(), k.saved.begin() + k.savedCount};
 }
 
 } // namespace
@@ -859,10 +779,8 @@ ForwardLaunches::ForwardLaunches(const Program &program) : program(program) {
         if (!first && it->second != l.input)
           it->second = -1;
       }
-      if (l.op == Launch::Op::Kernel)
-        for (const BackwardKernel &k : backwardKernels())
-          if (k.forward == l.kernel)
-            forwards[l.kernel].push_back({&l, {j, i}});
+      if (l.op == Launch::Op::Kernel && plan::info(l.kernel).backward)
+        forwards[l.kernel].push_back({&l, {j, i}});
     }
 }
 
@@ -892,8 +810,8 @@ ForwardLaunches::pairedForwards(const Launch &l) const {
 
 std::vector<SavedOperand> ForwardLaunches::savedInputs(const Launch &l) const {
   std::vector<SavedOperand> saved;
-  if (const BackwardKernel *k = findBackwardKernel(l.kernel))
-    for (const SavedOperand &s : k->saved)
+  if (const plan::KernelInfo *k = asBackward(l.kernel))
+    for (const SavedOperand &s : savedOperands(*k))
       if (s.backwardIn < l.ins.size())
         saved.push_back(s);
   return saved;
@@ -901,14 +819,15 @@ std::vector<SavedOperand> ForwardLaunches::savedInputs(const Launch &l) const {
 
 std::string ForwardLaunches::pairWith(const Launch &l,
                                       std::vector<Place> *paired) const {
-  const BackwardKernel *k = findBackwardKernel(l.kernel);
+  const plan::KernelInfo *k = asBackward(l.kernel);
   if (!k)
     return "";
+  std::vector<SavedOperand> saved = savedOperands(*k);
   // What the backward reads as its forward's, the saved operands it has.
-  std::vector<std::string> mine(k->saved.size());
-  for (size_t i = 0; i < k->saved.size(); ++i)
-    if (k->saved[i].backwardIn < l.ins.size())
-      mine[i] = identity(l.ins[k->saved[i].backwardIn]);
+  std::vector<std::string> mine(saved.size());
+  for (size_t i = 0; i < saved.size(); ++i)
+    if (saved[i].backwardIn < l.ins.size())
+      mine[i] = identity(l.ins[saved[i].backwardIn]);
   // How many saved operands and params differ between `l` and forward `f`,
   // and the first of them in words.
   struct Difference {
@@ -921,8 +840,8 @@ std::string ForwardLaunches::pairWith(const Launch &l,
   };
   auto difference = [&](const Launch &f) {
     Difference d;
-    for (size_t i = 0; i < k->saved.size(); ++i) {
-      const SavedOperand &s = k->saved[i];
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const SavedOperand &s = saved[i];
       if (s.backwardIn >= l.ins.size())
         continue; // an optional operand the backward does without
       const std::vector<int> &operands = s.ofOutput ? f.outs : f.ins;
@@ -943,8 +862,7 @@ std::string ForwardLaunches::pairWith(const Launch &l,
     for (const auto &[key, value] : f.params.items())
       keys.insert(key);
     for (const auto &[key, value] : l.params.items())
-      if (std::find(k->ownParams.begin(), k->ownParams.end(), key) ==
-          k->ownParams.end())
+      if (key != k->ownParam)
         keys.insert(key);
     for (const std::string &key : keys)
       if (given(l.params, key) != given(f.params, key))
@@ -955,7 +873,7 @@ std::string ForwardLaunches::pairWith(const Launch &l,
   // A match, or the nearest forward: the one with the fewest differences.
   std::string nearest;
   size_t fewest = ~size_t(0);
-  auto found = forwards.find(std::string(k->forward));
+  auto found = forwards.find(*k->forward);
   if (found != forwards.end())
     for (const Forward &forward : found->second) {
       Difference d = difference(*forward.launch);
@@ -978,7 +896,7 @@ std::string ForwardLaunches::pairWith(const Launch &l,
   for (const std::string &operand : mine)
     if (!operand.empty())
       reads += (reads.empty() ? "" : ", ") + operand;
-  return "no " + std::string(k->forward) +
+  return "no " + std::string(plan::name(*k->forward)) +
          " of this program has the operands it takes from its forward (" +
          reads + ") and its params" +
          (nearest.empty() ? std::string() : "; the nearest is " + nearest) +

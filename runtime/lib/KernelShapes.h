@@ -25,14 +25,8 @@ std::string kernelLaunchError(const Launch &l, const Program &program,
 std::string collectiveLaunchError(const Launch &l, const Program &program,
                                   const Plan &plan);
 
-/// One of a backward kernel's inputs that its forward read or wrote:
-/// backward input `backwardIn` is the forward's input, or output where
-/// `ofOutput`, `forwardOperand`.
-struct SavedOperand {
-  size_t backwardIn;
-  bool ofOutput;
-  size_t forwardOperand;
-};
+/// One of a backward kernel's inputs that its forward read or wrote.
+using plan::SavedOperand;
 
 /// A program's forward kernel launches (rms_norm, linear, attention, ...),
 /// by what they read, to match each backward launch with one: a backward
@@ -72,12 +66,12 @@ private:
   /// Each buffer that all_gathers of a micro-batch's values write, and
   /// their input (-1 where they disagree).
   std::map<int, int> gatheredFrom;
-  /// By forward kernel name, its launches and their places.
+  /// By forward kernel, its launches and their places.
   struct Forward {
     const Launch *launch;
     Place place;
   };
-  std::map<std::string, std::vector<Forward>> forwards;
+  std::map<Kernel, std::vector<Forward>> forwards;
 };
 
 } // namespace partita::runtime

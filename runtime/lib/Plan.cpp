@@ -1,7 +1,6 @@
 //===- Plan.cpp - plan.json in memory -------------------------------------===//
 
 #include "partita/runtime/Plan.h"
-#include "partita/runtime/PlanKernels.h"
 
 #include "KernelShapes.h"
 #include "PlanWalk.h"
@@ -258,26 +257,29 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
       Launch launch;
       if (op == "kernel") {
         launch.op = Launch::Op::Kernel;
-        launch.kernel = r.string(l, lat, "kernel");
-        const PlanKernel *kernel = findPlanKernel(launch.kernel);
-        if (!kernel)
-          r.fail(lat + "/kernel", "unknown kernel \"" + launch.kernel + "\"");
+        std::string name = r.string(l, lat, "kernel");
+        std::optional<Kernel> known = plan::kernelNamed(name);
+        if (!known)
+          r.fail(lat + "/kernel", "unknown kernel \"" + name + "\"");
+        launch.kernel = *known;
+        const plan::KernelInfo &kernel = plan::info(*known);
         for (const json &n : r.array(l, lat, "ins"))
           launch.ins.push_back(buffer(n, lat + "/ins"));
         for (const json &n : r.array(l, lat, "outs"))
           launch.outs.push_back(buffer(n, lat + "/outs"));
         auto count = [&](const char *what, size_t n, unsigned min,
                          unsigned max) {
-          if (!countWithin(n, min, max))
+          if (!plan::countWithin(n, min, max))
             r.fail(lat + "/" + what,
-                   launch.kernel + " takes " + std::to_string(min) +
-                       (max == min         ? ""
-                        : max == kAnyCount ? " or more"
-                                           : " to " + std::to_string(max)) +
+                   launch.kernelName() + " takes " + std::to_string(min) +
+                       (max == min ? ""
+                        : max == plan::kAnyCount
+                            ? " or more"
+                            : " to " + std::to_string(max)) +
                        " " + what + ", got " + std::to_string(n));
         };
-        count("ins", launch.ins.size(), kernel->minIns, kernel->maxIns);
-        count("outs", launch.outs.size(), kernel->minOuts, kernel->maxOuts);
+        count("ins", launch.ins.size(), kernel.minIns, kernel.maxIns);
+        count("outs", launch.outs.size(), kernel.minOuts, kernel.maxOuts);
         launch.accumulate.assign(launch.outs.size(), false);
         if (l.contains("accumulate")) {
           const json &flags = l["accumulate"];
@@ -511,7 +513,7 @@ std::string kernelParameterError(const Launch &l, const Phase &phase,
   };
   // (Its operands' kinds keep the other kernels from writing parameters
   // and their state: kernelLaunchError.)
-  if (l.kernel == "adamw" && phase.kind != "step")
+  if (l.kernel == Kernel::AdamW && phase.kind != "step")
     return "adamw in a " + phase.kind +
            " phase: parameters are updated once a step, in the step phase";
   if (layered && phase.kind != "step")
@@ -520,26 +522,26 @@ std::string kernelParameterError(const Launch &l, const Phase &phase,
       int b = operand(k);
       const ParameterSpec *p = parameterOf(b);
       if (p && p->layer != l.layer)
-        return l.kernel + " of " + layerWords(l.layer) +
+        return l.kernelName() + " of " + layerWords(l.layer) +
                (read ? " reads " : " writes ") + program.buffers[b].name +
                ", of parameter " + p->name + " of " + layerWords(p->layer);
     }
   // Pairs of buffers of one parameter: a weight read and the gradient
   // written, or an update's.
   std::vector<std::pair<int, int>> sameParameter;
-  if (l.kernel == "linear_bwd" || l.kernel == "rms_norm_bwd" ||
-      l.kernel == "layer_norm_bwd")
+  if (l.kernel == Kernel::LinearBwd || l.kernel == Kernel::RmsNormBwd ||
+      l.kernel == Kernel::LayerNormBwd)
     sameParameter.push_back({l.ins[2], l.outs[1]});
-  if (l.kernel == "adamw")
+  if (l.kernel == Kernel::AdamW)
     for (size_t k = 1; k < operands; ++k)
       sameParameter.push_back({l.ins[0], operand(k)});
   for (auto [a, b] : sameParameter) {
     const ParameterSpec *pa = parameterOf(a), *pb = parameterOf(b);
     if (pa && pb && pa != pb)
-      return l.kernel + " pairs " + program.buffers[a].name +
+      return l.kernelName() + " pairs " + program.buffers[a].name +
              " (of parameter " + pa->name + ") with " +
              program.buffers[b].name + " (of parameter " + pb->name + ")" +
-             (l.kernel == "adamw"
+             (l.kernel == Kernel::AdamW
                   ? ": an update's buffers are one parameter's"
                   : ": the weight gradient it writes is of the weight it "
                     "reads");
@@ -601,13 +603,14 @@ public:
                            const Program &program, const Plan &plan) {
     const char *key = nullptr;
     size_t weight = 0;
-    if (l.kernel == "rms_norm" || l.kernel == "layer_norm") {
+    if (l.kernel == Kernel::RmsNorm || l.kernel == Kernel::LayerNorm) {
       key = "eps";
       weight = 1;
-    } else if (l.kernel == "rms_norm_bwd" || l.kernel == "layer_norm_bwd") {
+    } else if (l.kernel == Kernel::RmsNormBwd ||
+               l.kernel == Kernel::LayerNormBwd) {
       key = "eps";
       weight = 2;
-    } else if (l.kernel == "adamw") {
+    } else if (l.kernel == Kernel::AdamW) {
       key = "weight_decay";
     } else {
       return "";
@@ -702,7 +705,7 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
     std::multiset<int> applied;
     for (const Phase &phase : program.phases)
       for (const Launch &l : phase.launches)
-        if (l.op == Launch::Op::Kernel && l.kernel == "adamw") {
+        if (l.op == Launch::Op::Kernel && l.kernel == Kernel::AdamW) {
           ++updates[l.outs[0]];
           applied.insert(l.ins[1]);
         }
@@ -724,7 +727,7 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
             kernelParameterError(l, program.phases[i], program, plan, layered);
         std::string lat = at + "/phases/" + std::to_string(i) + "/launches/" +
                           std::to_string(j);
-        if (problem.empty() && l.kernel == "grad_sumsq")
+        if (problem.empty() && l.kernel == Kernel::GradSumsq)
           problem = gradientNormError(l, program, plan, applied);
         if (problem.empty())
           problem = agreement.disagreement(l, lat, program, plan);
@@ -736,9 +739,9 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
     // holds it padded to a multiple of vocab_parts.
     for (const Phase &phase : program.phases)
       for (const Launch &l : phase.launches) {
-        bool forward = l.kernel == "embedding";
+        bool forward = l.kernel == Kernel::Embedding;
         if (l.op != Launch::Op::Kernel ||
-            (!forward && l.kernel != "embedding_bwd") ||
+            (!forward && l.kernel != Kernel::EmbeddingBwd) ||
             (forward ? l.ins : l.outs).empty())
           continue;
         const BufferSpec &table =
@@ -942,7 +945,7 @@ void checkProgram(Reader &r, const Plan &plan, const Program &program,
                                 path + "/phases/" + std::to_string(j))
               : "";
       if (!error.empty())
-        r.fail(at, (kernel ? l.kernel + ": " : "") + error);
+        r.fail(at, (kernel ? l.kernelName() + ": " : "") + error);
     }
 }
 
@@ -960,7 +963,7 @@ void checkBackwardPairs(Reader &r, const Program &program,
       if (!error.empty())
         r.fail(path + "/phases/" + std::to_string(j) + "/launches/" +
                    std::to_string(k),
-               l.kernel + ": " + error);
+               l.kernelName() + ": " + error);
     }
 }
 
@@ -1088,8 +1091,8 @@ Plan readPlan(Reader &r, const json &doc) {
     spec.localShape = r.shape(p, at, "local_shape");
     spec.init = r.string(p, at, "init");
     if (spec.init != "zeros" && spec.init != "ones" && spec.init != "normal")
-      r.fail(at + "/init", "expected zeros, ones or normal, got \"" +
-                               spec.init + "\"");
+      r.fail(at + "/init",
+             "expected zeros, ones or normal, got \"" + spec.init + "\"");
     if (p.contains("init_std"))
       spec.initStd = r.number(p, at, "init_std");
     if (!(spec.initStd >= 0) || !std::isfinite(spec.initStd))

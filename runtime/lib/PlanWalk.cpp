@@ -188,7 +188,7 @@ private:
         const Launch &l = program.phases[j].launches[k];
         if (l.op != Launch::Op::Kernel)
           continue;
-        std::string key = l.kernel + " " + l.params.dump();
+        std::string key = l.kernelName() + " " + l.params.dump();
         for (const std::vector<int> *list : {&l.ins, &l.outs}) {
           key += " |";
           for (int b : *list)
@@ -374,7 +374,8 @@ private:
     bool mustBeFormed =
         kind != BufferKind::Scalar || by.kind == Actor::StepEnd ||
         (by.kind == Actor::Launch &&
-         program.phases[size_t(by.phase)].launches[by.index].kernel == "adamw");
+         program.phases[size_t(by.phase)].launches[by.index].kernel ==
+             Kernel::AdamW);
     if (!accumulating && mustBeFormed && value.writer.kind == Actor::Zeroing)
       fail(atOf(by, wait),
            who(by, wait) + "reads " + describe(c) + when(by, wait) +
@@ -408,16 +409,16 @@ private:
       return p ? p->tpDim : -1;
     };
     bool made = false;
-    if (l.kernel == "linear")
+    if (l.kernel == Kernel::Linear)
       made = weightCut(1) == 1;
-    else if (l.kernel == "linear_bwd")
+    else if (l.kernel == Kernel::LinearBwd)
       made = weightCut(2) == 0;
-    else if (l.kernel == "embedding" || l.kernel == "ce_stats" ||
-             l.kernel == "ce_max")
+    else if (l.kernel == Kernel::Embedding || l.kernel == Kernel::CeStats ||
+             l.kernel == Kernel::CeMax)
       made = l.params.value("vocab_parts", int64_t(1)) > 1;
     if (!made)
       return Partial::None;
-    return l.kernel == "ce_max" ? Partial::Max : Partial::Sum;
+    return l.kernel == Kernel::CeMax ? Partial::Max : Partial::Sum;
   }
 
   /// The parameter whose gradient (whole or a ZeRO shard) `buffer` holds,
@@ -445,14 +446,14 @@ private:
   /// that the gradient of the norm's replicated weight holds this rank's
   /// term only (per-head query and key norms).
   bool normsHeadSplit(const Launch &l, const Actor &by) {
-    if (l.kernel != "rms_norm_bwd" && l.kernel != "layer_norm_bwd")
+    if (l.kernel != Kernel::RmsNormBwd && l.kernel != Kernel::LayerNormBwd)
       return false;
     const Actor &made = valueOf(copyOf(l.ins[1], by.microBatch)).origin.by;
     if (made.kind != Actor::Launch)
       return false;
     const Launch &writer =
         program.phases[size_t(made.phase)].launches[made.index];
-    if (writer.op != Launch::Op::Kernel || writer.kernel != "linear")
+    if (writer.op != Launch::Op::Kernel || writer.kernel != Kernel::Linear)
       return false;
     const ParameterSpec *weight =
         plan.findParameter(program.buffers[size_t(writer.ins[1])].param);
@@ -482,7 +483,7 @@ private:
   /// whole values, as do the terms of a sum, which must all be partial or
   /// all whole (tp copies of a whole term would be summed).
   void visitKernel(const Launch &l, const Actor &by) {
-    bool carries = l.kernel == "copy" || l.kernel == "add";
+    bool carries = l.kernel == Kernel::Copy || l.kernel == Kernel::Add;
     std::optional<std::pair<Copy, Partial>> first;
     for (int b : l.ins) {
       Copy in = copyOf(b, by.microBatch);
@@ -524,7 +525,8 @@ private:
     std::vector<Partial> made(l.outs.size());
     for (size_t j = 0; j < l.outs.size(); ++j) {
       made[j] = carries && first ? first->second : partialMade(l, by, j);
-      if (l.kernel == "linear" && l.ins.size() > 2 && made[j] != Partial::None)
+      if (l.kernel == Kernel::Linear && l.ins.size() > 2 &&
+          made[j] != Partial::None)
         fail(by.at(path), "adds bias " +
                               program.buffers[size_t(l.ins[2])].name +
                               " to the tensor-parallel ranks' partial sums "

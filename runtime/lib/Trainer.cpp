@@ -68,7 +68,7 @@ double microseconds(std::chrono::steady_clock::time_point t) {
 std::string traceName(const Launch &l) {
   switch (l.op) {
   case Launch::Op::Kernel:
-    return l.kernel;
+    return l.kernelName();
   case Launch::Op::Send:
     return "send";
   case Launch::Op::Recv:
@@ -162,7 +162,8 @@ Trainer::Trainer(const Plan &plan, Device &device, Communicator &comm,
   for (const Phase &phase : program.phases)
     for (const Launch &l : phase.launches)
       if (l.op == Launch::Op::Kernel && !device.hasKernel(l.kernel))
-        throw std::runtime_error("the plan launches kernel \"" + l.kernel +
+        throw std::runtime_error("the plan launches kernel \"" +
+                                 l.kernelName() +
                                  "\", which the device does not have");
   bool bf16 = false;
   for (const BufferSpec &b : program.buffers)
@@ -857,7 +858,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
       k += run->members.size() - 1;
     if (!l.runsIn(microBatch, plan.numMicroBatches))
       continue;
-    const char *what = l.op == Launch::Op::Kernel       ? l.kernel.c_str()
+    const char *what = l.op == Launch::Op::Kernel ? plan::name(l.kernel).data()
                        : l.op == Launch::Op::Collective ? "collective"
                        : l.op == Launch::Op::Wait       ? "wait"
                                                         : "p2p";
@@ -878,7 +879,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
           k = end - 1;
           break;
         }
-        if (l.kernel == "shard_slice") {
+        if (l.kernel == Kernel::ShardSlice) {
           std::string group = l.params.at("group").get<std::string>();
           ctx.groupRank = comm.groupRank(group);
           ctx.groupSize = comm.groupSize(group);
@@ -892,7 +893,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
         std::string what = e.what();
         if (size_t tag = what.find("] "); tag != std::string::npos)
           what.erase(0, tag + 2);
-        throw std::runtime_error("kernel " + l.kernel + " (launch " +
+        throw std::runtime_error("kernel " + l.kernelName() + " (launch " +
                                  std::to_string(k) + " of the " + phase.kind +
                                  " phase): params " + l.params.dump() + ": " +
                                  what);
@@ -952,7 +953,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
 
 size_t Trainer::runTogether(const Phase &phase, size_t first,
                             int64_t microBatch) const {
-  const std::string &kernel = phase.launches[first].kernel;
+  Kernel kernel = phase.launches[first].kernel;
   std::set<int> read, written;
   size_t end = first;
   for (; end < phase.launches.size(); ++end) {
@@ -1076,8 +1077,8 @@ std::string Trainer::gradientBuffer(const ParameterSpec &p,
   int value = holder.bufferIndex.at(h.buffer);
   // The gradient is what the parameter's adamw launch reads beside it.
   for (const Launch &l : holder.phases[holder.stepPhase].launches)
-    if (l.op == Launch::Op::Kernel && l.kernel == "adamw" && l.ins.size() > 1 &&
-        l.ins[0] == value)
+    if (l.op == Launch::Op::Kernel && l.kernel == Kernel::AdamW &&
+        l.ins.size() > 1 && l.ins[0] == value)
       return holder.buffers[l.ins[1]].name;
   throw std::runtime_error("parameter " + p.name +
                            ": no adamw launch updates " + h.buffer);

@@ -67,8 +67,8 @@ TEST(Bf16, CpuKernelsComputeOnF32CopiesAndRoundOnce) {
   std::vector<uint16_t> b = {toBf16(bitsToFloat(0x3b800000u)), // 2^-8
                              toBf16(0.25f), toBf16(1.0f), toBf16(0.5f)};
   std::vector<uint16_t> out = {toBf16(bitsToFloat(0x3b800000u)), 0, 0, 0};
-  cpu->launch("add", {tensor(a, shape), tensor(b, shape)}, {tensor(out, shape)},
-              {true}, nlohmann::json{}, KernelContext{});
+  cpu->launch(Kernel::Add, {tensor(a, shape), tensor(b, shape)},
+              {tensor(out, shape)}, {true}, nlohmann::json{}, KernelContext{});
   // 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly; rounding each addition to bf16
   // would have lost both halves.
   EXPECT_EQ(out[0], toBf16(1.0f + 2 * bitsToFloat(0x3b800000u)));
@@ -90,7 +90,7 @@ TEST(Bf16, AdamWUpdatesTheMasterCopyAndRoundsTheParameter) {
   ctx.optimizer = &o;
   std::vector<float> before = w;
   cpu->launch(
-      "adamw",
+      Kernel::AdamW,
       {tensor(p, shape), tensor(g, shape), tensor(m, shape), tensor(v, shape),
        tensor(clip, scalar), tensor(w, shape)},
       {tensor(p, shape), tensor(m, shape), tensor(v, shape), tensor(w, shape)},

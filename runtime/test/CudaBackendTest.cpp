@@ -252,6 +252,14 @@ struct Tensor {
   }
 };
 
+/// The kernel called `name`, which the registry must have.
+Kernel named(const std::string &name) {
+  std::optional<Kernel> kernel = partita::plan::kernelNamed(name);
+  if (!kernel)
+    throw std::invalid_argument("no kernel '" + name + "'");
+  return *kernel;
+}
+
 struct Case {
   std::string kernel;
   std::vector<Tensor> ins;
@@ -400,13 +408,13 @@ protected:
         runs.push_back(prepare(cases[k], initialOuts[k], bf16));
       const Case &first = cases.front();
       if (runs.size() == 1) {
-        gpu->launch(first.kernel, runs[0].gpuIns, runs[0].gpuOuts,
+        gpu->launch(named(first.kernel), runs[0].gpuIns, runs[0].gpuOuts,
                     first.accumulate, first.params, first.ctx);
       } else {
         std::vector<KernelCall> calls;
         for (const Run &r : runs)
           calls.push_back({r.gpuIns, r.gpuOuts, r.c->accumulate, &r.c->params});
-        gpu->launchAll(first.kernel, calls, first.ctx);
+        gpu->launchAll(named(first.kernel), calls, first.ctx);
       }
       for (const Run &r : runs)
         compare(r, bf16);
@@ -423,7 +431,7 @@ protected:
       inRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
     for (size_t k = 0; k < outs.size(); ++k)
       outRefs.push_back(outs[k].ref(c.outs[k], outs[k].bytes.data()));
-    cpu->launch(c.kernel, inRefs, outRefs, accumulate, c.params, c.ctx);
+    cpu->launch(named(c.kernel), inRefs, outRefs, accumulate, c.params, c.ctx);
   }
 
   std::vector<Tensor> cpuOutputs(const Case &c) {

@@ -29,22 +29,22 @@ public:
   void *allocateArena(int64_t bytes) override {
     return cpu->allocateArena(bytes);
   }
-  bool hasKernel(const std::string &name) const override {
-    return cpu->hasKernel(name);
+  bool hasKernel(Kernel kernel) const override {
+    return cpu->hasKernel(kernel);
   }
-  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+  void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
               const std::vector<bool> &accumulate, const nlohmann::json &params,
               const KernelContext &ctx) override {
-    cpu->launch(name, ins, outs, accumulate, params, ctx);
+    cpu->launch(kernel, ins, outs, accumulate, params, ctx);
   }
-  bool launchesTogether(const std::string &name) const override {
-    return name == "copy";
+  bool launchesTogether(Kernel kernel) const override {
+    return kernel == Kernel::Copy;
   }
-  void launchAll(const std::string &name, const std::vector<KernelCall> &calls,
+  void launchAll(Kernel kernel, const std::vector<KernelCall> &calls,
                  const KernelContext &ctx) override {
     runs.push_back(calls.size());
-    Device::launchAll(name, calls, ctx);
+    Device::launchAll(kernel, calls, ctx);
   }
   void synchronize() override {}
   void upload(void *dst, const void *src, int64_t bytes) override {

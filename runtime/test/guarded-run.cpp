@@ -54,15 +54,15 @@ public:
     regions.push_back({p, size});
     return p;
   }
-  bool hasKernel(const std::string &name) const override {
-    return cpu->hasKernel(name);
+  bool hasKernel(Kernel kernel) const override {
+    return cpu->hasKernel(kernel);
   }
-  void launch(const std::string &name, const std::vector<TensorRef> &ins,
+  void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
               const std::vector<bool> &accumulate, const nlohmann::json &params,
               const KernelContext &ctx) override {
     Open open(*this);
-    cpu->launch(name, ins, outs, accumulate, params, ctx);
+    cpu->launch(kernel, ins, outs, accumulate, params, ctx);
   }
   void synchronize() override {}
   void upload(void *dst, const void *src, int64_t bytes) override {

@@ -168,9 +168,10 @@ KernelContext readContext(const json &c) {
 
 /// Runs `launch` on `device`; its outputs' values.
 json runLaunch(Device &device, const json &launch, const std::string &where) {
-  std::string kernel = launch.at("kernel").get<std::string>();
-  if (!device.hasKernel(kernel))
-    throw std::runtime_error(where + ": no kernel '" + kernel + "'");
+  std::string name = launch.at("kernel").get<std::string>();
+  std::optional<Kernel> kernel = partita::plan::kernelNamed(name);
+  if (!kernel || !device.hasKernel(*kernel))
+    throw std::runtime_error(where + ": no kernel '" + name + "'");
   std::vector<Buffer> ins, outs;
   for (size_t k = 0; k < launch.at("ins").size(); ++k)
     ins.push_back(
@@ -211,7 +212,7 @@ json runLaunch(Device &device, const json &launch, const std::string &where) {
       readOptimizer(launch.value("optimizer", json::object()));
   KernelContext ctx = readContext(launch.value("context", json::object()));
   ctx.optimizer = &optimizer;
-  device.launch(kernel, inRefs, outRefs, accumulate,
+  device.launch(*kernel, inRefs, outRefs, accumulate,
                 launch.value("params", json::object()), ctx);
   device.synchronize();
   json values = json::array();

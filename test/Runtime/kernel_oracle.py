@@ -21,7 +21,7 @@ rounding each output to bf16 alone costs up to 2^-9 of its largest value
 (worst measured 3.6e-3 on the CPU, 3.8e-3 on the emulator with these
 inputs and 8.4e-3 with others, in attention's backward, which keeps its
 probabilities in bf16). Every kernel of
-runtime/include/partita/runtime/PlanKernels.h must have a check.
+the registry (plan/Kernels.cpp) must have a check.
 
 Prints "N launches of K kernels match PyTorch: worst f32 ... bf16 ..."
 (with --json, those numbers to a file as well); exits 1 naming the launch,
@@ -456,11 +456,10 @@ def all_checks():
 
 
 def plan_kernels():
-    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                          "..", "runtime", "include", "partita", "runtime",
-                          "PlanKernels.h")
-    with open(header) as f:
-        return set(re.findall(r'^\s*\{"(\w+)", ', f.read(), re.M))
+    registry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                            "..", "plan", "Kernels.cpp")
+    with open(registry) as f:
+        return set(re.findall(r'entry\(K::\w+,\s*"(\w+)"', f.read()))
 
 
 def error_of(got, want):

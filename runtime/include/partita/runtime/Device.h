@@ -3,6 +3,8 @@
 #ifndef PARTITA_RUNTIME_DEVICE_H
 #define PARTITA_RUNTIME_DEVICE_H
 
+#include "partita/plan/Kernels.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -14,6 +16,8 @@
 #include <vector>
 
 namespace partita::runtime {
+
+using plan::Kernel;
 
 /// A buffer as a kernel sees it: a pointer into the arena and its shape.
 struct TensorRef {
@@ -92,29 +96,27 @@ public:
   virtual bool timesLaunches() const { return false; }
   virtual void markLaunch(const std::string &what) {}
   virtual std::map<std::string, double> takeLaunchSeconds() { return {}; }
-  virtual bool hasKernel(const std::string &name) const = 0;
-  /// Runs kernel `name` on the compute stream: reads `ins`, writes `outs`,
+  virtual bool hasKernel(Kernel kernel) const = 0;
+  /// Runs `kernel` on the compute stream: reads `ins`, writes `outs`,
   /// adding to those flagged in `accumulate`.
-  virtual void launch(const std::string &name,
-                      const std::vector<TensorRef> &ins,
+  virtual void launch(Kernel kernel, const std::vector<TensorRef> &ins,
                       const std::vector<TensorRef> &outs,
                       const std::vector<bool> &accumulate,
                       const nlohmann::json &params,
                       const KernelContext &ctx) = 0;
-  /// Whether launchAll takes runs of launches of `name`. The executor then
-  /// hands it every run of consecutive, independent launches of `name`.
-  virtual bool launchesTogether(const std::string &name) const {
-    (void)name;
+  /// Whether launchAll takes runs of launches of `kernel`. The executor
+  /// then hands it every run of consecutive, independent launches of it.
+  virtual bool launchesTogether(Kernel kernel) const {
+    (void)kernel;
     return false;
   }
-  /// Runs `calls` of kernel `name`, none of which touches a buffer another
-  /// one writes: together where the device can (the CUDA device's
-  /// multi-tensor AdamW), else one after another.
-  virtual void launchAll(const std::string &name,
-                         const std::vector<KernelCall> &calls,
+  /// Runs `calls` of `kernel`, none of which touches a buffer another one
+  /// writes: together where the device can (the CUDA device's multi-tensor
+  /// AdamW), else one after another.
+  virtual void launchAll(Kernel kernel, const std::vector<KernelCall> &calls,
                          const KernelContext &ctx) {
     for (const KernelCall &c : calls)
-      launch(name, c.ins, c.outs, c.accumulate, *c.params, ctx);
+      launch(kernel, c.ins, c.outs, c.accumulate, *c.params, ctx);
   }
   /// Waits until every launch so far has finished.
   virtual void synchronize() = 0;

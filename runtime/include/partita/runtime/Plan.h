@@ -9,6 +9,8 @@
 #ifndef PARTITA_RUNTIME_PLAN_H
 #define PARTITA_RUNTIME_PLAN_H
 
+#include "partita/plan/Kernels.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -19,6 +21,8 @@
 #include <vector>
 
 namespace partita::runtime {
+
+using plan::Kernel;
 
 /// The plan format versions this runtime executes.
 constexpr int64_t kPlanVersion = 1;
@@ -89,7 +93,7 @@ struct BufferSpec {
 struct Launch {
   enum class Op { Kernel, Collective, Send, Recv, Wait } op;
   // Kernel.
-  std::string kernel;
+  Kernel kernel{};
   std::vector<int> ins, outs;
   std::vector<bool> accumulate;
   nlohmann::json params;
@@ -123,6 +127,9 @@ struct Launch {
   // Send / recv: `input` is the buffer; `toNext` its peer. Wait: `input`
   // is the output of the async collective waited for.
   bool toNext = true;
+
+  /// The kernel's name, for messages.
+  std::string kernelName() const { return std::string(plan::name(kernel)); }
 
   /// Whether the launch runs in the run of `microBatch` (of a step of
   /// `numMicroBatches`; the step phase runs as micro-batch 0).
@@ -253,7 +260,7 @@ struct Plan {
     return it == parameterIndex.end() ? nullptr : &parameters[it->second];
   }
   std::map<std::string, size_t> parameterIndex; // into parameters, by name
-  std::vector<Program> programs; // by pipeline rank
+  std::vector<Program> programs;                // by pipeline rank
   double predictedStepTimeS = 0;
   /// The cost model's memory per device (the busiest rank), in bytes.
   double predictedPeakBytes = 0;
