@@ -48,17 +48,6 @@ StringRef toString(Activation kind) {
 StringRef toString(PositionEmbedding kind) {
   return kind == PositionEmbedding::Learned ? "learned" : "rope";
 }
-StringRef toString(DType type) {
-  switch (type) {
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  case DType::F32:
-    return "f32";
-  }
-  return "";
-}
 
 int64_t ModelConfig::rotaryDim() const {
   // int(head_dim * fraction), as GPT-NeoX computes it; validate() requires
@@ -85,14 +74,6 @@ constexpr double kMinInitStd = 1e-30;
 
 /// Where each canonical field got its value, for cross-field messages.
 using FieldSources = llvm::StringMap<std::string>;
-
-std::optional<DType> parseDType(StringRef name) {
-  return llvm::StringSwitch<std::optional<DType>>(name)
-      .Cases({"bf16", "bfloat16"}, DType::BF16)
-      .Cases({"f16", "fp16", "float16"}, DType::F16)
-      .Cases({"f32", "fp32", "float32"}, DType::F32)
-      .Default(std::nullopt);
-}
 
 /// Reads `key` as an integer into `field`, recording where it came from.
 template <typename T>

@@ -9,6 +9,7 @@
 #define PARTITA_COMPILER_IMPORT_MODELSPEC_H
 
 #include "dialects/tfm/TfmDialect.h"
+#include "support/DType.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -22,7 +23,6 @@ namespace partita {
 enum class NormKind { LayerNorm, RmsNorm };
 enum class Activation { Gelu, GeluTanh, SwiGlu, GeGlu, GeGluTanh };
 enum class PositionEmbedding { Learned, Rope };
-enum class DType { BF16, F16, F32 };
 
 llvm::StringRef toString(NormKind kind);
 llvm::StringRef toString(Activation kind);
@@ -32,7 +32,6 @@ inline bool isGated(Activation kind) {
          kind == Activation::GeGluTanh;
 }
 llvm::StringRef toString(PositionEmbedding kind);
-llvm::StringRef toString(DType type);
 
 /// A rotary scaling as #tfm.rope_scaling holds it: the importer resolves
 /// the config's defaults (docs/model-spec.md) so that the graph needs no

@@ -9,8 +9,8 @@
 #ifndef PARTITA_COMPILER_TOPOLOGY_TOPOLOGY_H
 #define PARTITA_COMPILER_TOPOLOGY_TOPOLOGY_H
 
-#include "compiler/Import/ModelSpec.h"
 #include "dialects/dist/DistDialect.h"
+#include "support/DType.h"
 
 #include "llvm/Support/Error.h"
 

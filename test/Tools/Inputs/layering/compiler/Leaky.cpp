@@ -1,0 +1,2 @@
+#include "compiler/Fine.h"
+#include "partita/runtime/Plan.h"

@@ -1,0 +1,2 @@
+#include <string_view>
+#include "mlir/IR/Builders.h"
