@@ -147,6 +147,61 @@ std::optional<Kernel> kernelNamed(std::string_view name) {
   return std::nullopt;
 }
 
+double KernelWork::flops() const {
+  double total = 0;
+  for (const Gemm &g : gemms)
+    total += 2 * g.m * g.n * g.k;
+  if (attention) // Q K^T and P V
+    total += 4 * attention->batchHeads * attention->queries *
+             attention->context * attention->headDim * attention->passes;
+  return total;
+}
+
+namespace {
+
+double elements(const std::vector<int64_t> &shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= double(d);
+  return n;
+}
+
+} // namespace
+
+std::optional<KernelWork>
+kernelWork(Kernel kernel, const std::vector<std::vector<int64_t>> &inShapes,
+           const WorkParams &params) {
+  KernelWork work;
+  bool backward = kernel == Kernel::LinearBwd || kernel == Kernel::AttentionBwd;
+  unsigned first = backward ? 1 : 0; // past the output's gradient
+  work.typedBy = first;
+  if (kernel == Kernel::Linear || kernel == Kernel::LinearBwd) {
+    // x, w [n, k] (after dy): y = x w^T; dx = dy w, dw = dy^T x.
+    if (inShapes.size() < first + 2 || inShapes[first + 1].size() != 2)
+      return std::nullopt;
+    const std::vector<int64_t> &w = inShapes[first + 1];
+    double n = double(w[0]), k = double(w[1]);
+    double m = elements(inShapes[first]) / k;
+    if (backward)
+      work.gemms = {{m, k, n}, {n, k, m}};
+    else
+      work.gemms = {{m, n, k}};
+  } else if (kernel == Kernel::Attention || kernel == Kernel::AttentionBwd) {
+    // q, k, v (after do): heads of [batch, seq, width].
+    if (inShapes.size() < first + 2 || params.numHeads <= 0 ||
+        inShapes[first].size() != 3 || inShapes[first + 1].size() != 3)
+      return std::nullopt;
+    const std::vector<int64_t> &q = inShapes[first], &k = inShapes[first + 1];
+    double context = double(k[1]);
+    if (params.window)
+      context = std::min(context, double(*params.window));
+    work.attention = {double(q[0]) * double(params.numHeads), double(q[1]),
+                      context, double(q[2]) / double(params.numHeads),
+                      backward ? 2.0 : 1.0};
+  }
+  return work;
+}
+
 Operand operandRole(Kernel kernel, bool output, size_t i) {
   const KernelInfo &k = info(kernel);
   if (output)

@@ -7,6 +7,7 @@
 #include "compiler/Topology/Topology.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
+#include "partita/plan/Kernels.h"
 
 #include <deque>
 
@@ -157,42 +158,41 @@ void Simulator::span(RankState &r, llvm::StringRef stream, std::string name,
 llvm::Expected<double> Simulator::kernelTime(RankState &r,
                                              exec::KernelOp kernel) {
   llvm::StringRef name = kernel.getName();
-  auto in = [&](size_t i) {
-    return r.buffers.lookup(
-        llvm::cast<mlir::FlatSymbolRefAttr>(kernel.getIns()[i]).getValue());
-  };
-  auto elementBytes = [](mlir::RankedTensorType t) {
-    return t.getElementType().getIntOrFloatBitWidth() / 8.0;
-  };
-  if (name == "linear" || name == "linear_bwd") {
-    // linear: x, w [n, k]; linear_bwd: dy, x, w: dx = dy w, dw = dy^T x.
-    size_t xi = name == "linear" ? 0 : 1;
-    auto x = in(xi), w = in(xi + 1);
-    double n = w.getDimSize(0), k = w.getDimSize(1);
-    double m = double(x.getNumElements()) / k, eb = elementBytes(x);
-    if (name == "linear")
-      return device.gemmTime(m, n, k, eb);
-    return device.gemmTime(m, k, n, eb) + device.gemmTime(n, k, m, eb);
+  std::optional<plan::Kernel> known = plan::kernelNamed(name);
+  if (!known)
+    return fail("exec.program @" + r.program.getSymName() +
+                ": unknown kernel '" + name + "'");
+  std::vector<std::vector<int64_t>> shapes;
+  for (mlir::Attribute ref : kernel.getIns()) {
+    mlir::RankedTensorType t =
+        r.buffers.lookup(llvm::cast<mlir::FlatSymbolRefAttr>(ref).getValue());
+    shapes.emplace_back(t.getShape().begin(), t.getShape().end());
   }
-  if (name == "attention" || name == "attention_bwd") {
-    // attention: q, k, v; attention_bwd: do, q, k, v, o [, lse]. The backward
-    // core costs twice the forward, as in the cost model.
-    size_t qi = name == "attention" ? 0 : 1;
-    auto q = in(qi), k = in(qi + 1);
-    auto heads = kernel.getParams()
-                     ? kernel.getParams()->getAs<mlir::IntegerAttr>("num_heads")
-                     : mlir::IntegerAttr();
-    if (!heads || q.getRank() != 3)
-      return fail("exec.program @" + r.program.getSymName() + ": kernel '" +
-                  name + "' needs num_heads and [batch, seq, width] inputs");
-    double b = q.getDimSize(0), s = q.getDimSize(1),
-           headDim = double(q.getDimSize(2)) / heads.getInt();
-    double context = k.getDimSize(1);
-    if (auto window = kernel.getParams()->getAs<mlir::IntegerAttr>("window"))
-      context = std::min<double>(context, window.getInt());
-    double forward = device.attentionTime(b * heads.getInt(), s, context,
-                                          headDim, elementBytes(q));
-    return name == "attention" ? forward : 2 * forward;
+  plan::WorkParams params;
+  if (mlir::DictionaryAttr dict = kernel.getParamsAttr()) {
+    if (auto heads = dict.getAs<mlir::IntegerAttr>("num_heads"))
+      params.numHeads = heads.getInt();
+    if (auto window = dict.getAs<mlir::IntegerAttr>("window"))
+      params.window = window.getInt();
+  }
+  std::optional<plan::KernelWork> work =
+      plan::kernelWork(*known, shapes, params);
+  if (!work)
+    return fail("exec.program @" + r.program.getSymName() + ": kernel '" +
+                name + "' needs num_heads and [batch, seq, width] inputs");
+  if (!work->memoryBound()) {
+    auto typed = r.buffers.lookup(
+        llvm::cast<mlir::FlatSymbolRefAttr>(kernel.getIns()[work->typedBy])
+            .getValue());
+    double elementBytes = typed.getElementType().getIntOrFloatBitWidth() / 8.0;
+    double time = 0;
+    for (const plan::KernelWork::Gemm &g : work->gemms)
+      time += device.gemmTime(g.m, g.n, g.k, elementBytes);
+    if (const auto &a = work->attention)
+      time += a->passes * device.attentionTime(a->batchHeads, a->queries,
+                                               a->context, a->headDim,
+                                               elementBytes);
+    return time;
   }
   // Everything else is bound by memory: every operand read or written once.
   double traffic = 0;

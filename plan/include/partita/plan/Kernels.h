@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace partita::plan {
 
@@ -117,6 +118,43 @@ std::optional<Kernel> kernelNamed(std::string_view name);
 
 /// What input `i` (or, `output`, output `i`) of `kernel` holds.
 Operand operandRole(Kernel kernel, bool output, size_t i);
+
+/// What one launch computes, for costing it: its GEMMs and its attention
+/// core, which run at the device's compute rate; a kernel with neither is
+/// bound by memory, every operand read or written once.
+struct KernelWork {
+  /// C[m, n] = A[m, k] B[k, n]: 2 m n k FLOPs.
+  struct Gemm {
+    double m, n, k;
+  };
+  /// Softmax(Q K^T) V over `batchHeads` heads of `queries` rows, each
+  /// attending to `context` keys of `headDim`; a backward core is two
+  /// forward passes' work.
+  struct Attention {
+    double batchHeads, queries, context, headDim, passes;
+  };
+  std::vector<Gemm> gemms;
+  std::optional<Attention> attention;
+  /// The input whose element type the GEMMs and the core run in.
+  unsigned typedBy = 0;
+
+  bool memoryBound() const { return gemms.empty() && !attention; }
+  /// The GEMMs' and the attention core's FLOPs (causal masks not halved).
+  double flops() const;
+};
+
+/// The params of a launch that its work depends on.
+struct WorkParams {
+  int64_t numHeads = 0;
+  std::optional<int64_t> window;
+};
+
+/// The work of a launch of `kernel` reading buffers of `inShapes`, or
+/// nullopt where the shapes or params do not describe one (attention
+/// needs num_heads and [batch, seq, width] inputs).
+std::optional<KernelWork>
+kernelWork(Kernel kernel, const std::vector<std::vector<int64_t>> &inShapes,
+           const WorkParams &params);
 
 /// Whether `count` is within [min, max].
 inline bool countWithin(size_t count, unsigned min, unsigned max) {
