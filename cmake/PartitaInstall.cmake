@@ -14,7 +14,7 @@ install(TARGETS PartitaPlan ${PARTITA_COMPILER_LIBS} EXPORT PartitaTargets
 install(TARGETS plan-opt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(DIRECTORY plan/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(dir dialects compiler passes)
+foreach(dir dialects compiler passes support)
   install(DIRECTORY ${dir} DESTINATION ${PARTITA_INSTALL_INCLUDEDIR}
     FILES_MATCHING PATTERN "*.h" PATTERN "*.td")
 endforeach()

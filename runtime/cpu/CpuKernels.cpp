@@ -41,7 +41,7 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 struct Call {
   const std::vector<TensorRef> &ins;
   const std::vector<TensorRef> &outs;
-  const json &p;
+  const plan::KernelParams &p;
   const KernelContext &ctx;
   std::vector<Vec> results;
 
@@ -74,8 +74,8 @@ void norm(Call &c, bool rms) {
   const TensorRef &x = c.ins[0];
   const float *w = c.ins[1].f;
   const float *b = c.ins.size() > 2 ? c.ins[2].f : nullptr;
-  double eps = c.p.at("eps").get<double>();
-  float offset = float(normWeightOffset(c.p));
+  double eps = c.p.eps;
+  float offset = float(c.p.weightOffset);
   // Rows of the weight's width: the last dimension, or each head of it.
   int64_t h = c.ins[1].n, rows = x.n / h;
   Vec &y = c.result(0);
@@ -91,8 +91,8 @@ void norm(Call &c, bool rms) {
 void normBackward(Call &c, bool rms) {
   const TensorRef &dy = c.ins[0], &x = c.ins[1];
   const float *w = c.ins[2].f;
-  double eps = c.p.at("eps").get<double>();
-  float offset = float(normWeightOffset(c.p));
+  double eps = c.p.eps;
+  float offset = float(c.p.weightOffset);
   int64_t h = c.ins[2].n, rows = x.n / h;
   Vec &dx = c.result(0), &dw = c.result(1);
   Vec *db = c.outs.size() > 2 ? &c.result(2) : nullptr;
@@ -160,10 +160,10 @@ void linearBackwardDirect(const std::vector<TensorRef> &ins,
 void rotary(Call &c, float sign) {
   const TensorRef &x = c.ins[0];
   int64_t b = x.dim(0), s = x.dim(1), width = x.dim(2);
-  int64_t heads = c.p.at("num_heads").get<int64_t>();
-  int64_t rd = c.p.at("rotary_dim").get<int64_t>(), d = width / heads;
-  std::vector<double> inv = rotaryInverseFrequencies(c.p);
-  double magnitude = rotaryMagnitude(c.p);
+  int64_t heads = c.p.numHeads;
+  int64_t rd = c.p.rotary.rotaryDim, d = width / heads;
+  std::vector<double> inv = plan::rotaryInverseFrequencies(c.p.rotary);
+  double magnitude = plan::rotaryMagnitude(c.p.rotary);
   Vec &y = c.result(0);
   std::copy(x.f, x.f + x.n, y.begin());
   for (int64_t t = 0; t < s; ++t)
@@ -196,11 +196,11 @@ AttentionShape attentionShape(Call &c) {
   AttentionShape a;
   a.b = q.dim(0);
   a.s = q.dim(1);
-  a.h = c.p.at("num_heads").get<int64_t>();
-  a.kv = c.p.at("num_kv_heads").get<int64_t>();
+  a.h = c.p.numHeads;
+  a.kv = c.p.numKvHeads;
   a.d = q.dim(2) / a.h;
-  a.causal = c.p.value("causal", false);
-  a.window = c.p.value("window", int64_t(0));
+  a.causal = c.p.causal;
+  a.window = c.p.window;
   return a;
 }
 
@@ -299,11 +299,6 @@ void attentionBackward(Call &c) {
 
 // -- Elementwise -------------------------------------------------------------
 
-/// Whether a gelu or geglu kernel's `approximate` is the tanh form.
-bool tanhGelu(const nlohmann::json &p) {
-  return p.at("approximate").get<std::string>() == "tanh";
-}
-
 float gelu(float x, bool tanhApprox) {
   if (tanhApprox)
     return 0.5f * x *
@@ -325,7 +320,7 @@ float geluGrad(float x, bool tanhApprox) {
 
 /// The first vocabulary index of this rank's slice of `rows` entries.
 int64_t vocabStart(Call &c, int64_t rows) {
-  return c.p.at("vocab_parts").get<int64_t>() > 1 ? c.ctx.tpRank * rows : 0;
+  return c.p.vocabParts > 1 ? c.ctx.tpRank * rows : 0;
 }
 
 // -- Optimizer -------------------------------------------------------------
@@ -337,8 +332,8 @@ void adamw(Call &c) {
   // Below f32, the update applies to the f32 master copy w (shaped like m),
   // and p takes its values (rounded when p is stored).
   const TensorRef *w = c.ins.size() > 5 ? &c.ins[5] : nullptr;
-  bool decay = c.p.at("weight_decay").get<bool>();
-  bool shard = c.p.at("dp_shard").get<bool>();
+  bool decay = c.p.weightDecay;
+  bool shard = c.p.dpShard;
   double lr = o.learningRate(c.ctx.step);
   double t = double(c.ctx.step + 1);
   double c1 = 1 - std::pow(o.beta1, t), c2 = 1 - std::pow(o.beta2, t);
@@ -377,7 +372,7 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
          const TensorRef &table = c.ins[0], &tokens = c.ins[1];
          int64_t h = table.dim(1), rows = table.dim(0);
          int64_t start = vocabStart(c, rows);
-         float scale = float(embeddingScale(c.p));
+         float scale = float(c.p.scale);
          Vec &y = c.result(0);
          for (int64_t t = 0; t < tokens.n; ++t) {
            int64_t local = tokens.i[t] - start;
@@ -391,7 +386,7 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
          const TensorRef &dy = c.ins[0], &tokens = c.ins[1];
          int64_t rows = c.outs[0].dim(0), h = c.outs[0].dim(1);
          int64_t start = vocabStart(c, rows);
-         float scale = float(embeddingScale(c.p));
+         float scale = float(c.p.scale);
          Vec &d = c.result(0);
          for (int64_t t = 0; t < tokens.n; ++t) {
            int64_t local = tokens.i[t] - start;
@@ -419,7 +414,7 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
       {Kernel::ShardSlice,
        [](Call &c) {
          const TensorRef &x = c.ins[0];
-         int64_t dim = c.p.at("dim").get<int64_t>();
+         int64_t dim = c.p.dim;
          int64_t outer = 1, inner = 1;
          for (int64_t k = 0; k < dim; ++k)
            outer *= x.dim(int(k));
@@ -458,14 +453,14 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
       {Kernel::AttentionBwd, attentionBackward},
       {Kernel::Gelu,
        [](Call &c) {
-         bool t = tanhGelu(c.p);
+         bool t = c.p.tanhGelu;
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = gelu(c.ins[0].f[i], t);
        }},
       {Kernel::GeluBwd,
        [](Call &c) {
-         bool t = tanhGelu(c.p);
+         bool t = c.p.tanhGelu;
          Vec &d = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            d[i] = c.ins[0].f[i] * geluGrad(c.ins[1].f[i], t);
@@ -504,14 +499,14 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
        }},
       {Kernel::Geglu,
        [](Call &c) {
-         bool t = tanhGelu(c.p);
+         bool t = c.p.tanhGelu;
          Vec &y = c.result(0);
          for (int64_t i = 0; i < c.ins[0].n; ++i)
            y[i] = gelu(c.ins[0].f[i], t) * c.ins[1].f[i];
        }},
       {Kernel::GegluBwd,
        [](Call &c) {
-         bool t = tanhGelu(c.p);
+         bool t = c.p.tanhGelu;
          Vec &dg = c.result(0), &du = c.result(1);
          for (int64_t i = 0; i < c.ins[0].n; ++i) {
            float dy = c.ins[0].f[i], g = c.ins[1].f[i], u = c.ins[2].f[i];
@@ -535,7 +530,7 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
        [](Call &c) {
          const TensorRef &l = c.ins[0];
          int64_t v = l.dim(-1), start = vocabStart(c, v);
-         int64_t size = c.p.at("vocab_size").get<int64_t>();
+         int64_t size = c.p.vocabSize;
          Vec &mx = c.result(0);
          for (int64_t r = 0; r < c.rows(l); ++r) {
            float m = -std::numeric_limits<float>::infinity();
@@ -550,7 +545,7 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
          const float *mx = c.ins[1].f;
          const int32_t *labels = c.ins[2].i;
          int64_t v = l.dim(-1), start = vocabStart(c, v);
-         int64_t size = c.p.at("vocab_size").get<int64_t>();
+         int64_t size = c.p.vocabSize;
          Vec &st = c.result(0);
          for (int64_t r = 0; r < c.rows(l); ++r) {
            double sum = 0;
@@ -564,7 +559,7 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
       {Kernel::CeLoss,
        [](Call &c) {
          const float *mx = c.ins[0].f, *st = c.ins[1].f;
-         double scale = c.p.at("scale").get<double>(), sum = 0;
+         double scale = c.p.scale, sum = 0;
          for (int64_t r = 0; r < c.ins[0].n; ++r)
            sum += std::log(double(st[2 * r])) + mx[r] - st[2 * r + 1];
          c.result(0)[0] = float(scale * sum);
@@ -575,8 +570,8 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
          const float *mx = c.ins[1].f, *st = c.ins[2].f;
          const int32_t *labels = c.ins[3].i;
          int64_t v = l.dim(-1), start = vocabStart(c, v);
-         int64_t size = c.p.at("vocab_size").get<int64_t>();
-         float scale = c.p.at("scale").get<float>();
+         int64_t size = c.p.vocabSize;
+         float scale = float(c.p.scale);
          Vec &d = c.result(0);
          for (int64_t r = 0; r < c.rows(l); ++r) {
            for (int64_t j = 0; j < v && start + j < size; ++j)
@@ -589,13 +584,13 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
        }},
       {Kernel::GradSumsq,
        [](Call &c) {
-         const json &weights = c.p.at("weights");
+         const std::vector<double> &weights = c.p.weights;
          double total = 0;
          for (size_t k = 0; k < c.ins.size(); ++k) {
            double s = 0;
            for (int64_t i = 0; i < c.ins[k].n; ++i)
              s += double(c.ins[k].f[i]) * c.ins[k].f[i];
-           total += weights.at(k).get<double>() * s;
+           total += weights.at(k) * s;
          }
          c.result(0)[0] = float(total);
        }},
@@ -612,74 +607,6 @@ const std::unordered_map<Kernel, KernelFn> &kernels() {
 }
 
 } // namespace
-
-std::vector<double> rotaryInverseFrequencies(const nlohmann::json &p) {
-  int64_t rd = p.at("rotary_dim").get<int64_t>();
-  double theta = p.at("theta").get<double>();
-  std::vector<double> inv(rd / 2);
-  for (int64_t i = 0; i < rd / 2; ++i)
-    inv[i] = 1.0 / std::pow(theta, double(2 * i) / rd);
-  std::string kind = p.value("scaling", "");
-  if (kind == "linear") {
-    for (double &f : inv)
-      f /= p.at("scaling_factor").get<double>();
-  } else if (kind == "llama3") {
-    double factor = p.at("scaling_factor").get<double>(),
-           low = p.at("low_freq_factor").get<double>(),
-           high = p.at("high_freq_factor").get<double>(),
-           old = p.at("original_max_positions").get<double>();
-    for (double &f : inv) {
-      double wavelen = 2 * M_PI / f;
-      if (wavelen > old / low) {
-        f /= factor;
-      } else if (wavelen >= old / high) {
-        double smooth = (old / wavelen - low) / (high - low);
-        f = (1 - smooth) * f / factor + smooth * f;
-      }
-    }
-  } else if (kind == "yarn") {
-    // Hugging Face's YaRN: pairs below `low` turn often enough over the
-    // pretrained length to keep their frequency, those above `high` are
-    // interpolated, and a linear ramp over the index blends those between.
-    double factor = p.at("scaling_factor").get<double>(),
-           old = p.at("original_max_positions").get<double>();
-    auto pairTurning = [&](double turns) {
-      return rd * std::log(old / (turns * 2 * M_PI)) / (2 * std::log(theta));
-    };
-    double low = pairTurning(p.at("beta_fast").get<double>()),
-           high = pairTurning(p.at("beta_slow").get<double>());
-    if (p.at("truncate").get<bool>()) {
-      low = std::floor(low);
-      high = std::ceil(high);
-    }
-    low = std::max(low, 0.0);
-    high = std::min(high, double(rd - 1));
-    if (low == high)
-      high += 0.001;
-    for (int64_t i = 0; i < rd / 2; ++i) {
-      double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
-      inv[i] = inv[i] / factor * ramp + inv[i] * (1 - ramp);
-    }
-  } else if (kind == "longrope") {
-    const nlohmann::json &factors = p.at("frequency_factors");
-    for (int64_t i = 0; i < rd / 2; ++i)
-      inv[i] /= factors.at(i).get<double>();
-  }
-  return inv;
-}
-
-double rotaryMagnitude(const nlohmann::json &p) {
-  std::string kind = p.value("scaling", "");
-  return kind == "yarn" || kind == "longrope"
-             ? p.at("attention_factor").get<double>()
-             : 1.0;
-}
-
-double normWeightOffset(const nlohmann::json &p) {
-  return p.value("weight_offset", 0.0);
-}
-
-double embeddingScale(const nlohmann::json &p) { return p.value("scale", 1.0); }
 
 using DirectFn = void (*)(const std::vector<TensorRef> &,
                           const std::vector<TensorRef> &,
@@ -702,7 +629,7 @@ bool hasCpuKernel(Kernel kernel) {
 static void runOnF32Copies(Kernel kernel, const std::vector<TensorRef> &ins,
                            const std::vector<TensorRef> &outs,
                            const std::vector<bool> &accumulate,
-                           const nlohmann::json &params,
+                           const plan::KernelParams &params,
                            const KernelContext &ctx) {
   std::vector<Vec> copies;
   copies.reserve(ins.size() + outs.size());
@@ -735,7 +662,7 @@ static void runOnF32Copies(Kernel kernel, const std::vector<TensorRef> &ins,
 void runCpuKernel(Kernel kernel, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,
-                  const nlohmann::json &params, const KernelContext &ctx) {
+                  const plan::KernelParams &params, const KernelContext &ctx) {
   auto isBf16 = [](const TensorRef &t) { return t.h != nullptr; };
   if (std::any_of(ins.begin(), ins.end(), isBf16) ||
       std::any_of(outs.begin(), outs.end(), isBf16))
@@ -778,7 +705,8 @@ public:
   bool hasKernel(Kernel kernel) const override { return hasCpuKernel(kernel); }
   void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
-              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const std::vector<bool> &accumulate,
+              const plan::KernelParams &params,
               const KernelContext &ctx) override {
     runCpuKernel(kernel, ins, outs, accumulate, params, ctx);
   }

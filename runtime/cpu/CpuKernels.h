@@ -6,8 +6,6 @@
 #include "partita/runtime/Device.h"
 #include "partita/runtime/Plan.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,21 +21,7 @@ bool hasCpuKernel(Kernel kernel);
 void runCpuKernel(Kernel kernel, const std::vector<TensorRef> &ins,
                   const std::vector<TensorRef> &outs,
                   const std::vector<bool> &accumulate,
-                  const nlohmann::json &params, const KernelContext &ctx);
-
-/// The rotary kernels' inverse frequencies (rotary_dim / 2 of them) from
-/// their parameters, with linear, llama3, yarn or longrope scaling.
-std::vector<double> rotaryInverseFrequencies(const nlohmann::json &params);
-
-/// What the rotary kernels multiply the rotated channels by: yarn's and
-/// longrope's attention_factor, else 1.
-double rotaryMagnitude(const nlohmann::json &params);
-
-/// What rms_norm adds to its weights: `weight_offset` (Gemma's 1), else 0.
-double normWeightOffset(const nlohmann::json &params);
-
-/// What the embedding multiplies its rows by: `scale`, else 1.
-double embeddingScale(const nlohmann::json &params);
+                  const plan::KernelParams &params, const KernelContext &ctx);
 
 } // namespace partita::runtime
 

@@ -9,7 +9,6 @@
 #include "CudaDevice.h"
 
 #include "Kernels.h"
-#include "cpu/CpuKernels.h"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -225,13 +224,11 @@ int64_t rowsOf(const TensorRef &t) { return t.n / t.dim(-1); }
 
 /// The activation of a gelu, silu, swiglu or geglu kernel (or their
 /// backward): the GELUs' form is the plan's `approximate`.
-cuda::Unary activation(Kernel kernel, const nlohmann::json &p) {
+cuda::Unary activation(Kernel kernel, const plan::KernelParams &p) {
   if (kernel == Kernel::Silu || kernel == Kernel::SiluBwd ||
       kernel == Kernel::Swiglu || kernel == Kernel::SwigluBwd)
     return cuda::Unary::Silu;
-  return p.at("approximate").get<std::string>() == "tanh"
-             ? cuda::Unary::GeluTanh
-             : cuda::Unary::Gelu;
+  return p.tanhGelu ? cuda::Unary::GeluTanh : cuda::Unary::Gelu;
 }
 
 /// The width a norm `kernel` works over, that of its weight `w` (the last
@@ -268,9 +265,9 @@ bool gemmTakes(Kernel kernel, const std::vector<TensorRef> &ins,
 }
 
 /// The first vocabulary index of this rank's slice of `rows` entries.
-int64_t vocabStart(const nlohmann::json &p, const KernelContext &ctx,
+int64_t vocabStart(const plan::KernelParams &p, const KernelContext &ctx,
                    int64_t rows) {
-  return p.at("vocab_parts").get<int64_t>() > 1 ? ctx.tpRank * rows : 0;
+  return p.vocabParts > 1 ? ctx.tpRank * rows : 0;
 }
 
 /// In a handler of cuDNN's error `e`: cuDNN asked for by name stops the
@@ -485,7 +482,7 @@ void CudaDevice::launchOnF32Copies(Kernel kernel,
                                    const std::vector<TensorRef> &ins,
                                    const std::vector<TensorRef> &outs,
                                    const std::vector<bool> &accumulate,
-                                   const nlohmann::json &params,
+                                   const plan::KernelParams &params,
                                    const KernelContext &ctx) {
   // One f32 copy per distinct bf16 buffer, 256-byte aligned for cuBLASLt.
   std::map<uint16_t *, int64_t> offsetOf;
@@ -525,12 +522,11 @@ void *CudaDevice::workspace(int64_t bytes) {
   return scratch;
 }
 
-const double *CudaDevice::inverseFrequencies(const nlohmann::json &params) {
-  std::string key = params.dump();
-  auto found = rotaryTables.find(key);
+const double *CudaDevice::inverseFrequencies(const plan::RotaryParams &rope) {
+  std::vector<double> inv = plan::rotaryInverseFrequencies(rope);
+  auto found = rotaryTables.find(inv);
   if (found != rotaryTables.end())
     return found->second;
-  std::vector<double> inv = rotaryInverseFrequencies(params);
   double *table = nullptr;
   // Made during the first forward, in the order of the compute stream,
   // which the rotary kernels run on, as grow() allocates. A copy
@@ -541,14 +537,14 @@ const double *CudaDevice::inverseFrequencies(const nlohmann::json &params) {
   check(cudaMemcpyAsync(table, inv.data(), inv.size() * sizeof(double),
                         cudaMemcpyHostToDevice, computeStream),
         "rotary table");
-  rotaryTables[key] = table;
+  rotaryTables[inv] = table;
   return table;
 }
 
 void CudaDevice::launch(Kernel kernel, const std::vector<TensorRef> &ins,
                         const std::vector<TensorRef> &outs,
                         const std::vector<bool> &accumulate,
-                        const nlohmann::json &params,
+                        const plan::KernelParams &params,
                         const KernelContext &ctx) {
   std::string name(plan::name(kernel));
   nvtxRangePushA(name.c_str());
@@ -604,8 +600,8 @@ void CudaDevice::adamwAll(const std::vector<KernelCall> &calls,
     }
     a.pn = c.ins[0].n;
     a.chunk = c.ins[2].n;
-    a.begin = c.params->at("dp_shard").get<bool>() ? ctx.dpRank * a.chunk : 0;
-    a.decay = c.params->at("weight_decay").get<bool>();
+    a.begin = c.params->dpShard ? ctx.dpRank * a.chunk : 0;
+    a.decay = c.params->weightDecay;
     tensors.push_back(a);
   }
   adamw(step, tensors, computeStream);
@@ -687,21 +683,20 @@ void CudaDevice::launchGemm(const Args &a) {
 void CudaDevice::launchEmbedding(const Args &a) {
   cudaStream_t s = computeStream;
   const auto &ins = a.ins, &outs = a.outs;
-  const nlohmann::json &p = a.p;
+  const plan::KernelParams &p = a.p;
   switch (a.kernel) {
   case Kernel::Embedding: {
     const TensorRef &table = ins[0], &tokens = ins[1];
     int64_t rows = table.dim(0), h = table.dim(1);
     embedding(a.in(0), tokens.i, tokens.n, rows, h, vocabStart(p, a.ctx, rows),
-              float(embeddingScale(p)), a.out(0), s);
+              float(p.scale), a.out(0), s);
     return;
   }
   case Kernel::EmbeddingBwd: {
     const TensorRef &tokens = ins[1];
     int64_t rows = outs[0].dim(0), h = outs[0].dim(1);
     embeddingBackward(a.in(0), tokens.i, tokens.n, rows, h,
-                      vocabStart(p, a.ctx, rows), float(embeddingScale(p)),
-                      a.out(0),
+                      vocabStart(p, a.ctx, rows), float(p.scale), a.out(0),
                       workspace(embeddingBackwardWorkspace(tokens.n, rows)), s);
     return;
   }
@@ -720,7 +715,7 @@ void CudaDevice::launchEmbedding(const Args &a) {
   }
   default: { // shard_slice
     const TensorRef &x = ins[0];
-    int64_t dim = p.at("dim").get<int64_t>(), outer = 1, inner = 1;
+    int64_t dim = p.dim, outer = 1, inner = 1;
     for (int64_t k = 0; k < dim; ++k)
       outer *= x.dim(int(k));
     for (size_t k = dim; k < x.shape->size(); ++k)
@@ -735,24 +730,23 @@ void CudaDevice::launchEmbedding(const Args &a) {
 void CudaDevice::launchNorm(const Args &a) {
   cudaStream_t s = computeStream;
   const auto &ins = a.ins;
-  const nlohmann::json &p = a.p;
+  const plan::KernelParams &p = a.p;
   switch (a.kernel) {
   case Kernel::RmsNorm:
   case Kernel::LayerNorm: {
     int64_t h = normWidth(a.kernel, ins[1]);
     norm(a.in(0), a.in(1), ins.size() > 2 ? a.in(2) : In(), a.out(0),
-         ins[0].n / h, h, p.at("eps").get<double>(),
-         a.kernel == Kernel::RmsNorm, float(normWeightOffset(p)), s);
+         ins[0].n / h, h, p.eps, a.kernel == Kernel::RmsNorm,
+         float(p.weightOffset), s);
     return;
   }
   case Kernel::RmsNormBwd:
   case Kernel::LayerNormBwd: {
     int64_t h = normWidth(a.kernel, ins[2]);
     normBackward(a.in(0), a.in(1), a.in(2), a.out(0), a.out(1),
-                 a.outs.size() > 2 ? a.out(2) : Out(), ins[1].n / h, h,
-                 p.at("eps").get<double>(), a.kernel == Kernel::RmsNormBwd,
-                 float(normWeightOffset(p)), floats(normBackwardWorkspace(h)),
-                 s);
+                 a.outs.size() > 2 ? a.out(2) : Out(), ins[1].n / h, h, p.eps,
+                 a.kernel == Kernel::RmsNormBwd, float(p.weightOffset),
+                 floats(normBackwardWorkspace(h)), s);
     return;
   }
   case Kernel::BiasAdd: {
@@ -772,7 +766,7 @@ void CudaDevice::launchNorm(const Args &a) {
 void CudaDevice::launchAttention(const Args &args) {
   cudaStream_t s = computeStream;
   const auto &ins = args.ins, &outs = args.outs;
-  const nlohmann::json &p = args.p;
+  const plan::KernelParams &p = args.p;
   auto in = [&](size_t k) { return args.in(k); };
   auto out = [&](size_t k) { return args.out(k); };
   std::string name(plan::name(args.kernel));
@@ -781,11 +775,11 @@ void CudaDevice::launchAttention(const Args &args) {
   AttentionShape a;
   a.b = q.dim(0);
   a.s = q.dim(1);
-  a.heads = p.at("num_heads").get<int64_t>();
-  a.kvHeads = p.at("num_kv_heads").get<int64_t>();
+  a.heads = p.numHeads;
+  a.kvHeads = p.numKvHeads;
   a.d = q.dim(2) / a.heads;
-  a.causal = p.value("causal", false);
-  a.window = p.value("window", int64_t(0));
+  a.causal = p.causal;
+  a.window = p.window;
   a.sharedBytes = sharedBytesOptIn;
   if (a.d > maxHeadDim())
     throw std::runtime_error(
@@ -845,16 +839,17 @@ void CudaDevice::launchAttention(const Args &args) {
 void CudaDevice::launchElementwise(const Args &a) {
   cudaStream_t s = computeStream;
   const auto &ins = a.ins;
-  const nlohmann::json &p = a.p;
+  const plan::KernelParams &p = a.p;
   int64_t n = ins[0].n;
   switch (a.kernel) {
   case Kernel::Rotary:
   case Kernel::RotaryBwd: {
     const TensorRef &x = ins[0];
-    int64_t heads = p.at("num_heads").get<int64_t>();
+    int64_t heads = p.numHeads;
     rotary(a.in(0), a.out(0), x.dim(0), x.dim(1), heads, x.dim(2) / heads,
-           p.at("rotary_dim").get<int64_t>(), inverseFrequencies(p),
-           rotaryMagnitude(p), a.kernel == Kernel::Rotary ? 1.0f : -1.0f, s);
+           p.rotary.rotaryDim, inverseFrequencies(p.rotary),
+           plan::rotaryMagnitude(p.rotary),
+           a.kernel == Kernel::Rotary ? 1.0f : -1.0f, s);
     return;
   }
   case Kernel::Gelu:
@@ -897,23 +892,21 @@ void CudaDevice::launchElementwise(const Args &a) {
 void CudaDevice::launchCrossEntropy(const Args &a) {
   cudaStream_t s = computeStream;
   const auto &ins = a.ins;
-  const nlohmann::json &p = a.p;
+  const plan::KernelParams &p = a.p;
   if (a.kernel == Kernel::CeLoss) {
-    crossEntropyLoss(a.in(0), a.in(1), ins[0].n, p.at("scale").get<double>(),
-                     a.out(0), s);
+    crossEntropyLoss(a.in(0), a.in(1), ins[0].n, p.scale, a.out(0), s);
     return;
   }
   const TensorRef &l = ins[0];
-  CrossEntropyShape c{rowsOf(l), l.dim(-1), 0,
-                      p.at("vocab_size").get<int64_t>()};
+  CrossEntropyShape c{rowsOf(l), l.dim(-1), 0, p.vocabSize};
   c.start = vocabStart(p, a.ctx, c.v);
   if (a.kernel == Kernel::CeMax)
     crossEntropyMax(c, a.in(0), a.out(0), s);
   else if (a.kernel == Kernel::CeStats)
     crossEntropyStats(c, a.in(0), a.in(1), ins[2].i, a.out(0), s);
   else
-    crossEntropyBackward(c, a.in(0), a.in(1), a.in(2), ins[3].i,
-                         p.at("scale").get<float>(), a.out(0), s);
+    crossEntropyBackward(c, a.in(0), a.in(1), a.in(2), ins[3].i, float(p.scale),
+                         a.out(0), s);
 }
 
 void CudaDevice::launchOptimizer(const Args &a) {
@@ -923,10 +916,10 @@ void CudaDevice::launchOptimizer(const Args &a) {
   } else if (a.kernel == Kernel::ClipCoefficient) {
     clipCoefficient(a.in(0), a.ctx.optimizer->clipNorm, a.out(0), s);
   } else { // grad_sumsq
-    const nlohmann::json &weights = a.p.at("weights");
+    const std::vector<double> &weights = a.p.weights;
     std::vector<SquaresTerm> terms;
     for (size_t k = 0; k < a.ins.size(); ++k)
-      terms.push_back({a.in(k), a.ins[k].n, weights.at(k).get<double>()});
+      terms.push_back({a.in(k), a.ins[k].n, weights.at(k)});
     check(cudaMemsetAsync(sumAccumulator, 0, sizeof(double), s), "grad_sumsq");
     sumSquares(terms, sumAccumulator, s);
     storeScalar(sumAccumulator, a.out(0), s);

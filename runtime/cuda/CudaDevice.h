@@ -77,7 +77,8 @@ public:
   bool hasKernel(Kernel kernel) const override;
   void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
-              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const std::vector<bool> &accumulate,
+              const plan::KernelParams &params,
               const KernelContext &ctx) override;
   /// AdamW runs as a multi-tensor kernel.
   bool launchesTogether(Kernel kernel) const override {
@@ -111,7 +112,7 @@ private:
     Kernel kernel;
     const std::vector<TensorRef> &ins, &outs;
     const std::vector<bool> &acc;
-    const nlohmann::json &p;
+    const plan::KernelParams &p;
     const KernelContext &ctx;
     In in(size_t k) const;
     Out out(size_t k) const;
@@ -135,11 +136,12 @@ private:
   void launchOnF32Copies(Kernel kernel, const std::vector<TensorRef> &ins,
                          const std::vector<TensorRef> &outs,
                          const std::vector<bool> &accumulate,
-                         const nlohmann::json &params,
+                         const plan::KernelParams &params,
                          const KernelContext &ctx);
   /// The AdamW launches `calls` as multi-tensor kernels.
   void adamwAll(const std::vector<KernelCall> &calls, const KernelContext &ctx);
-  const double *inverseFrequencies(const nlohmann::json &params);
+  /// RoPE's inverse frequencies in device memory, made once per table.
+  const double *inverseFrequencies(const plan::RotaryParams &rope);
 
   int device;
   /// The shared memory a block may opt into on this GPU.
@@ -165,7 +167,7 @@ private:
   void *staging = nullptr;
   int64_t stagingBytes = 0;
   double *sumAccumulator = nullptr;
-  std::map<std::string, double *> rotaryTables;
+  std::map<std::vector<double>, double *> rotaryTables;
   /// Timing events on the compute stream, reused step after step: the
   /// first marks.size() carry the classes in `marks`.
   std::vector<cudaEvent_t> markEvents;

@@ -1184,6 +1184,12 @@ Plan readPlan(Reader &r, const json &doc) {
       r.fail(at, "programs out of order");
     checkProgram(r, plan, program, at);
   }
+  // The params checked, the backends' typed copy of them.
+  for (Program &program : plan.programs)
+    for (Phase &phase : program.phases)
+      for (Launch &l : phase.launches)
+        if (l.op == Launch::Op::Kernel)
+          l.kernelParams = plan::decodeParams(l.params);
   checkParameterBuffers(r, plan);
   for (size_t i = 0; i < plan.programs.size(); ++i)
     checkBackwardPairs(r, plan.programs[i], "/programs/" + std::to_string(i));

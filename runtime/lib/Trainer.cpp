@@ -846,7 +846,7 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     for (int o : l.outs)
       c.outs.push_back(ref(o));
     c.accumulate = l.accumulate;
-    c.params = &l.params;
+    c.params = &l.kernelParams;
     return c;
   };
   for (size_t k = 0; k < phase.launches.size(); ++k) {
@@ -867,38 +867,24 @@ void Trainer::runPhase(const Phase &phase, int64_t microBatch, int64_t step) {
     auto start = std::chrono::steady_clock::now();
     int64_t together = 1;
     switch (l.op) {
-    case Launch::Op::Kernel:
-      try {
-        if (device.launchesTogether(l.kernel)) {
-          size_t end = runTogether(phase, k, microBatch);
-          std::vector<KernelCall> calls;
-          for (size_t j = k; j < end; ++j)
-            calls.push_back(call(phase.launches[j]));
-          device.launchAll(l.kernel, calls, ctx);
-          together = int64_t(end - k);
-          k = end - 1;
-          break;
-        }
-        if (l.kernel == Kernel::ShardSlice) {
-          std::string group = l.params.at("group").get<std::string>();
-          ctx.groupRank = comm.groupRank(group);
-          ctx.groupSize = comm.groupSize(group);
-        }
-        KernelCall c = call(l);
-        device.launch(l.kernel, c.ins, c.outs, c.accumulate, l.params, ctx);
-      } catch (const nlohmann::json::exception &e) {
-        // The plan's load checks the params every kernel reads; a backend
-        // reading one more still names the launch, without the JSON
-        // library's "[json.exception.out_of_range.403]" tag.
-        std::string what = e.what();
-        if (size_t tag = what.find("] "); tag != std::string::npos)
-          what.erase(0, tag + 2);
-        throw std::runtime_error("kernel " + l.kernelName() + " (launch " +
-                                 std::to_string(k) + " of the " + phase.kind +
-                                 " phase): params " + l.params.dump() + ": " +
-                                 what);
+    case Launch::Op::Kernel: {
+      if (device.launchesTogether(l.kernel)) {
+        size_t end = runTogether(phase, k, microBatch);
+        std::vector<KernelCall> calls;
+        for (size_t j = k; j < end; ++j)
+          calls.push_back(call(phase.launches[j]));
+        device.launchAll(l.kernel, calls, ctx);
+        together = int64_t(end - k);
+        k = end - 1;
+        break;
       }
-      break;
+      if (l.kernel == Kernel::ShardSlice) {
+        ctx.groupRank = comm.groupRank(l.kernelParams.group);
+        ctx.groupSize = comm.groupSize(l.kernelParams.group);
+      }
+      KernelCall c = call(l);
+      device.launch(l.kernel, c.ins, c.outs, c.accumulate, l.kernelParams, ctx);
+    } break;
     case Launch::Op::Collective: {
       together = int64_t(run->members.size());
       if (!l.async) {

@@ -68,7 +68,8 @@ TEST(Bf16, CpuKernelsComputeOnF32CopiesAndRoundOnce) {
                              toBf16(0.25f), toBf16(1.0f), toBf16(0.5f)};
   std::vector<uint16_t> out = {toBf16(bitsToFloat(0x3b800000u)), 0, 0, 0};
   cpu->launch(Kernel::Add, {tensor(a, shape), tensor(b, shape)},
-              {tensor(out, shape)}, {true}, nlohmann::json{}, KernelContext{});
+              {tensor(out, shape)}, {true}, partita::plan::KernelParams{},
+              KernelContext{});
   // 1 + 2^-8 + 2^-8 = 1 + 2^-7 exactly; rounding each addition to bf16
   // would have lost both halves.
   EXPECT_EQ(out[0], toBf16(1.0f + 2 * bitsToFloat(0x3b800000u)));
@@ -94,8 +95,8 @@ TEST(Bf16, AdamWUpdatesTheMasterCopyAndRoundsTheParameter) {
       {tensor(p, shape), tensor(g, shape), tensor(m, shape), tensor(v, shape),
        tensor(clip, scalar), tensor(w, shape)},
       {tensor(p, shape), tensor(m, shape), tensor(v, shape), tensor(w, shape)},
-      {false, false, false, false},
-      nlohmann::json{{"weight_decay", false}, {"dp_shard", false}}, ctx);
+      {false, false, false, false}, partita::plan::KernelParams{},
+      ctx); // no decay, not sharded
   // The first step moves each weight with a gradient by lr (Adam's
   // normalised step), in f32: below bf16's resolution at 0.1.
   EXPECT_NEAR(w[0], before[0] - 1e-3, 1e-6);

@@ -407,13 +407,17 @@ protected:
       for (size_t k = 0; k < cases.size(); ++k)
         runs.push_back(prepare(cases[k], initialOuts[k], bf16));
       const Case &first = cases.front();
+      std::vector<partita::plan::KernelParams> params;
+      for (const Case &c : cases)
+        params.push_back(partita::plan::decodeParams(c.params));
       if (runs.size() == 1) {
         gpu->launch(named(first.kernel), runs[0].gpuIns, runs[0].gpuOuts,
-                    first.accumulate, first.params, first.ctx);
+                    first.accumulate, params[0], first.ctx);
       } else {
         std::vector<KernelCall> calls;
-        for (const Run &r : runs)
-          calls.push_back({r.gpuIns, r.gpuOuts, r.c->accumulate, &r.c->params});
+        for (size_t k = 0; k < runs.size(); ++k)
+          calls.push_back({runs[k].gpuIns, runs[k].gpuOuts,
+                           runs[k].c->accumulate, &params[k]});
         gpu->launchAll(named(first.kernel), calls, first.ctx);
       }
       for (const Run &r : runs)
@@ -431,7 +435,8 @@ protected:
       inRefs.push_back(ins[k].ref(c.ins[k].shape, ins[k].bytes.data()));
     for (size_t k = 0; k < outs.size(); ++k)
       outRefs.push_back(outs[k].ref(c.outs[k], outs[k].bytes.data()));
-    cpu->launch(named(c.kernel), inRefs, outRefs, accumulate, c.params, c.ctx);
+    cpu->launch(named(c.kernel), inRefs, outRefs, accumulate,
+                partita::plan::decodeParams(c.params), c.ctx);
   }
 
   std::vector<Tensor> cpuOutputs(const Case &c) {

@@ -7,16 +7,25 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "cpu/CpuKernels.h"
+#include "partita/plan/KernelParams.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-using namespace partita::runtime;
 using json = nlohmann::json;
 
 namespace {
+
+/// The frequencies and magnitude of a rotary launch's params.
+std::vector<double> rotaryInverseFrequencies(const json &params) {
+  return partita::plan::rotaryInverseFrequencies(
+      partita::plan::decodeParams(params).rotary);
+}
+double rotaryMagnitude(const json &params) {
+  return partita::plan::rotaryMagnitude(
+      partita::plan::decodeParams(params).rotary);
+}
 
 json yarn(bool truncate) {
   return {{"rotary_dim", 8},         {"theta", 1e4},

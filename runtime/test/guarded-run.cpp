@@ -59,7 +59,8 @@ public:
   }
   void launch(Kernel kernel, const std::vector<TensorRef> &ins,
               const std::vector<TensorRef> &outs,
-              const std::vector<bool> &accumulate, const nlohmann::json &params,
+              const std::vector<bool> &accumulate,
+              const partita::plan::KernelParams &params,
               const KernelContext &ctx) override {
     Open open(*this);
     cpu->launch(kernel, ins, outs, accumulate, params, ctx);

@@ -212,8 +212,9 @@ json runLaunch(Device &device, const json &launch, const std::string &where) {
       readOptimizer(launch.value("optimizer", json::object()));
   KernelContext ctx = readContext(launch.value("context", json::object()));
   ctx.optimizer = &optimizer;
-  device.launch(*kernel, inRefs, outRefs, accumulate,
-                launch.value("params", json::object()), ctx);
+  device.launch(
+      *kernel, inRefs, outRefs, accumulate,
+      partita::plan::decodeParams(launch.value("params", json::object())), ctx);
   device.synchronize();
   json values = json::array();
   for (const Buffer &b : outs) {

@@ -1,4 +1,5 @@
-"""Checks that each quoted #include in runtime/ names a file in runtime/."""
+"""Checks that each quoted #include in runtime/ names a file in runtime/ or in
+plan/, the registry it builds with."""
 import os
 import re
 import sys
@@ -6,7 +7,8 @@ import sys
 root = os.path.abspath(sys.argv[1])
 # runtime/CMakeLists.txt's include directories.
 dirs = [os.path.join(root, d) for d in
-        ("include", "", "cuda/emulator/include", "cuda/emulator")]
+        ("include", "", "cuda/emulator/include", "cuda/emulator",
+         "../plan/include")]
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 checked, outside = 0, []
 for here, _, files in os.walk(root):
@@ -20,6 +22,6 @@ for here, _, files in os.walk(root):
                        for d in [here] + dirs):
                 outside.append(f"{os.path.relpath(path, root)}: {target}")
 if outside:
-    sys.exit("includes that resolve outside runtime/:\n  " +
+    sys.exit("includes that resolve outside runtime/ and plan/:\n  " +
              "\n  ".join(outside))
-print(f"runtime includes: {checked} checked, all inside runtime/")
+print(f"runtime includes: {checked} checked, all inside runtime/ and plan/")

@@ -3,6 +3,7 @@
 #ifndef PARTITA_RUNTIME_DEVICE_H
 #define PARTITA_RUNTIME_DEVICE_H
 
+#include "partita/plan/KernelParams.h"
 #include "partita/plan/Kernels.h"
 
 #include <nlohmann/json.hpp>
@@ -44,7 +45,7 @@ struct KernelContext {
 struct KernelCall {
   std::vector<TensorRef> ins, outs;
   std::vector<bool> accumulate;
-  const nlohmann::json *params = nullptr;
+  const plan::KernelParams *params = nullptr;
 };
 
 /// Where a rank's work runs: kernels on the compute stream; collectives on
@@ -102,7 +103,7 @@ public:
   virtual void launch(Kernel kernel, const std::vector<TensorRef> &ins,
                       const std::vector<TensorRef> &outs,
                       const std::vector<bool> &accumulate,
-                      const nlohmann::json &params,
+                      const plan::KernelParams &params,
                       const KernelContext &ctx) = 0;
   /// Whether launchAll takes runs of launches of `kernel`. The executor
   /// then hands it every run of consecutive, independent launches of it.

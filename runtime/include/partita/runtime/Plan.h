@@ -9,6 +9,7 @@
 #ifndef PARTITA_RUNTIME_PLAN_H
 #define PARTITA_RUNTIME_PLAN_H
 
+#include "partita/plan/KernelParams.h"
 #include "partita/plan/Kernels.h"
 
 #include <nlohmann/json.hpp>
@@ -96,7 +97,9 @@ struct Launch {
   Kernel kernel{};
   std::vector<int> ins, outs;
   std::vector<bool> accumulate;
+  /// As the plan gives them, and decoded for the backends once checked.
   nlohmann::json params;
+  plan::KernelParams kernelParams;
   /// The decoder layer the kernel belongs to, if any.
   std::optional<int64_t> layer;
   // Collective.
