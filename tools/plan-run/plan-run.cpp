@@ -720,38 +720,184 @@ std::string checkBeforeRanks(const Options &o, const Plan &plan) {
   return "";
 }
 
-int main(int argc, char **argv) {
-  Options o = partita::parseRunOptions(argc, argv);
-  if (std::string error = pathError(o); !error.empty()) {
-    std::cerr << "plan-run: error: " << error << "\n";
-    return 1;
-  }
-  if (o.bandwidthTest)
-    return bandwidthTestMain(o, argc, argv);
-  Plan plan;
-  try {
-    plan = loadPlan(o.plan);
-  } catch (const std::exception &e) {
-    std::cerr << "plan-run: error: " << e.what() << "\n";
-    return 1;
-  }
-  if (!underLauncher())
-    if (std::string error = checkBeforeRanks(o, plan); !error.empty()) {
-      std::cerr << "plan-run: error: " << error << "\n";
-      return 1;
-    }
-  if (!underLauncher() && !o.hostfile.empty())
-    if (std::string error = hostfileError(o.hostfile, plan.worldSize);
-        !error.empty()) {
-      std::cerr << "plan-run: error: " << error << "\n";
-      return 1;
-    }
-  // A hostfile places even one rank: on its first host, through mpirun.
-  if (!underLauncher() &&
-      (plan.worldSize > 1 || o.maxRestarts > 0 || !o.hostfile.empty()))
-    return launch(o, plan.worldSize, plan.model + " (" + plan.strategy + ")",
-                  argv);
+namespace {
 
+/// Reports step `s + 1` on the reporting rank: its line (after the first,
+/// what the runtime holds in memory; on a terminal, a progress bar under
+/// it once the run takes more than a few seconds), its record in the JSON
+/// log, and the stop of a diverged run.
+void reportStep(const Options &o, const Plan &plan, int rank, int64_t s,
+                int64_t first, const StepResult &r, double seconds,
+                double elapsed, std::optional<int64_t> inUse,
+                const Trainer &trainer, std::ofstream &log,
+                Communicator &comm) {
+  double tokens = double(plan.globalBatch) * plan.seqLen;
+  const char *terminal = std::getenv("PARTITA_TERMINAL");
+  bool interactive =
+      terminal ? std::string(terminal) == "1" : isatty(STDOUT_FILENO);
+  bool bar = interactive && elapsed > 3 && s + 1 < o.steps;
+  if (interactive)
+    std::printf("\r\033[K");
+  std::printf("step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
+              "%.3f s\n",
+              (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds,
+              seconds);
+  std::fflush(stdout);
+  MonitorLink::step(s + 1);
+  if (inUse && s == first)
+    reportMemoryInUse(*inUse, trainer, plan.programs[plan.devices[rank].pp],
+                      s + 1);
+  if (bar) {
+    int width = 30, done = int(width * (s + 1) / o.steps);
+    double eta = elapsed / (s + 1 - first) * (o.steps - s - 1);
+    std::printf("[%s%s] %lld/%lld, about %.0f s left",
+                std::string(done, '#').c_str(),
+                std::string(width - done, ' ').c_str(), (long long)(s + 1),
+                (long long)o.steps, eta);
+    std::fflush(stdout);
+  }
+  if (log.is_open()) {
+    log << "{\"step\": " << s + 1 << ", \"loss\": " << jsonNumber(r.loss)
+        << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
+        << ", \"lr\": " << jsonNumber(plan.optimizer.learningRate(s))
+        << ", \"step_time_s\": " << seconds
+        << ", \"tokens_per_s\": " << tokens / seconds
+        << ", \"collective_calls\": " << r.collectiveCalls
+        << (inUse ? ", \"memory_in_use_bytes\": " + std::to_string(*inUse)
+                  : std::string())
+        << "}" << std::endl; // on disk before a failure can lose it
+    if (!log)
+      comm.abort("cannot write " + o.logJson + ": " + std::strerror(errno));
+  }
+  // Every later step would train on NaNs: stop, as Megatron-LM's NaN check
+  // does, with a status the launcher does not restart on (a restart would
+  // diverge again).
+  if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm))
+    abortWorld("plan-run: rank " + std::to_string(rank) + ": step " +
+                   std::to_string(s + 1) + " gave loss " +
+                   std::to_string(r.loss) + " and grad_norm " +
+                   std::to_string(r.gradNorm) +
+                   ": training diverged; stopping the job\n",
+               kDivergedStatus);
+}
+
+/// Where the reporting rank's time went over `steps`, largest first.
+void printProfile(const Trainer &trainer, int64_t steps, bool onDevice) {
+  std::vector<std::pair<double, std::string>> rows;
+  double total = 0;
+  for (const auto &[name, s] : trainer.launchSeconds()) {
+    rows.push_back({s, name});
+    total += s;
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("time by launch over %lld steps%s (this rank%s):\n",
+              (long long)(steps > 1 ? steps - 1 : steps),
+              steps > 1 ? " after the first" : "",
+              onDevice ? ", on the device's compute stream" : "");
+  for (const auto &[s, name] : rows)
+    std::printf("  %-24s %9.3f s %6.1f%%\n", name.c_str(), s, 100 * s / total);
+}
+
+/// The step to start from: 0, or with --resume the newest checkpoint's.
+int64_t firstStep(const Options &o, const Plan &plan, Trainer &trainer,
+                  Communicator &comm, bool reporter) {
+  if (!o.resume)
+    return 0;
+  int64_t first = loadNewestCheckpoint(plan, trainer, comm, o.checkpointDir);
+  if (!reporter)
+    return first;
+  if (first)
+    std::cout << "plan-run: resumed from the checkpoint after step " << first
+              << "\n";
+  else
+    std::cout << "plan-run: no complete checkpoint in " << o.checkpointDir
+              << "; starting at step 1\n";
+  if (first >= o.steps)
+    std::cout << "plan-run: --steps " << o.steps
+              << ": nothing left to train after step " << first << "\n";
+  return first;
+}
+
+/// One rank's share of the job once its device, communicator and data are
+/// up: the steps, checkpoints, and what the options ask for after them.
+void train(const Options &o, const Plan &plan, int rank, int size,
+           const std::string &where, Device &device, Communicator &comm,
+           TokenSource &data, std::ofstream &log) {
+  const Coordinates &c = plan.devices[rank];
+  bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
+  // Once per pipeline stage: its ranks hold the same program.
+  if (c.dp == 0 && c.tp == 0)
+    warnIfSmallerThanPlanned(device, plan.programs[c.pp], rank);
+  Trainer trainer(plan, device, comm, data, o.collectiveChunk);
+  // On a GPU the host only enqueues: time the launches where they run.
+  bool profileOnDevice = o.profile && trainer.timeLaunchesOnDevice();
+  if (reporter)
+    std::cout << "plan-run: " << plan.model << " (" << plan.strategy << ") on "
+              << size << (size == 1 ? " rank (" : " ranks (") << where << "); "
+              << trainer.allocatedBytes() / 1e6 << " MB of buffers and "
+              << trainer.collectiveWorkspaceBytes() / 1e6
+              << " MB of collective workspace on the reporting rank (cost "
+                 "model: "
+              << plan.predictedPeakBytes / 1e6
+              << " MB per device, the runtime's own included)\n";
+  std::vector<TraceEvent> events;
+  if (!o.trace.empty())
+    trainer.traceInto(&events);
+  int64_t first = firstStep(o, plan, trainer, comm, reporter);
+  double elapsed = 0;
+  for (int64_t s = first; s < o.steps; ++s) {
+    currentStep = s + 1;
+    comm.setStep(s + 1);
+    comm.barrier();
+    auto start = std::chrono::steady_clock::now();
+    StepResult r = trainer.step(s);
+    comm.barrier();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    trainer.collectLaunchSeconds();
+    if (s == first && !o.dumpGrads.empty())
+      writeTensors(o.dumpGrads, trainer, plan, true, rank, comm);
+    // The profile leaves out the first step, which grows workspaces and
+    // chooses GEMM algorithms and cuDNN plans, where there are others.
+    if (s == first && o.steps - first > 1)
+      trainer.clearLaunchSeconds();
+    if (reporter) {
+      // Measured once warm (every workspace grown, every communicator
+      // connected): what the runtime holds beside the plan's buffers, to
+      // set the compiler's allowance from.
+      std::optional<int64_t> inUse;
+      if (auto m = device.memory())
+        inUse = m->inUse;
+      elapsed += seconds;
+      reportStep(o, plan, rank, s, first, r, seconds, elapsed, inUse, trainer,
+                 log, comm);
+    }
+    if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
+      auto begin = std::chrono::steady_clock::now();
+      saveCheckpoint(plan, trainer, comm, o.checkpointDir, s + 1);
+      if (reporter)
+        std::printf("checkpoint after step %lld in %.3f s\n",
+                    (long long)(s + 1),
+                    std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - begin)
+                        .count());
+    }
+  }
+  if (!o.trace.empty()) {
+    trainer.drain(); // the last step's carried gathers, in the trace
+    writeTrace(o.trace, events, plan, rank, comm);
+  }
+  if (!o.saveParams.empty())
+    writeTensors(o.saveParams, trainer, plan, false, rank, comm);
+  if (reporter && o.profile)
+    printProfile(trainer, o.steps - first, profileOnDevice);
+}
+
+/// MPI with the thread level the comm thread needs, in a world of the
+/// plan's size; the rank and size, or the exit status after MPI_Finalize.
+std::optional<int> startMpi(const Options &o, const Plan &plan, int &argc,
+                            char **&argv, int &rank, int &size) {
   // Ranks waiting in MPI give their core to the others (a host may have
   // more ranks than cores), unless the user chose otherwise.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
@@ -764,16 +910,55 @@ int main(int argc, char **argv) {
                  "MPI_THREAD_SERIALIZED, which the comm thread needs\n";
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != plan.worldSize) {
-    if (rank == 0)
-      std::cerr << "plan-run: error: " << o.plan << " needs " << plan.worldSize
-                << " ranks but the job has " << size << "\n";
-    MPI_Finalize();
-    return 1;
+  if (size == plan.worldSize)
+    return std::nullopt;
+  if (rank == 0)
+    std::cerr << "plan-run: error: " << o.plan << " needs " << plan.worldSize
+              << " ranks but the job has " << size << "\n";
+  MPI_Finalize();
+  return 1;
+}
+
+/// This rank's device, once every rank's came up: each agrees before any
+/// starts the communicator, which would otherwise wait for the others.
+/// Null, with the failures said, where one did not.
+std::unique_ptr<Device> agreeOnDevice(const Options &o, const Plan &plan,
+                                      int rank, const RankHosts &hosts,
+                                      std::string &where) {
+  std::string failure;
+  std::unique_ptr<Device> device;
+  try {
+    device = createDevice(o, plan, rank, blasThreads(o, hosts, rank), where);
+  } catch (const std::exception &e) {
+    failure = e.what();
   }
+  int failed = !failure.empty(), anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!anyFailed)
+    return device;
+  if (failed)
+    std::cerr << "plan-run: rank " << rank << ": error: " << failure << "\n";
+  return nullptr;
+}
+
+/// What this rank says when it stops (onStopping), and whether it says it.
+void prepareStopMessage(const Plan &plan, int rank) {
+  char host[64] = "?";
+  gethostname(host, sizeof(host) - 1);
+  std::snprintf(stopMessage, sizeof(stopMessage),
+                "plan-run: rank %d on %s stopped ", rank, host);
+  const Coordinates &me = plan.devices[rank];
+  speaksWhenStopped =
+      rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0);
+}
+
+/// One rank of a job that mpirun or srun started.
+int runRank(const Options &o, const Plan &plan, int argc, char **argv) {
+  int rank = 0, size = 0;
+  if (std::optional<int> status = startMpi(o, plan, argc, argv, rank, size))
+    return *status;
   auto ownHosts = std::make_shared<RankHosts>(MPI_COMM_WORLD);
   if (const char *launcher = std::getenv(partita::kMonitorVariable))
     ownHosts->setLauncher(launcher);
@@ -795,20 +980,9 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  // Every rank agrees on whether its device came up before any of them
-  // starts the communicator, which would otherwise wait for the others.
-  std::string where, failure;
-  std::unique_ptr<Device> device;
-  try {
-    device = createDevice(o, plan, rank, blasThreads(o, *hosts, rank), where);
-  } catch (const std::exception &e) {
-    failure = e.what();
-  }
-  int failed = !failure.empty(), anyFailed = 0;
-  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (anyFailed) {
-    if (failed)
-      std::cerr << "plan-run: rank " << rank << ": error: " << failure << "\n";
+  std::string where;
+  std::unique_ptr<Device> device = agreeOnDevice(o, plan, rank, *hosts, where);
+  if (!device) {
     MPI_Finalize();
     return 1;
   }
@@ -820,15 +994,7 @@ int main(int argc, char **argv) {
   if (!comm)
     comm = createMpiCommunicator(plan, kMpiPieceBytes, hosts);
   comm->setWatchdog(o.collectiveTimeout);
-  {
-    char host[64] = "?";
-    gethostname(host, sizeof(host) - 1);
-    std::snprintf(stopMessage, sizeof(stopMessage),
-                  "plan-run: rank %d on %s stopped ", rank, host);
-    const Coordinates &me = plan.devices[rank];
-    speaksWhenStopped =
-        rank == 0 || (me.pp == plan.pp - 1 && me.dp == 0 && me.tp == 0);
-  }
+  prepareStopMessage(plan, rank);
   std::unique_ptr<TokenSource> data;
   try {
     data = openData(o, plan);
@@ -840,9 +1006,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   const Coordinates &c = plan.devices[rank];
-  bool reporter = c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0;
   std::ofstream log;
-  if (reporter && !o.logJson.empty()) {
+  if (c.pp == plan.pp - 1 && c.dp == 0 && c.tp == 0 && !o.logJson.empty()) {
     // A resumed run appends to the log of the run it continues.
     log.open(o.logJson, o.resume ? std::ios::app : std::ios::trunc);
     log.precision(9);
@@ -850,158 +1015,44 @@ int main(int argc, char **argv) {
       comm->abort("cannot write " + o.logJson);
   }
   try {
-    // Once per pipeline stage: its ranks hold the same program.
-    if (c.dp == 0 && c.tp == 0)
-      warnIfSmallerThanPlanned(*device, plan.programs[c.pp], rank);
-    Trainer trainer(plan, *device, *comm, *data, o.collectiveChunk);
-    // On a GPU the host only enqueues: time the launches where they run.
-    bool profileOnDevice = o.profile && trainer.timeLaunchesOnDevice();
-    if (reporter)
-      std::cout << "plan-run: " << plan.model << " (" << plan.strategy
-                << ") on " << size << (size == 1 ? " rank (" : " ranks (")
-                << where << "); " << trainer.allocatedBytes() / 1e6
-                << " MB of buffers and "
-                << trainer.collectiveWorkspaceBytes() / 1e6
-                << " MB of collective workspace on the reporting rank (cost "
-                   "model: "
-                << plan.predictedPeakBytes / 1e6
-                << " MB per device, the runtime's own included)\n";
-    double tokens = double(plan.globalBatch) * plan.seqLen;
-    const char *terminal = std::getenv("PARTITA_TERMINAL");
-    bool interactive =
-        terminal ? std::string(terminal) == "1" : isatty(STDOUT_FILENO);
-    double elapsed = 0;
-    std::vector<TraceEvent> events;
-    if (!o.trace.empty())
-      trainer.traceInto(&events);
-    int64_t first = 0;
-    if (o.resume) {
-      first = loadNewestCheckpoint(plan, trainer, *comm, o.checkpointDir);
-      if (reporter)
-        std::cout << (first ? "plan-run: resumed from the checkpoint after "
-                              "step " +
-                                  std::to_string(first)
-                            : std::string("plan-run: no complete checkpoint "
-                                          "in ") +
-                                  o.checkpointDir + "; starting at step 1")
-                  << "\n";
-      if (reporter && first >= o.steps)
-        std::cout << "plan-run: --steps " << o.steps
-                  << ": nothing left to train after step " << first << "\n";
-    }
-    for (int64_t s = first; s < o.steps; ++s) {
-      currentStep = s + 1;
-      comm->setStep(s + 1);
-      comm->barrier();
-      auto start = std::chrono::steady_clock::now();
-      StepResult r = trainer.step(s);
-      comm->barrier();
-      double seconds = std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - start)
-                           .count();
-      trainer.collectLaunchSeconds();
-      if (s == first && !o.dumpGrads.empty())
-        writeTensors(o.dumpGrads, trainer, plan, true, rank, *comm);
-      // The profile leaves out the first step, which grows workspaces and
-      // chooses GEMM algorithms and cuDNN plans, where there are others.
-      if (s == first && o.steps - first > 1)
-        trainer.clearLaunchSeconds();
-      // Measured once warm (every workspace grown, every communicator
-      // connected): what the runtime holds beside the plan's buffers, to
-      // set the compiler's allowance from.
-      std::optional<int64_t> inUse;
-      if (reporter)
-        if (auto m = device->memory())
-          inUse = m->inUse;
-      if (reporter) {
-        elapsed += seconds;
-        // On a terminal, runs longer than a few seconds get a progress bar
-        // under the step lines.
-        bool bar = interactive && elapsed > 3 && s + 1 < o.steps;
-        if (interactive)
-          std::printf("\r\033[K");
-        std::printf(
-            "step %lld loss %.6f grad_norm %.6f tokens/s %.0f step_time "
-            "%.3f s\n",
-            (long long)(s + 1), r.loss, r.gradNorm, tokens / seconds, seconds);
-        std::fflush(stdout);
-        MonitorLink::step(s + 1);
-        if (inUse && s == first)
-          reportMemoryInUse(*inUse, trainer, plan.programs[c.pp], s + 1);
-        if (bar) {
-          int width = 30, done = int(width * (s + 1) / o.steps);
-          double eta = elapsed / (s + 1 - first) * (o.steps - s - 1);
-          std::printf("[%s%s] %lld/%lld, about %.0f s left",
-                      std::string(done, '#').c_str(),
-                      std::string(width - done, ' ').c_str(),
-                      (long long)(s + 1), (long long)o.steps, eta);
-        }
-        std::fflush(stdout);
-        if (log.is_open()) {
-          log << "{\"step\": " << s + 1 << ", \"loss\": " << jsonNumber(r.loss)
-              << ", \"grad_norm\": " << jsonNumber(r.gradNorm)
-              << ", \"lr\": " << jsonNumber(plan.optimizer.learningRate(s))
-              << ", \"step_time_s\": " << seconds
-              << ", \"tokens_per_s\": " << tokens / seconds
-              << ", \"collective_calls\": " << r.collectiveCalls
-              << (inUse ? ", \"memory_in_use_bytes\": " + std::to_string(*inUse)
-                        : std::string())
-              << "}" << std::endl; // on disk before a failure can lose it
-          if (!log)
-            comm->abort("cannot write " + o.logJson + ": " +
-                        std::strerror(errno));
-        }
-        // Every later step would train on NaNs: stop, as Megatron-LM's
-        // NaN check does, with a status the launcher does not restart on
-        // (a restart would diverge again).
-        if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm)) {
-          std::string line = "plan-run: rank " + std::to_string(rank) +
-                             ": step " + std::to_string(s + 1) + " gave loss " +
-                             std::to_string(r.loss) + " and grad_norm " +
-                             std::to_string(r.gradNorm) +
-                             ": training diverged; stopping the job\n";
-          abortWorld(line, kDivergedStatus);
-        }
-      }
-      if (o.checkpointEvery && (s + 1) % o.checkpointEvery == 0) {
-        auto begin = std::chrono::steady_clock::now();
-        saveCheckpoint(plan, trainer, *comm, o.checkpointDir, s + 1);
-        if (reporter)
-          std::printf("checkpoint after step %lld in %.3f s\n",
-                      (long long)(s + 1),
-                      std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - begin)
-                          .count());
-      }
-    }
-    if (!o.trace.empty()) {
-      trainer.drain(); // the last step's carried gathers, in the trace
-      writeTrace(o.trace, events, plan, rank, *comm);
-    }
-    if (!o.saveParams.empty())
-      writeTensors(o.saveParams, trainer, plan, false, rank, *comm);
-    if (reporter && o.profile) {
-      // Where the reporting rank's time went, largest first.
-      std::vector<std::pair<double, std::string>> rows;
-      double total = 0;
-      for (const auto &[name, s] : trainer.launchSeconds()) {
-        rows.push_back({s, name});
-        total += s;
-      }
-      std::sort(rows.rbegin(), rows.rend());
-      int64_t steps = o.steps - first;
-      std::printf("time by launch over %lld steps%s (this rank%s):\n",
-                  (long long)(steps > 1 ? steps - 1 : steps),
-                  steps > 1 ? " after the first" : "",
-                  profileOnDevice ? ", on the device's compute stream" : "");
-      for (const auto &[s, name] : rows)
-        std::printf("  %-24s %9.3f s %6.1f%%\n", name.c_str(), s,
-                    100 * s / total);
-    }
+    train(o, plan, rank, size, where, *device, *comm, *data, log);
   } catch (const std::exception &e) {
     comm->abort(std::string("error: ") + e.what());
   }
   comm.reset();
   MPI_Finalize();
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o = partita::parseRunOptions(argc, argv);
+  if (std::string error = pathError(o); !error.empty()) {
+    std::cerr << "plan-run: error: " << error << "\n";
+    return 1;
+  }
+  if (o.bandwidthTest)
+    return bandwidthTestMain(o, argc, argv);
+  Plan plan;
+  try {
+    plan = loadPlan(o.plan);
+  } catch (const std::exception &e) {
+    std::cerr << "plan-run: error: " << e.what() << "\n";
+    return 1;
+  }
+  if (underLauncher())
+    return runRank(o, plan, argc, argv);
+  std::string error = checkBeforeRanks(o, plan);
+  if (error.empty() && !o.hostfile.empty())
+    error = hostfileError(o.hostfile, plan.worldSize);
+  if (!error.empty()) {
+    std::cerr << "plan-run: error: " << error << "\n";
+    return 1;
+  }
+  // A hostfile places even one rank: on its first host, through mpirun.
+  if (plan.worldSize > 1 || o.maxRestarts > 0 || !o.hostfile.empty())
+    return launch(o, plan.worldSize, plan.model + " (" + plan.strategy + ")",
+                  argv);
+  return runRank(o, plan, argc, argv);
 }
