@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace partita {
 #define GEN_PASS_DEF_DISTLOWERTOEXEC
@@ -32,6 +33,17 @@ public:
 private:
   exec::ProgramOp programFor(int64_t ppRank);
   LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerBlock(tfm::BlockOp block);
+  LogicalResult lowerSend(dist::SendOp send);
+  LogicalResult lowerRecv(dist::RecvOp recv);
+  LogicalResult lowerEmbedding(Value table, Value tokens, Value result,
+                               int64_t parts, FloatAttr scale);
+  LogicalResult lowerRmsNorm(tfm::RmsNormOp norm);
+  LogicalResult lowerRotary(tfm::RotaryOp rotary);
+  /// attention, with the log-sum-exp its backward reads as a second output.
+  LogicalResult lowerAttention(tfm::AttentionOp attention);
+  /// The loss: ce_max, ce_stats and ce_loss, reduced over vocabulary shards.
+  LogicalResult lowerCrossEntropy(Operation *op);
   /// The buffer holding `v`, created as an activation on first use.
   FlatSymbolRefAttr ref(Value v);
   FlatSymbolRefAttr newBuffer(StringRef base, Type type, exec::BufferKind kind);
@@ -212,288 +224,302 @@ void StageLowering::lowerCollective(Operation *op, bool async) {
              rs.getInput(), rs.getResult(), rs.getDim(), async);
 }
 
+LogicalResult StageLowering::lowerBlock(tfm::BlockOp block) {
+  Block &body = block.getBody().front();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), block.getInputs()))
+    buffers[arg] = ref(input);
+  std::optional<int64_t> outer = layer;
+  layer = block.getLayer();
+  for (Operation &inner : body.without_terminator())
+    if (failed(lowerOp(&inner)))
+      return failure();
+  layer = outer;
+  for (auto [result, value] :
+       llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
+    buffers[result] = ref(value);
+  return success();
+}
+
+// Activations replicated over tp cross a stage boundary as 1/tp slices,
+// gathered again by the receivers (Megatron-LM's scatter/gather): each tp
+// rank's link carries 1/tp of the bytes.
+LogicalResult StageLowering::lowerSend(dist::SendOp send) {
+  Value x = send.getInput();
+  FlatSymbolRefAttr sent = ref(x);
+  if (std::optional<RankedTensorType> slice = p2pSlice(x.getType())) {
+    FlatSymbolRefAttr whole = sent;
+    sent = newBuffer(whole.getValue().str() + ".slice", *slice,
+                     exec::BufferKind::activation);
+    exec::KernelOp::create(
+        b, send.getLoc(), "shard_slice", b.getArrayAttr({whole}),
+        b.getArrayAttr({sent}), nullptr,
+        b.getDictionaryAttr({param("dim", b.getI64IntegerAttr(1)),
+                             param("group", b.getStringAttr("tp"))}));
+  }
+  exec::SendOp::create(b, send.getLoc(), sent, exec::Peer::next);
+  return success();
+}
+
+LogicalResult StageLowering::lowerRecv(dist::RecvOp recv) {
+  Value x = recv.getResult();
+  std::optional<RankedTensorType> slice = p2pSlice(x.getType());
+  if (!slice) {
+    exec::RecvOp::create(b, recv.getLoc(), activation(x, "recv"),
+                         exec::Peer::prev);
+    return success();
+  }
+  FlatSymbolRefAttr whole = activation(x, "recv");
+  FlatSymbolRefAttr received = newBuffer(whole.getValue().str() + ".slice",
+                                         *slice, exec::BufferKind::activation);
+  exec::RecvOp::create(b, recv.getLoc(), received, exec::Peer::prev);
+  exec::CollectiveOp::create(b, recv.getLoc(), exec::CollectiveKind::all_gather,
+                             "tp", received, whole, exec::Reduction::sum, 1,
+                             false);
+  return success();
+}
+
+// A scale that changes nothing is left out of params.
+LogicalResult StageLowering::lowerEmbedding(Value table, Value tokens,
+                                            Value result, int64_t parts,
+                                            FloatAttr scale) {
+  SmallVector<NamedAttribute> params = {
+      param("vocab_parts", b.getI64IntegerAttr(parts))};
+  if (scale.getValueAsDouble() != 1.0)
+    params.push_back(param("scale", scale));
+  kernel("embedding", {table, tokens}, result, params);
+  return success();
+}
+
+// A weight offset that changes nothing is left out of params.
+LogicalResult StageLowering::lowerRmsNorm(tfm::RmsNormOp norm) {
+  SmallVector<NamedAttribute> params = {param("eps", norm.getEpsAttr())};
+  if (norm.getWeightOffset().convertToDouble() != 0.0)
+    params.push_back(param("weight_offset", norm.getWeightOffsetAttr()));
+  kernel("rms_norm", {norm.getInput(), norm.getWeight()}, norm.getResult(),
+         params);
+  return success();
+}
+
+LogicalResult StageLowering::lowerRotary(tfm::RotaryOp rotary) {
+  int64_t seqLen = rotary.getInput().getType().getDimSize(1);
+  tfm::RopeScalingAttr scaling = rotary.getScalingAttr();
+  // Dynamic NTK is a base for the plan's sequence: plain RoPE with it.
+  bool dynamic = scaling && scaling.getKind() == tfm::RopeScalingKind::dynamic;
+  FloatAttr theta = dynamic ? b.getF64FloatAttr(scaling.dynamicTheta(
+                                  rotary.getTheta().convertToDouble(),
+                                  rotary.getRotaryDim(), seqLen))
+                            : rotary.getThetaAttr();
+  SmallVector<NamedAttribute> params = {
+      param("num_heads", rotary.getNumHeadsAttr()),
+      param("rotary_dim", rotary.getRotaryDimAttr()), param("theta", theta)};
+  if (scaling && !dynamic) {
+    tfm::RopeScalingKind kind = scaling.getKind();
+    auto number = [&](StringRef key, StringRef field, const APFloat &v) {
+      if (tfm::ropeScalingHasField(kind, field))
+        params.push_back(param(key, b.getF64FloatAttr(v.convertToDouble())));
+    };
+    params.push_back(
+        param("scaling", b.getStringAttr(tfm::stringifyRopeScalingKind(kind))));
+    number("scaling_factor", "factor", scaling.getFactor());
+    number("low_freq_factor", "low_freq_factor", scaling.getLowFreqFactor());
+    number("high_freq_factor", "high_freq_factor", scaling.getHighFreqFactor());
+    if (tfm::ropeScalingHasField(kind, "original_max_positions"))
+      params.push_back(
+          param("original_max_positions",
+                b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
+    number("beta_fast", "beta_fast", scaling.getBetaFast());
+    number("beta_slow", "beta_slow", scaling.getBetaSlow());
+    if (tfm::ropeScalingHasField(kind, "truncate"))
+      params.push_back(param("truncate", b.getBoolAttr(scaling.getTruncate())));
+    number("attention_factor", "attention_factor",
+           scaling.getAttentionFactor());
+    // LongRoPE's divisors for this sequence: the kernel needs one list.
+    if (kind == tfm::RopeScalingKind::longrope)
+      params.push_back(
+          param("frequency_factors",
+                b.getF64ArrayAttr(scaling.frequencyFactors(seqLen))));
+  }
+  kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
+  return success();
+}
+
+LogicalResult StageLowering::lowerAttention(tfm::AttentionOp attention) {
+  SmallVector<NamedAttribute> params = {
+      param("num_heads", attention.getNumHeadsAttr()),
+      param("num_kv_heads", attention.getNumKvHeadsAttr()),
+      param("causal", b.getBoolAttr(attention.getCausal()))};
+  if (auto window = attention.getWindowAttr())
+    params.push_back(param("window", window));
+  // Besides o, the log-sum-exp of each query row's scores ([b, heads, s],
+  // f32), which the backward reads instead of going over the keys again.
+  Value o = attention.getResult();
+  auto qType = cast<RankedTensorType>(attention.getQuery().getType());
+  auto lseType = RankedTensorType::get({qType.getDimSize(0),
+                                        int64_t(attention.getNumHeads()),
+                                        qType.getDimSize(1)},
+                                       b.getF32Type());
+  exec::KernelOp launch =
+      kernel("attention",
+             {attention.getQuery(), attention.getKey(), attention.getValue()},
+             o, params);
+  auto oRef = cast<FlatSymbolRefAttr>(launch.getOuts()[0]);
+  FlatSymbolRefAttr lseRef = newBuffer(oRef.getValue().str() + ".lse", lseType,
+                                       exec::BufferKind::activation);
+  launch.setOutsAttr(b.getArrayAttr({oRef, lseRef}));
+  return success();
+}
+
+LogicalResult StageLowering::lowerCrossEntropy(Operation *op) {
+  Value logits = op->getOperand(0), labelsIn = op->getOperand(1);
+  auto logitsType = cast<RankedTensorType>(logits.getType());
+  int64_t parts = isa<dist::VocabCrossEntropyOp>(op) ? config.tp : 1;
+  int64_t vocab = logitsType.getShape().back() * parts;
+  if (auto padded = op->getAttrOfType<IntegerAttr>("vocab_size"))
+    vocab = padded.getInt();
+  auto rows =
+      RankedTensorType::get(logitsType.getShape().drop_back(), b.getF32Type());
+  SmallVector<int64_t> statsShape(rows.getShape());
+  statsShape.push_back(2);
+  auto stats = RankedTensorType::get(statsShape, b.getF32Type());
+  NamedAttribute vocabParams[] = {
+      param("vocab_parts", b.getI64IntegerAttr(parts)),
+      param("vocab_size", b.getI64IntegerAttr(vocab))};
+  // The row maxima and (sum of exponents, target logit) per token, each
+  // reduced over the vocabulary shards.
+  FlatSymbolRefAttr logitsRef = ref(logits), labelsRef = ref(labelsIn);
+  FlatSymbolRefAttr maxRef =
+      newBuffer("loss.max", rows, exec::BufferKind::activation);
+  FlatSymbolRefAttr statsRef =
+      newBuffer("loss.stats", stats, exec::BufferKind::activation);
+  StringRef tp = "tp";
+  exec::KernelOp::create(b, op->getLoc(), "ce_max", b.getArrayAttr({logitsRef}),
+                         b.getArrayAttr({maxRef}), nullptr,
+                         b.getDictionaryAttr(vocabParams));
+  if (parts > 1)
+    exec::CollectiveOp::create(
+        b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, maxRef, maxRef,
+        exec::Reduction::max, std::nullopt, false);
+  exec::KernelOp::create(b, op->getLoc(), "ce_stats",
+                         b.getArrayAttr({logitsRef, maxRef, labelsRef}),
+                         b.getArrayAttr({statsRef}), nullptr,
+                         b.getDictionaryAttr(vocabParams));
+  if (parts > 1)
+    exec::CollectiveOp::create(
+        b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, statsRef,
+        statsRef, exec::Reduction::sum, std::nullopt, false);
+  // Every micro-batch adds its share of the mean over the global batch.
+  int64_t globalTokens = config.globalBatch() * logitsType.getDimSize(1);
+  FlatSymbolRefAttr lossRef =
+      newBuffer("loss", op->getResult(0).getType(), exec::BufferKind::scalar);
+  exec::KernelOp::create(
+      b, op->getLoc(), "ce_loss", b.getArrayAttr({maxRef, statsRef}),
+      b.getArrayAttr({lossRef}), b.getDenseBoolArrayAttr({true}),
+      b.getDictionaryAttr(
+          {param("scale", b.getF64FloatAttr(1.0 / globalTokens))}));
+  buffers[op->getResult(0)] = lossRef;
+  return success();
+}
+
 LogicalResult StageLowering::lowerOp(Operation *op) {
-  if (auto param = dyn_cast<tfm::ParamOp>(op)) {
-    this->param(param);
-    return success();
-  }
-  if (auto block = dyn_cast<tfm::BlockOp>(op)) {
-    Block &body = block.getBody().front();
-    for (auto [arg, input] : llvm::zip(body.getArguments(), block.getInputs()))
-      buffers[arg] = ref(input);
-    std::optional<int64_t> outer = layer;
-    layer = block.getLayer();
-    for (Operation &inner : body.without_terminator())
-      if (failed(lowerOp(&inner)))
-        return failure();
-    layer = outer;
-    for (auto [result, value] :
-         llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
-      buffers[result] = ref(value);
-    return success();
-  }
-  // Activations replicated over tp cross a stage boundary as 1/tp slices,
-  // gathered again by the receivers (Megatron-LM's scatter/gather): each
-  // tp rank's link carries 1/tp of the bytes.
-  if (auto send = dyn_cast<dist::SendOp>(op)) {
-    Value x = send.getInput();
-    FlatSymbolRefAttr sent = ref(x);
-    if (std::optional<RankedTensorType> slice = p2pSlice(x.getType())) {
-      FlatSymbolRefAttr whole = sent;
-      sent = newBuffer(whole.getValue().str() + ".slice", *slice,
-                       exec::BufferKind::activation);
-      exec::KernelOp::create(
-          b, op->getLoc(), "shard_slice", b.getArrayAttr({whole}),
-          b.getArrayAttr({sent}), nullptr,
-          b.getDictionaryAttr({param("dim", b.getI64IntegerAttr(1)),
-                               param("group", b.getStringAttr("tp"))}));
-    }
-    exec::SendOp::create(b, op->getLoc(), sent, exec::Peer::next);
-    return success();
-  }
-  if (auto recv = dyn_cast<dist::RecvOp>(op)) {
-    Value x = recv.getResult();
-    std::optional<RankedTensorType> slice = p2pSlice(x.getType());
-    if (!slice) {
-      exec::RecvOp::create(b, op->getLoc(), activation(x, "recv"),
-                           exec::Peer::prev);
-      return success();
-    }
-    FlatSymbolRefAttr whole = activation(x, "recv");
-    FlatSymbolRefAttr received =
-        newBuffer(whole.getValue().str() + ".slice", *slice,
-                  exec::BufferKind::activation);
-    exec::RecvOp::create(b, op->getLoc(), received, exec::Peer::prev);
-    exec::CollectiveOp::create(b, op->getLoc(),
-                               exec::CollectiveKind::all_gather, "tp", received,
-                               whole, exec::Reduction::sum, 1, false);
-    return success();
-  }
   if (dist::isCollective(op)) {
     lowerCollective(op, /*async=*/false);
-    return success();
-  }
-  // The collective starts on the comm stream; its buffer is ready at the
-  // wait.
-  if (auto start = dyn_cast<dist::AsyncOp>(op)) {
-    Operation *inner = start.getCollective();
-    lowerCollective(inner, /*async=*/true);
-    buffers[start.getToken()] = ref(inner->getResult(0));
-    return success();
-  }
-  if (auto wait = dyn_cast<dist::WaitOp>(op)) {
-    FlatSymbolRefAttr output = ref(wait.getToken());
-    buffers[wait.getResult()] = output;
-    auto launch = exec::WaitOp::create(b, op->getLoc(), output);
-    tagLayer(launch);
-    return success();
-  }
-  if (auto slice = dyn_cast<dist::ShardSliceOp>(op)) {
-    kernel("shard_slice", {slice.getInput()}, slice.getResult(),
-           {param("dim", b.getI64IntegerAttr(slice.getDim())),
-            param("group", groupName(slice.getAxisAttr()))});
-    return success();
-  }
-  // A scale or a weight offset that changes nothing is left out of params.
-  auto embedding = [&](Value table, Value tokens, Value result, int64_t parts,
-                       FloatAttr scale) {
-    SmallVector<NamedAttribute> params = {
-        param("vocab_parts", b.getI64IntegerAttr(parts))};
-    if (scale.getValueAsDouble() != 1.0)
-      params.push_back(param("scale", scale));
-    kernel("embedding", {table, tokens}, result, params);
-    return success();
-  };
-  if (auto emb = dyn_cast<tfm::EmbeddingOp>(op))
-    return embedding(emb.getTable(), emb.getTokens(), emb.getResult(), 1,
-                     emb.getScaleAttr());
-  if (auto emb = dyn_cast<dist::VocabEmbeddingOp>(op))
-    return embedding(emb.getTable(), emb.getTokens(), emb.getResult(),
-                     config.tp, emb.getScaleAttr());
-  if (auto pos = dyn_cast<tfm::PositionEmbeddingOp>(op)) {
-    kernel("position_embedding", {pos.getInput(), pos.getTable()},
-           pos.getResult());
-    return success();
-  }
-  if (auto norm = dyn_cast<tfm::RmsNormOp>(op)) {
-    SmallVector<NamedAttribute> params = {param("eps", norm.getEpsAttr())};
-    if (norm.getWeightOffset().convertToDouble() != 0.0)
-      params.push_back(param("weight_offset", norm.getWeightOffsetAttr()));
-    kernel("rms_norm", {norm.getInput(), norm.getWeight()}, norm.getResult(),
-           params);
-    return success();
-  }
-  if (auto norm = dyn_cast<tfm::LayerNormOp>(op)) {
-    SmallVector<Value> ins = {norm.getInput(), norm.getWeight()};
-    if (norm.getBias())
-      ins.push_back(norm.getBias());
-    kernel("layer_norm", ins, norm.getResult(),
-           {param("eps", norm.getEpsAttr())});
-    return success();
-  }
-  if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
-    SmallVector<Value> ins = {linear.getInput(), linear.getWeight()};
-    if (linear.getBias())
-      ins.push_back(linear.getBias());
-    kernel("linear", ins, linear.getResult());
-    return success();
-  }
-  if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
-    kernel("linear", {head.getInput(), head.getWeight()}, head.getResult(), {},
-           "lm_head");
-    return success();
-  }
-  if (auto bias = dyn_cast<tfm::BiasAddOp>(op)) {
-    kernel("bias_add", {bias.getInput(), bias.getBias()}, bias.getResult());
-    return success();
-  }
-  if (auto rotary = dyn_cast<tfm::RotaryOp>(op)) {
-    int64_t seqLen = rotary.getInput().getType().getDimSize(1);
-    tfm::RopeScalingAttr scaling = rotary.getScalingAttr();
-    // Dynamic NTK is a base for the plan's sequence: plain RoPE with it.
-    bool dynamic =
-        scaling && scaling.getKind() == tfm::RopeScalingKind::dynamic;
-    FloatAttr theta = dynamic ? b.getF64FloatAttr(scaling.dynamicTheta(
-                                    rotary.getTheta().convertToDouble(),
-                                    rotary.getRotaryDim(), seqLen))
-                              : rotary.getThetaAttr();
-    SmallVector<NamedAttribute> params = {
-        param("num_heads", rotary.getNumHeadsAttr()),
-        param("rotary_dim", rotary.getRotaryDimAttr()), param("theta", theta)};
-    if (scaling && !dynamic) {
-      tfm::RopeScalingKind kind = scaling.getKind();
-      auto number = [&](StringRef key, StringRef field, const APFloat &v) {
-        if (tfm::ropeScalingHasField(kind, field))
-          params.push_back(param(key, b.getF64FloatAttr(v.convertToDouble())));
-      };
-      params.push_back(param(
-          "scaling", b.getStringAttr(tfm::stringifyRopeScalingKind(kind))));
-      number("scaling_factor", "factor", scaling.getFactor());
-      number("low_freq_factor", "low_freq_factor", scaling.getLowFreqFactor());
-      number("high_freq_factor", "high_freq_factor",
-             scaling.getHighFreqFactor());
-      if (tfm::ropeScalingHasField(kind, "original_max_positions"))
-        params.push_back(
-            param("original_max_positions",
-                  b.getI64IntegerAttr(scaling.getOriginalMaxPositions())));
-      number("beta_fast", "beta_fast", scaling.getBetaFast());
-      number("beta_slow", "beta_slow", scaling.getBetaSlow());
-      if (tfm::ropeScalingHasField(kind, "truncate"))
-        params.push_back(
-            param("truncate", b.getBoolAttr(scaling.getTruncate())));
-      number("attention_factor", "attention_factor",
-             scaling.getAttentionFactor());
-      // LongRoPE's divisors for this sequence: the kernel needs one list.
-      if (kind == tfm::RopeScalingKind::longrope)
-        params.push_back(
-            param("frequency_factors",
-                  b.getF64ArrayAttr(scaling.frequencyFactors(seqLen))));
-    }
-    kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
-    return success();
-  }
-  if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
-    SmallVector<NamedAttribute> params = {
-        param("num_heads", attention.getNumHeadsAttr()),
-        param("num_kv_heads", attention.getNumKvHeadsAttr()),
-        param("causal", b.getBoolAttr(attention.getCausal()))};
-    if (auto window = attention.getWindowAttr())
-      params.push_back(param("window", window));
-    // Besides o, the log-sum-exp of each query row's scores ([b, heads, s],
-    // f32), which the backward reads instead of going over the keys again.
-    Value o = attention.getResult();
-    auto qType = cast<RankedTensorType>(attention.getQuery().getType());
-    auto lseType = RankedTensorType::get({qType.getDimSize(0),
-                                          int64_t(attention.getNumHeads()),
-                                          qType.getDimSize(1)},
-                                         b.getF32Type());
-    exec::KernelOp launch =
-        kernel("attention",
-               {attention.getQuery(), attention.getKey(), attention.getValue()},
-               o, params);
-    auto oRef = cast<FlatSymbolRefAttr>(launch.getOuts()[0]);
-    FlatSymbolRefAttr lseRef = newBuffer(oRef.getValue().str() + ".lse",
-                                         lseType, exec::BufferKind::activation);
-    launch.setOutsAttr(b.getArrayAttr({oRef, lseRef}));
     return success();
   }
   auto approximate = [&](tfm::GeluApproximation a) {
     return param("approximate",
                  b.getStringAttr(tfm::stringifyGeluApproximation(a)));
   };
-  if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {
-    kernel("gelu", {gelu.getInput()}, gelu.getResult(),
-           {approximate(gelu.getApproximate())});
-    return success();
-  }
-  if (auto silu = dyn_cast<tfm::SiluOp>(op)) {
-    kernel("silu", {silu.getInput()}, silu.getResult());
-    return success();
-  }
-  if (auto swiglu = dyn_cast<tfm::SwigluOp>(op)) {
-    kernel("swiglu", {swiglu.getGate(), swiglu.getUp()}, swiglu.getResult());
-    return success();
-  }
-  if (auto geglu = dyn_cast<tfm::GegluOp>(op)) {
-    kernel("geglu", {geglu.getGate(), geglu.getUp()}, geglu.getResult(),
-           {approximate(geglu.getApproximate())});
-    return success();
-  }
-  if (auto add = dyn_cast<tfm::AddOp>(op)) {
-    kernel("add", SmallVector<Value>(add.getInputs()), add.getResult());
-    return success();
-  }
-  if (isa<tfm::CrossEntropyOp, dist::VocabCrossEntropyOp>(op)) {
-    Value logits = op->getOperand(0), labelsIn = op->getOperand(1);
-    auto logitsType = cast<RankedTensorType>(logits.getType());
-    int64_t parts = isa<dist::VocabCrossEntropyOp>(op) ? config.tp : 1;
-    int64_t vocab = logitsType.getShape().back() * parts;
-    if (auto padded = op->getAttrOfType<IntegerAttr>("vocab_size"))
-      vocab = padded.getInt();
-    auto rows = RankedTensorType::get(logitsType.getShape().drop_back(),
-                                      b.getF32Type());
-    SmallVector<int64_t> statsShape(rows.getShape());
-    statsShape.push_back(2);
-    auto stats = RankedTensorType::get(statsShape, b.getF32Type());
-    NamedAttribute vocabParams[] = {
-        param("vocab_parts", b.getI64IntegerAttr(parts)),
-        param("vocab_size", b.getI64IntegerAttr(vocab))};
-    // The row maxima and (sum of exponents, target logit) per token, each
-    // reduced over the vocabulary shards.
-    FlatSymbolRefAttr logitsRef = ref(logits), labelsRef = ref(labelsIn);
-    FlatSymbolRefAttr maxRef =
-        newBuffer("loss.max", rows, exec::BufferKind::activation);
-    FlatSymbolRefAttr statsRef =
-        newBuffer("loss.stats", stats, exec::BufferKind::activation);
-    StringRef tp = "tp";
-    exec::KernelOp::create(
-        b, op->getLoc(), "ce_max", b.getArrayAttr({logitsRef}),
-        b.getArrayAttr({maxRef}), nullptr, b.getDictionaryAttr(vocabParams));
-    if (parts > 1)
-      exec::CollectiveOp::create(
-          b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, maxRef, maxRef,
-          exec::Reduction::max, std::nullopt, false);
-    exec::KernelOp::create(b, op->getLoc(), "ce_stats",
-                           b.getArrayAttr({logitsRef, maxRef, labelsRef}),
-                           b.getArrayAttr({statsRef}), nullptr,
-                           b.getDictionaryAttr(vocabParams));
-    if (parts > 1)
-      exec::CollectiveOp::create(
-          b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, statsRef,
-          statsRef, exec::Reduction::sum, std::nullopt, false);
-    // Every micro-batch adds its share of the mean over the global batch.
-    int64_t globalTokens = config.globalBatch() * logitsType.getDimSize(1);
-    FlatSymbolRefAttr lossRef =
-        newBuffer("loss", op->getResult(0).getType(), exec::BufferKind::scalar);
-    exec::KernelOp::create(
-        b, op->getLoc(), "ce_loss", b.getArrayAttr({maxRef, statsRef}),
-        b.getArrayAttr({lossRef}), b.getDenseBoolArrayAttr({true}),
-        b.getDictionaryAttr(
-            {param("scale", b.getF64FloatAttr(1.0 / globalTokens))}));
-    buffers[op->getResult(0)] = lossRef;
-    return success();
-  }
-  return op->emitOpError("has no exec lowering");
+  // A launch made is the op lowered.
+  auto done = [](exec::KernelOp) { return success(); };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](tfm::ParamOp p) {
+        param(p);
+        return success();
+      })
+      .Case([&](tfm::BlockOp block) { return lowerBlock(block); })
+      .Case([&](dist::SendOp send) { return lowerSend(send); })
+      .Case([&](dist::RecvOp recv) { return lowerRecv(recv); })
+      // The collective starts on the comm stream; its buffer is ready at
+      // the wait.
+      .Case([&](dist::AsyncOp start) {
+        Operation *inner = start.getCollective();
+        lowerCollective(inner, /*async=*/true);
+        buffers[start.getToken()] = ref(inner->getResult(0));
+        return success();
+      })
+      .Case([&](dist::WaitOp wait) {
+        FlatSymbolRefAttr output = ref(wait.getToken());
+        buffers[wait.getResult()] = output;
+        tagLayer(exec::WaitOp::create(b, wait.getLoc(), output));
+        return success();
+      })
+      .Case([&](dist::ShardSliceOp slice) {
+        return done(kernel("shard_slice", {slice.getInput()}, slice.getResult(),
+                           {param("dim", b.getI64IntegerAttr(slice.getDim())),
+                            param("group", groupName(slice.getAxisAttr()))}));
+      })
+      .Case([&](tfm::EmbeddingOp emb) {
+        return lowerEmbedding(emb.getTable(), emb.getTokens(), emb.getResult(),
+                              1, emb.getScaleAttr());
+      })
+      .Case([&](dist::VocabEmbeddingOp emb) {
+        return lowerEmbedding(emb.getTable(), emb.getTokens(), emb.getResult(),
+                              config.tp, emb.getScaleAttr());
+      })
+      .Case([&](tfm::PositionEmbeddingOp pos) {
+        return done(kernel("position_embedding",
+                           {pos.getInput(), pos.getTable()}, pos.getResult()));
+      })
+      .Case([&](tfm::RmsNormOp norm) { return lowerRmsNorm(norm); })
+      .Case([&](tfm::LayerNormOp norm) {
+        SmallVector<Value> ins = {norm.getInput(), norm.getWeight()};
+        if (norm.getBias())
+          ins.push_back(norm.getBias());
+        return done(kernel("layer_norm", ins, norm.getResult(),
+                           {param("eps", norm.getEpsAttr())}));
+      })
+      .Case([&](tfm::LinearOp linear) {
+        SmallVector<Value> ins = {linear.getInput(), linear.getWeight()};
+        if (linear.getBias())
+          ins.push_back(linear.getBias());
+        return done(kernel("linear", ins, linear.getResult()));
+      })
+      .Case([&](tfm::LmHeadOp head) {
+        return done(kernel("linear", {head.getInput(), head.getWeight()},
+                           head.getResult(), {}, "lm_head"));
+      })
+      .Case([&](tfm::BiasAddOp bias) {
+        return done(kernel("bias_add", {bias.getInput(), bias.getBias()},
+                           bias.getResult()));
+      })
+      .Case([&](tfm::RotaryOp rotary) { return lowerRotary(rotary); })
+      .Case(
+          [&](tfm::AttentionOp attention) { return lowerAttention(attention); })
+      .Case([&](tfm::GeluOp gelu) {
+        return done(kernel("gelu", {gelu.getInput()}, gelu.getResult(),
+                           {approximate(gelu.getApproximate())}));
+      })
+      .Case([&](tfm::SiluOp silu) {
+        return done(kernel("silu", {silu.getInput()}, silu.getResult()));
+      })
+      .Case([&](tfm::SwigluOp swiglu) {
+        return done(kernel("swiglu", {swiglu.getGate(), swiglu.getUp()},
+                           swiglu.getResult()));
+      })
+      .Case([&](tfm::GegluOp geglu) {
+        return done(kernel("geglu", {geglu.getGate(), geglu.getUp()},
+                           geglu.getResult(),
+                           {approximate(geglu.getApproximate())}));
+      })
+      .Case([&](tfm::AddOp add) {
+        return done(kernel("add", SmallVector<Value>(add.getInputs()),
+                           add.getResult()));
+      })
+      .Case<tfm::CrossEntropyOp, dist::VocabCrossEntropyOp>(
+          [&](Operation *) { return lowerCrossEntropy(op); })
+      .Default([](Operation *op) {
+        return op->emitOpError("has no exec lowering");
+      });
 }
 
 LogicalResult StageLowering::lower(tfm::ModelOp model) {

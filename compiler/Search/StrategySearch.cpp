@@ -265,22 +265,14 @@ void explainChoice(SearchResult &r, const ModelProfile &profile,
   r.why = sentence + ".";
 }
 
-llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
-                                            const TopologyGraph &graph,
-                                            const SearchOptions &options) {
-  auto start = std::chrono::steady_clock::now();
-  const Topology &topo = graph.topology();
+namespace {
+
+/// Pins and limits that can never work: errors, not empty searches.
+llvm::Error pinError(const ModelProfile &profile, const Topology &topo,
+                     const SearchOptions &options, double cap) {
   const PartialParallelConfig &pins = options.pins;
-  const int64_t N = topo.numDevices();
-  const int64_t L = profile.layers.size();
-  const int64_t B = profile.globalBatch;
-  if (L == 0)
-    return makeError("the model has no tfm.block layers to plan");
   const LayerProfile &layer = profile.layers.front();
-  // A cap lowers the memory a device may use; it cannot add any.
-  const double cap =
-      std::min(options.memoryCapBytes.value_or(topo.device.memoryBytes),
-               topo.device.memoryBytes);
+  const int64_t N = topo.numDevices(), L = profile.layers.size();
   if (!(cap >= 1 << 20))
     return makeError(
         cap < topo.device.memoryBytes
@@ -288,8 +280,6 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
             : "the topology's device memory (memory_gib " +
                   formatNumber(topo.device.memoryBytes / kGiB) +
                   ") is under 1 MiB: no plan can fit");
-
-  // Pins that can never work are errors, not empty searches.
   if (pins.tp && (layer.heads % *pins.tp != 0))
     return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
                      " does not divide the " + llvm::Twine(layer.heads) +
@@ -314,9 +304,56 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
     return makeError("--strategy: tp=" + llvm::Twine(*pins.tp) +
                      " crosses nodes of " + llvm::Twine(topo.devicesPerNode) +
                      " devices; allow it with --allow-tp-across-nodes");
+  return llvm::Error::success();
+}
+
+/// One search: walks the space dimension by dimension (tp, pp and dp; the
+/// micro-batch; the interleaving and schedule; recomputation, stage cut,
+/// sequence parallelism and ZeRO), costs each configuration, and keeps the
+/// best topK + 1 and what the nothing-fits error needs.
+class Searcher {
+public:
+  Searcher(const ModelProfile &profile, const TopologyGraph &graph,
+           const SearchOptions &options, double cap)
+      : profile(profile), graph(graph), topo(graph.topology()),
+        options(options), pins(options.pins), layer(profile.layers.front()),
+        L(profile.layers.size()), B(profile.globalBatch), cap(cap),
+        plainWeights(
+            flopWeights(profile, false, options.costParams.recomputeOutputs)),
+        recomputeWeights(
+            flopWeights(profile, true, options.costParams.recomputeOutputs)) {
+    result.memoryCapBytes = cap;
+  }
+
+  /// Configurations on `devices` of the topology's devices; whether one
+  /// fits.
+  bool searchOn(int64_t devices);
+  /// The best, or the error that says why nothing fits.
+  llvm::Expected<SearchResult> finish(double seconds);
+
+private:
+  bool tpSplitsLayers(int64_t tp) const;
+  void searchBatch(int64_t tp, int64_t pp, int64_t dp);
+  void searchSchedules(const ParallelConfig &base);
+  void searchLayouts(const ParallelConfig &base);
+  void consider(const ParallelConfig &c);
+  bool breaksConstraint(const ParallelConfig &c);
+  bool better(const CostEstimate &a, const CostEstimate &b) const;
+  void rank(Candidate candidate);
+  void noteMemory(const ParallelConfig &c, const CostEstimate &e);
+  llvm::Error nothingFits();
+
+  const ModelProfile &profile;
+  const TopologyGraph &graph;
+  const Topology &topo;
+  const SearchOptions &options;
+  const PartialParallelConfig &pins;
+  const LayerProfile &layer;
+  const int64_t L, B;
+  const double cap;
+  const FlopWeights plainWeights, recomputeWeights;
 
   SearchResult result;
-  result.memoryCapBytes = cap;
   std::vector<Candidate> ranked; // best first, at most topK + 1
   // The least memory any configuration needs, for the nothing-fits error;
   // configurations pruned on their model states are costed there if they
@@ -331,289 +368,316 @@ llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
   // could be built ran out of memory.
   enum class Depth { OutOfMemory, Fits };
   std::map<int64_t, Depth> atPp;
-  auto better = [&](const CostEstimate &a, const CostEstimate &b) {
-    if (options.objective == SearchObjective::Memory)
-      return a.memory.total() < b.memory.total() ||
-             (a.memory.total() == b.memory.total() &&
-              a.stepTimeS < b.stepTimeS);
-    // Time per sequence: the step time when the batch is fixed.
-    return a.stepTimeS / a.config.globalBatch() <
-           b.stepTimeS / b.config.globalBatch();
-  };
+};
 
-  auto breaksConstraint = [&](const ParallelConfig &c) {
-    for (const StrategyConstraint &constraint : options.constraints) {
-      std::optional<std::string> why = constraint.check(c);
-      if (!why)
-        continue;
-      auto &[count, first] = result.rejectedByConstraint[constraint.name];
-      if (count++ == 0)
-        first = *why;
-      return true;
-    }
+/// Whether tensor parallelism of `tp` splits the layers evenly (heads,
+/// key/value heads, norms) within the topology's nodes.
+bool Searcher::tpSplitsLayers(int64_t tp) const {
+  // A tensor-parallel group must fill whole nodes or share one.
+  if (!options.allowTpAcrossNodes && topo.devicesPerNode % tp != 0)
     return false;
-  };
+  return layer.heads % tp == 0 &&
+         (layer.kvHeads % tp == 0 || tp % layer.kvHeads == 0) &&
+         !(tp > 1 && layer.normSpansHeads);
+}
 
-  bool recomputeOutputs = options.costParams.recomputeOutputs;
-  FlopWeights plainWeights = flopWeights(profile, false, recomputeOutputs);
-  FlopWeights recomputeWeights = flopWeights(profile, true, recomputeOutputs);
-  int64_t tpMax = options.allowTpAcrossNodes ? N : topo.devicesPerNode;
-  // Configurations on `devices` of the topology's devices.
-  auto searchOn = [&](int64_t devices) {
-    for (int64_t tp : pinnedOr(pins.tp, divisors(devices, tpMax))) {
-      // A tensor-parallel group must fill whole nodes or share one.
-      if (!options.allowTpAcrossNodes && topo.devicesPerNode % tp != 0) {
+bool Searcher::searchOn(int64_t devices) {
+  int64_t tpMax =
+      options.allowTpAcrossNodes ? topo.numDevices() : topo.devicesPerNode;
+  for (int64_t tp : pinnedOr(pins.tp, divisors(devices, tpMax))) {
+    if (!tpSplitsLayers(tp) || devices % tp != 0) {
+      ++result.rejectedIndivisible;
+      continue;
+    }
+    for (int64_t pp : pinnedOr(pins.pp, divisors(devices / tp, L))) {
+      int64_t dp = pins.dp.value_or(devices / (tp * pp));
+      if (dp * tp * pp != devices ||
+          (B % dp != 0 && !options.freeGlobalBatch)) {
         ++result.rejectedIndivisible;
         continue;
       }
-      if (layer.heads % tp != 0 ||
-          (layer.kvHeads % tp != 0 && tp % layer.kvHeads != 0) ||
-          (tp > 1 && layer.normSpansHeads)) {
+      searchBatch(tp, pp, dp);
+    }
+  }
+  return !ranked.empty();
+}
+
+void Searcher::searchBatch(int64_t tp, int64_t pp, int64_t dp) {
+  std::vector<int64_t> mbsChoices = divisors(B / dp, 16);
+  if (options.freeGlobalBatch) {
+    mbsChoices.clear();
+    for (int64_t mbs = 1; mbs <= 16; ++mbs)
+      mbsChoices.push_back(mbs);
+  }
+  for (int64_t mbs : pinnedOr(pins.microBatchSize, mbsChoices)) {
+    // The global batch is fixed, or moves to the nearest multiple of
+    // dp * mbs (at least one micro-batch).
+    if (!options.freeGlobalBatch && (B / dp) % mbs != 0) {
+      ++result.rejectedIndivisible;
+      continue;
+    }
+    ParallelConfig c;
+    c.dp = dp;
+    c.tp = tp;
+    c.pp = pp;
+    c.microBatchSize = mbs;
+    c.numMicroBatches = std::max<int64_t>(1, (B + dp * mbs / 2) / (dp * mbs));
+    searchSchedules(c);
+  }
+}
+
+void Searcher::searchSchedules(const ParallelConfig &base) {
+  int64_t pp = base.pp, m = base.numMicroBatches;
+  std::vector<int64_t> vpps{1};
+  if (pp > 1 && L % pp == 0)
+    for (int64_t v : divisors(L / pp, 8))
+      if (v > 1 && m % pp == 0)
+        vpps.push_back(v);
+  for (int64_t vpp : pinnedOr(pins.vpp, vpps)) {
+    if (vpp > 1 && pp == 1) {
+      ++result.rejectedIndivisible;
+      continue;
+    }
+    std::vector<Schedule> schedules;
+    if (vpp > 1)
+      schedules = {Schedule::Interleaved};
+    else if (pp > 1)
+      schedules = {Schedule::OneFOneB, Schedule::GPipe};
+    else
+      schedules = {Schedule::OneFOneB};
+    for (Schedule schedule : pinnedOr(pins.schedule, schedules)) {
+      if ((vpp > 1) != (schedule == Schedule::Interleaved) ||
+          (vpp > 1 && (m % pp != 0 || L % (pp * vpp) != 0))) {
         ++result.rejectedIndivisible;
         continue;
       }
-      if (devices % tp != 0) {
-        ++result.rejectedIndivisible;
-        continue;
-      }
-      for (int64_t pp : pinnedOr(pins.pp, divisors(devices / tp, L))) {
-        int64_t dp = pins.dp.value_or(devices / (tp * pp));
-        if (dp * tp * pp != devices) {
+      ParallelConfig c = base;
+      c.vpp = vpp;
+      c.schedule = schedule;
+      searchLayouts(c);
+    }
+  }
+}
+
+void Searcher::searchLayouts(const ParallelConfig &base) {
+  int64_t tp = base.tp, pp = base.pp, dp = base.dp;
+  for (Recompute recompute :
+       pinnedOr(pins.recompute,
+                {Recompute::None, Recompute::Selective, Recompute::Full})) {
+    // The cut that balances compute; and the even cut, which loads the
+    // first stage (holding the most micro-batches) less.
+    std::vector<std::vector<int64_t>> cuts{{}};
+    if (pp > 1 && base.vpp == 1) {
+      const FlopWeights &w =
+          recompute == Recompute::Full ? recomputeWeights : plainWeights;
+      cuts = {balancedStageCut(w.layers, 0, w.head, pp)};
+      if (L % pp == 0 && cuts[0] != std::vector<int64_t>(pp, L / pp))
+        cuts.push_back(std::vector<int64_t>(pp, L / pp));
+    }
+    for (const std::vector<int64_t> &stageLayers : cuts)
+      for (bool sp : pinnedOr(pins.sequenceParallel,
+                              tp > 1 ? std::vector<bool>{false, true}
+                                     : std::vector<bool>{false})) {
+        if (sp && tp == 1) {
           ++result.rejectedIndivisible;
           continue;
         }
-        if (B % dp != 0 && !options.freeGlobalBatch) {
-          ++result.rejectedIndivisible;
-          continue;
-        }
-        std::vector<int64_t> mbsChoices = divisors(B / dp, 16);
-        if (options.freeGlobalBatch) {
-          mbsChoices.clear();
-          for (int64_t mbs = 1; mbs <= 16; ++mbs)
-            mbsChoices.push_back(mbs);
-        }
-        for (int64_t mbs : pinnedOr(pins.microBatchSize, mbsChoices)) {
-          // The global batch is fixed, or moves to the nearest multiple of
-          // dp * mbs (at least one micro-batch).
-          if (!options.freeGlobalBatch && (B / dp) % mbs != 0) {
-            ++result.rejectedIndivisible;
-            continue;
-          }
-          int64_t m = std::max<int64_t>(1, (B + dp * mbs / 2) / (dp * mbs));
-          std::vector<int64_t> vpps{1};
-          if (pp > 1 && L % pp == 0)
-            for (int64_t v : divisors(L / pp, 8))
-              if (v > 1 && m % pp == 0)
-                vpps.push_back(v);
-          for (int64_t vpp : pinnedOr(pins.vpp, vpps)) {
-            if (vpp > 1 && pp == 1) {
-              ++result.rejectedIndivisible;
-              continue;
-            }
-            std::vector<Schedule> schedules;
-            if (vpp > 1)
-              schedules = {Schedule::Interleaved};
-            else if (pp > 1)
-              schedules = {Schedule::OneFOneB, Schedule::GPipe};
-            else
-              schedules = {Schedule::OneFOneB};
-            for (Schedule schedule : pinnedOr(pins.schedule, schedules)) {
-              if ((vpp > 1) != (schedule == Schedule::Interleaved) ||
-                  (vpp > 1 && (m % pp != 0 || L % (pp * vpp) != 0))) {
-                ++result.rejectedIndivisible;
-                continue;
-              }
-              for (Recompute recompute : pinnedOr(
-                       pins.recompute, {Recompute::None, Recompute::Selective,
-                                        Recompute::Full})) {
-                // The cut that balances compute; and the even cut, which loads
-                // the first stage (holding the most micro-batches) less.
-                std::vector<std::vector<int64_t>> cuts{{}};
-                if (pp > 1 && vpp == 1) {
-                  const FlopWeights &w = recompute == Recompute::Full
-                                             ? recomputeWeights
-                                             : plainWeights;
-                  cuts = {balancedStageCut(w.layers, 0, w.head, pp)};
-                  if (L % pp == 0 &&
-                      cuts[0] != std::vector<int64_t>(pp, L / pp))
-                    cuts.push_back(std::vector<int64_t>(pp, L / pp));
-                }
-                for (const std::vector<int64_t> &stageLayers : cuts)
-                  for (bool sp :
-                       pinnedOr(pins.sequenceParallel,
-                                tp > 1 ? std::vector<bool>{false, true}
-                                       : std::vector<bool>{false})) {
-                    if (sp && tp == 1) {
-                      ++result.rejectedIndivisible;
-                      continue;
-                    }
-                    for (int64_t zero :
-                         pinnedOr(pins.zero,
-                                  dp > 1 ? std::vector<int64_t>{0, 1, 2, 3}
-                                         : std::vector<int64_t>{0})) {
-                      ParallelConfig c;
-                      c.dp = dp;
-                      c.tp = tp;
-                      c.pp = pp;
-                      c.vpp = vpp;
-                      c.zero = zero;
-                      c.microBatchSize = mbs;
-                      c.numMicroBatches = m;
-                      c.recompute = recompute;
-                      c.sequenceParallel = sp;
-                      c.schedule = schedule;
-                      c.stageLayers = stageLayers;
-                      if (breaksConstraint(c))
-                        continue;
-                      // Model states alone (parameters, gradients and
-                      // optimizer state, divided as ZeRO divides them)
-                      // bound the memory from below: no need to cost what
-                      // they already overflow.
-                      double params = double(profile.numParameters) / (tp * pp);
-                      double states =
-                          params *
-                          modelStateBytes(double(profile.elementBytes),
-                                          options.costParams.gradientBytes,
-                                          zero, dp)
-                              .total();
-                      if (states > cap) {
-                        atPp.try_emplace(pp, Depth::OutOfMemory);
-                        ++result.rejectedOutOfMemory;
-                        prunedOnStates.push_back(c);
-                        continue;
-                      }
-                      llvm::Expected<CostEstimate> e =
-                          estimateCost(profile, graph, c, options.costParams);
-                      if (!e) {
-                        llvm::consumeError(e.takeError());
-                        ++result.rejectedIndivisible;
-                        continue;
-                      }
-                      ++result.costed;
-                      leastRuntime = std::min(leastRuntime, e->memory.runtime);
-                      double memory = e->memory.total();
-                      if (memory < smallestMemory) {
-                        smallestMemory = memory;
-                        smallestRuntime = e->memory.runtime;
-                        smallestConfig = c;
-                      }
-                      if (memory > cap) {
-                        atPp.try_emplace(pp, Depth::OutOfMemory);
-                        ++result.rejectedOutOfMemory;
-                        continue;
-                      }
-                      atPp[pp] = Depth::Fits;
-                      Candidate candidate{c, std::move(*e)};
-                      auto pos = std::find_if(
-                          ranked.begin(), ranked.end(),
-                          [&](const Candidate &o) {
-                            return better(candidate.estimate, o.estimate);
-                          });
-                      if (pos - ranked.begin() <= options.topK) {
-                        ranked.insert(pos, std::move(candidate));
-                        if (static_cast<int64_t>(ranked.size()) >
-                            options.topK + 1) {
-                          ranked.pop_back();
-                          ++result.rejectedSlower;
-                        }
-                      } else {
-                        ++result.rejectedSlower;
-                      }
-                    }
-                  }
-              }
-            }
-          }
+        for (int64_t zero :
+             pinnedOr(pins.zero, dp > 1 ? std::vector<int64_t>{0, 1, 2, 3}
+                                        : std::vector<int64_t>{0})) {
+          ParallelConfig c = base;
+          c.zero = zero;
+          c.recompute = recompute;
+          c.sequenceParallel = sp;
+          c.stageLayers = stageLayers;
+          consider(c);
         }
       }
-    }
-  };
-  // Every device if possible; otherwise the most that divide the model and
-  // the batch (a global batch smaller than the cluster, say).
-  std::vector<int64_t> deviceCounts = divisors(N);
-  std::reverse(deviceCounts.begin(), deviceCounts.end());
-  if (pins.dp && pins.tp && pins.pp)
-    deviceCounts = {*pins.dp * *pins.tp * *pins.pp};
-  for (int64_t devices : deviceCounts) {
-    searchOn(devices);
-    if (!ranked.empty())
-      break;
   }
-  result.searchTimeS =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+}
 
-  if (ranked.empty()) {
-    // Only now does the exact least memory matter: cost what was pruned.
-    for (const ParallelConfig &c : prunedOnStates) {
-      llvm::Expected<CostEstimate> e =
-          estimateCost(profile, graph, c, options.costParams);
-      if (!e) {
-        llvm::consumeError(e.takeError());
-        continue;
-      }
-      leastRuntime = std::min(leastRuntime, e->memory.runtime);
-      if (e->memory.total() < smallestMemory) {
-        smallestMemory = e->memory.total();
-        smallestRuntime = e->memory.runtime;
-        smallestConfig = c;
-      }
-    }
+bool Searcher::breaksConstraint(const ParallelConfig &c) {
+  for (const StrategyConstraint &constraint : options.constraints) {
+    std::optional<std::string> why = constraint.check(c);
+    if (!why)
+      continue;
+    auto &[count, first] = result.rejectedByConstraint[constraint.name];
+    if (count++ == 0)
+      first = *why;
+    return true;
   }
-  if (ranked.empty()) {
-    if (result.costed == 0 && smallestMemory == INFINITY &&
-        !result.rejectedByConstraint.empty()) {
-      std::string rules;
-      for (const auto &[name, rejected] : result.rejectedByConstraint)
-        rules += (rules.empty() ? "" : "; ") + name + " rejected " +
-                 std::to_string(rejected.first) +
-                 " (first: " + rejected.second + ")";
-      return makeError("no parallel configuration of " + profile.name + " on " +
-                       llvm::Twine(N) +
-                       " devices meets the constraints: " + rules);
-    }
-    if (result.costed == 0 && smallestMemory == INFINITY)
-      return makeError("no parallel configuration of " + profile.name +
-                       " divides evenly on " + llvm::Twine(N) +
-                       " devices with the given pins (" +
-                       llvm::Twine(result.rejectedIndivisible) +
-                       " rejected as indivisible)");
-    if (leastRuntime >= cap)
-      return makeError(
-          "no parallel configuration of " + profile.name +
-          " fits: the runtime alone needs " + gib(leastRuntime) +
-          " per device (CUDA context, workspaces and NCCL buffers: "
-          "runtime_gib, nccl_collective_gib, nccl_p2p_gib) and a device has " +
-          gib(cap) +
-          "; more devices do not shrink it (where this machine "
-          "needs less, say so with --cost-params)");
-    // Memory of model states scales with 1/devices at best, the runtime's
-    // not at all: a lower bound on the devices needed.
-    int64_t needed = static_cast<int64_t>(
-        std::min(1e15, smallestRuntime < cap
-                           ? std::ceil(N * (smallestMemory - smallestRuntime) /
-                                       (cap - smallestRuntime))
-                           : std::ceil(N * smallestMemory / cap)));
-    int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
-    // ZeRO needs data parallelism to shard over.
-    bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;
-    std::string hint = zeroWouldHelp
-                           ? "add nodes, or allow zero=3 with recompute=full"
-                           : "add nodes";
-    return makeError("no parallel configuration of " + profile.name +
-                     " fits: the " + "smallest needs " + gib(smallestMemory) +
-                     " per device (" + smallestConfig.str() +
-                     ") and a device has " + gib(cap) + "; needs at least " +
-                     llvm::Twine(nodes * topo.devicesPerNode) + " devices of " +
-                     gib(cap) + " (" + llvm::Twine(nodes) + " nodes); " + hint);
+  return false;
+}
+
+bool Searcher::better(const CostEstimate &a, const CostEstimate &b) const {
+  if (options.objective == SearchObjective::Memory)
+    return a.memory.total() < b.memory.total() ||
+           (a.memory.total() == b.memory.total() && a.stepTimeS < b.stepTimeS);
+  // Time per sequence: the step time when the batch is fixed.
+  return a.stepTimeS / a.config.globalBatch() <
+         b.stepTimeS / b.config.globalBatch();
+}
+
+void Searcher::noteMemory(const ParallelConfig &c, const CostEstimate &e) {
+  leastRuntime = std::min(leastRuntime, e.memory.runtime);
+  if (e.memory.total() < smallestMemory) {
+    smallestMemory = e.memory.total();
+    smallestRuntime = e.memory.runtime;
+    smallestConfig = c;
   }
+}
+
+void Searcher::rank(Candidate candidate) {
+  auto pos =
+      std::find_if(ranked.begin(), ranked.end(), [&](const Candidate &o) {
+        return better(candidate.estimate, o.estimate);
+      });
+  if (pos - ranked.begin() > options.topK) {
+    ++result.rejectedSlower;
+    return;
+  }
+  ranked.insert(pos, std::move(candidate));
+  if (static_cast<int64_t>(ranked.size()) > options.topK + 1) {
+    ranked.pop_back();
+    ++result.rejectedSlower;
+  }
+}
+
+void Searcher::consider(const ParallelConfig &c) {
+  if (breaksConstraint(c))
+    return;
+  // Model states alone (parameters, gradients and optimizer state, divided
+  // as ZeRO divides them) bound the memory from below: no need to cost
+  // what they already overflow.
+  double params = double(profile.numParameters) / (c.tp * c.pp);
+  double states =
+      params * modelStateBytes(double(profile.elementBytes),
+                               options.costParams.gradientBytes, c.zero, c.dp)
+                   .total();
+  if (states > cap) {
+    atPp.try_emplace(c.pp, Depth::OutOfMemory);
+    ++result.rejectedOutOfMemory;
+    prunedOnStates.push_back(c);
+    return;
+  }
+  llvm::Expected<CostEstimate> e =
+      estimateCost(profile, graph, c, options.costParams);
+  if (!e) {
+    llvm::consumeError(e.takeError());
+    ++result.rejectedIndivisible;
+    return;
+  }
+  ++result.costed;
+  noteMemory(c, *e);
+  if (e->memory.total() > cap) {
+    atPp.try_emplace(c.pp, Depth::OutOfMemory);
+    ++result.rejectedOutOfMemory;
+    return;
+  }
+  atPp[c.pp] = Depth::Fits;
+  rank(Candidate{c, std::move(*e)});
+}
+
+llvm::Error Searcher::nothingFits() {
+  const int64_t N = topo.numDevices();
+  // Only now does the exact least memory matter: cost what was pruned.
+  for (const ParallelConfig &c : prunedOnStates) {
+    llvm::Expected<CostEstimate> e =
+        estimateCost(profile, graph, c, options.costParams);
+    if (!e) {
+      llvm::consumeError(e.takeError());
+      continue;
+    }
+    noteMemory(c, *e);
+  }
+  if (result.costed == 0 && smallestMemory == INFINITY &&
+      !result.rejectedByConstraint.empty()) {
+    std::string rules;
+    for (const auto &[name, rejected] : result.rejectedByConstraint)
+      rules += (rules.empty() ? "" : "; ") + name + " rejected " +
+               std::to_string(rejected.first) + " (first: " + rejected.second +
+               ")";
+    return makeError("no parallel configuration of " + profile.name + " on " +
+                     llvm::Twine(N) +
+                     " devices meets the constraints: " + rules);
+  }
+  if (result.costed == 0 && smallestMemory == INFINITY)
+    return makeError(
+        "no parallel configuration of " + profile.name + " divides evenly on " +
+        llvm::Twine(N) + " devices with the given pins (" +
+        llvm::Twine(result.rejectedIndivisible) + " rejected as indivisible)");
+  if (leastRuntime >= cap)
+    return makeError(
+        "no parallel configuration of " + profile.name +
+        " fits: the runtime alone needs " + gib(leastRuntime) +
+        " per device (CUDA context, workspaces and NCCL buffers: "
+        "runtime_gib, nccl_collective_gib, nccl_p2p_gib) and a device has " +
+        gib(cap) +
+        "; more devices do not shrink it (where this machine "
+        "needs less, say so with --cost-params)");
+  // Memory of model states scales with 1/devices at best, the runtime's
+  // not at all: a lower bound on the devices needed.
+  int64_t needed = static_cast<int64_t>(
+      std::min(1e15, smallestRuntime < cap
+                         ? std::ceil(N * (smallestMemory - smallestRuntime) /
+                                     (cap - smallestRuntime))
+                         : std::ceil(N * smallestMemory / cap)));
+  int64_t nodes = (needed + topo.devicesPerNode - 1) / topo.devicesPerNode;
+  // ZeRO needs data parallelism to shard over.
+  bool zeroWouldHelp = smallestConfig.dp > 1 && smallestConfig.zero < 3;
+  std::string hint = zeroWouldHelp
+                         ? "add nodes, or allow zero=3 with recompute=full"
+                         : "add nodes";
+  return makeError("no parallel configuration of " + profile.name +
+                   " fits: the " + "smallest needs " + gib(smallestMemory) +
+                   " per device (" + smallestConfig.str() +
+                   ") and a device has " + gib(cap) + "; needs at least " +
+                   llvm::Twine(nodes * topo.devicesPerNode) + " devices of " +
+                   gib(cap) + " (" + llvm::Twine(nodes) + " nodes); " + hint);
+}
+
+llvm::Expected<SearchResult> Searcher::finish(double seconds) {
+  result.searchTimeS = seconds;
+  if (ranked.empty())
+    return nothingFits();
   result.best = std::move(ranked.front());
   result.runnersUp.assign(std::make_move_iterator(ranked.begin() + 1),
                           std::make_move_iterator(ranked.end()));
   for (const auto &[pp, state] : atPp)
     result.fitsAtPp[pp] = state == Depth::Fits;
   explainChoice(result, profile, topo, options.pins);
-  return result;
+  return std::move(result);
+}
+
+} // namespace
+
+llvm::Expected<SearchResult> searchStrategy(const ModelProfile &profile,
+                                            const TopologyGraph &graph,
+                                            const SearchOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  const Topology &topo = graph.topology();
+  const PartialParallelConfig &pins = options.pins;
+  if (profile.layers.empty())
+    return makeError("the model has no tfm.block layers to plan");
+  // A cap lowers the memory a device may use; it cannot add any.
+  const double cap =
+      std::min(options.memoryCapBytes.value_or(topo.device.memoryBytes),
+               topo.device.memoryBytes);
+  if (llvm::Error error = pinError(profile, topo, options, cap))
+    return std::move(error);
+  Searcher searcher(profile, graph, options, cap);
+  // Every device if possible; otherwise the most that divide the model and
+  // the batch (a global batch smaller than the cluster, say).
+  std::vector<int64_t> deviceCounts = divisors(topo.numDevices());
+  std::reverse(deviceCounts.begin(), deviceCounts.end());
+  if (pins.dp && pins.tp && pins.pp)
+    deviceCounts = {*pins.dp * *pins.tp * *pins.pp};
+  for (int64_t devices : deviceCounts)
+    if (searcher.searchOn(devices))
+      break;
+  return searcher.finish(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
 }
 
 } // namespace partita

@@ -317,256 +317,371 @@ void checkRotaryFrequencies(Check &c, const json &p, int64_t rotaryDim) {
   }
 }
 
-void checkShapes(Check &c, const Launch &l, const Plan &plan) {
+/// Each of `ins` and `outs` as large as input 0.
+void sameAsIn0(Check &c, std::initializer_list<size_t> ins,
+               std::initializer_list<size_t> outs) {
+  for (size_t i : ins)
+    c.elements(c.in(i), c.in(0).elements);
+  for (size_t o : outs)
+    c.elements(c.out(o), c.in(0).elements);
+}
+
+/// embedding, embedding_bwd: the table's rows for the tokens.
+void checkEmbedding(Check &c, const Launch &l, const Plan &plan) {
   Kernel k = l.kernel;
-  auto sameAsIn0 = [&](std::initializer_list<size_t> ins,
-                       std::initializer_list<size_t> outs) {
-    for (size_t i : ins)
-      c.elements(c.in(i), c.in(0).elements);
-    for (size_t o : outs)
-      c.elements(c.out(o), c.in(0).elements);
-  };
-  if (k == Kernel::Embedding || k == Kernel::EmbeddingBwd) {
-    const BufferSpec &table = k == Kernel::Embedding ? c.in(0) : c.out(0);
-    const BufferSpec &rows = k == Kernel::Embedding ? c.out(0) : c.in(0);
-    if (c.rank(table, 2, 2))
-      c.elements(rows, c.in(1).elements * table.shape[1]);
-    c.vocabParts(plan.tp);
-    if (l.params.contains("scale"))
-      c.number("scale", 0);
-  } else if (k == Kernel::PositionEmbedding ||
-             k == Kernel::PositionEmbeddingBwd) {
-    const BufferSpec &x = c.in(0);
-    const BufferSpec &table =
-        k == Kernel::PositionEmbedding ? c.in(1) : c.out(0);
-    if (c.rank(x, 3, 3) && c.rank(table, 2, 2))
-      c.require(table.shape[1] == x.shape[2] && table.shape[0] >= x.shape[1],
-                table.name + " has fewer positions or another width than " +
-                    x.name);
-    if (k == Kernel::PositionEmbedding)
-      c.elements(c.out(0), x.elements);
-  } else if (k == Kernel::ShardSlice) {
-    const BufferSpec &x = c.in(0);
-    int64_t dim = l.params.value("dim", int64_t(-1));
-    std::string group = l.params.value("group", std::string());
-    auto g = plan.groups.find(group);
-    if (c.require(dim >= 0 && dim < int64_t(x.shape.size()),
-                  "params.dim: not a dimension of " + x.name) &&
-        c.require(g != plan.groups.end() && !g->second.empty(),
-                  "params.group: not a group of the plan")) {
-      int64_t parts = int64_t(g->second.front().size());
-      std::vector<int64_t> part = x.shape;
-      part[dim] /= parts;
-      if (c.require(x.shape[dim] % parts == 0,
-                    x.name + " (" + x.typeWords() + ") does not split " +
-                        std::to_string(parts) + " ways along params.dim") &&
-          c.require(c.out(0).shape == part,
-                    c.out(0).name + " (" + c.out(0).typeWords() +
-                        ") is not a part of " + x.name + " (" + x.typeWords() +
-                        ") along params.dim over " + group) &&
-          x.perMicroBatch()) {
-        std::string problem = acrossReplicas(plan, group, c.ppRank(), x);
-        c.require(problem.empty(), "params.group: " + problem);
-      }
-    }
-  } else if (k == Kernel::RmsNorm || k == Kernel::LayerNorm) {
-    c.number("eps", 0);
-    c.finiteIfGiven("weight_offset");
-    const BufferSpec &x = c.in(0), &w = c.in(1);
-    if (c.rank(x, 1) && c.normSpan(w, x)) {
-      for (size_t i = 2; i < l.ins.size(); ++i)
-        c.elements(c.in(i), w.elements);
-      c.elements(c.out(0), x.elements);
-    }
-  } else if (k == Kernel::RmsNormBwd || k == Kernel::LayerNormBwd) {
-    c.number("eps", 0);
-    c.finiteIfGiven("weight_offset");
-    const BufferSpec &x = c.in(1), &w = c.in(2);
-    if (c.rank(x, 1) && c.normSpan(w, x)) {
-      c.elements(c.in(0), x.elements);
-      c.elements(c.out(0), x.elements);
-      for (size_t o = 1; o < l.outs.size(); ++o)
-        c.elements(c.out(o), w.elements);
-    }
-  } else if (k == Kernel::Linear || k == Kernel::LinearBwd) {
-    bool forward = k == Kernel::Linear;
-    const BufferSpec &x = c.in(forward ? 0 : 1), &w = c.in(forward ? 1 : 2);
-    if (c.rank(x, 1) && c.rank(w, 2, 2) &&
-        c.require(w.shape[1] == last(x),
-                  w.name + "'s columns (" + std::to_string(w.shape[1]) +
-                      ") differ from " + x.name + "'s last dimension (" +
-                      std::to_string(last(x)) + ")")) {
-      int64_t rows = last(x) > 0 ? x.elements / last(x) : 0, n = w.shape[0];
-      if (forward) {
-        if (c.hasIn(2))
-          c.elements(c.in(2), n);
-        c.elements(c.out(0), rows * n);
-      } else {
-        c.elements(c.in(0), rows * n);
-        c.elements(c.out(0), x.elements);
-        c.elements(c.out(1), w.elements);
-        if (c.hasOut(2))
-          c.elements(c.out(2), n);
-      }
-    }
-  } else if (k == Kernel::BiasAdd) {
-    if (c.rank(c.in(0), 1)) {
-      c.elements(c.in(1), last(c.in(0)));
-      c.elements(c.out(0), c.in(0).elements);
-    }
-  } else if (k == Kernel::BiasAddBwd) {
-    if (c.rank(c.in(0), 1)) {
-      c.elements(c.out(0), c.in(0).elements);
-      c.elements(c.out(1), last(c.in(0)));
-    }
-  } else if (k == Kernel::Rotary || k == Kernel::RotaryBwd) {
-    const BufferSpec &x = c.in(0);
-    int64_t heads = c.positive("num_heads"), rotary = c.positive("rotary_dim");
-    if (c.rank(x, 3, 3) &&
-        c.require(x.shape[2] % heads == 0,
-                  x.name + "'s width does not split into params.num_heads"))
-      c.require(rotary % 2 == 0 && rotary <= x.shape[2] / heads,
-                "params.rotary_dim: expected an even number up to the head "
-                "dimension");
+  const BufferSpec &table = k == Kernel::Embedding ? c.in(0) : c.out(0);
+  const BufferSpec &rows = k == Kernel::Embedding ? c.out(0) : c.in(0);
+  if (c.rank(table, 2, 2))
+    c.elements(rows, c.in(1).elements * table.shape[1]);
+  c.vocabParts(plan.tp);
+  if (l.params.contains("scale"))
+    c.number("scale", 0);
+}
+
+/// position_embedding and its backward: a row per position.
+void checkPositionEmbedding(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  const BufferSpec &x = c.in(0);
+  const BufferSpec &table = k == Kernel::PositionEmbedding ? c.in(1) : c.out(0);
+  if (c.rank(x, 3, 3) && c.rank(table, 2, 2))
+    c.require(table.shape[1] == x.shape[2] && table.shape[0] >= x.shape[1],
+              table.name + " has fewer positions or another width than " +
+                  x.name);
+  if (k == Kernel::PositionEmbedding)
     c.elements(c.out(0), x.elements);
-    checkRotaryFrequencies(c, l.params, rotary);
-  } else if (k == Kernel::Attention || k == Kernel::AttentionBwd) {
-    size_t q = k == Kernel::Attention ? 0 : 1;
-    int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
-    c.require(!l.params.contains("causal") || l.params["causal"].is_boolean(),
-              "params.causal: expected true or false");
-    c.require(!l.params.contains("window") ||
-                  (l.params["window"].is_number_integer() &&
-                   l.params["window"].get<int64_t>() >= 0),
-              "params.window: expected a token count (0: no window)");
-    const BufferSpec &qb = c.in(q), &kb = c.in(q + 1), &vb = c.in(q + 2);
-    if (c.rank(qb, 3, 3) && c.rank(kb, 3, 3) && c.rank(vb, 3, 3) &&
-        c.require(heads % kv == 0 && qb.shape[2] % heads == 0,
-                  "params.num_heads: expected a multiple of num_kv_heads "
-                  "that splits " +
-                      qb.name + "'s width")) {
-      int64_t d = qb.shape[2] / heads;
-      std::vector<int64_t> keys = {qb.shape[0], qb.shape[1], kv * d};
-      c.require(kb.shape == keys && vb.shape == kb.shape,
-                kb.name + " and " + vb.name +
-                    " must be [batch, seq, num_kv_heads x head dimension] "
-                    "like " +
-                    qb.name);
-      if (k == Kernel::Attention) {
-        c.elements(c.out(0), qb.elements);
-      } else {
-        c.elements(c.in(0), qb.elements);
-        c.elements(c.in(4), qb.elements);
-        c.elements(c.out(0), qb.elements);
-        c.elements(c.out(1), kb.elements);
-        c.elements(c.out(2), vb.elements);
-      }
-      // The log-sum-exp per query row and head, kept f32.
-      bool forward = k == Kernel::Attention;
-      if (forward ? c.hasOut(1) : c.hasIn(5)) {
-        const BufferSpec &lse = forward ? c.out(1) : c.in(5);
-        if (c.require(!lse.isBf16, lse.name +
-                                       " must be f32: " + l.kernelName() +
-                                       " keeps each row's log-sum-exp in it"))
-          c.elements(lse, qb.shape[0] * qb.shape[1] * heads);
-      }
+}
+
+/// shard_slice: a part of its input along params.dim over params.group.
+void checkShardSlice(Check &c, const Launch &l, const Plan &plan) {
+  const BufferSpec &x = c.in(0);
+  int64_t dim = l.params.value("dim", int64_t(-1));
+  std::string group = l.params.value("group", std::string());
+  auto g = plan.groups.find(group);
+  if (c.require(dim >= 0 && dim < int64_t(x.shape.size()),
+                "params.dim: not a dimension of " + x.name) &&
+      c.require(g != plan.groups.end() && !g->second.empty(),
+                "params.group: not a group of the plan")) {
+    int64_t parts = int64_t(g->second.front().size());
+    std::vector<int64_t> part = x.shape;
+    part[dim] /= parts;
+    if (c.require(x.shape[dim] % parts == 0,
+                  x.name + " (" + x.typeWords() + ") does not split " +
+                      std::to_string(parts) + " ways along params.dim") &&
+        c.require(c.out(0).shape == part,
+                  c.out(0).name + " (" + c.out(0).typeWords() +
+                      ") is not a part of " + x.name + " (" + x.typeWords() +
+                      ") along params.dim over " + group) &&
+        x.perMicroBatch()) {
+      std::string problem = acrossReplicas(plan, group, c.ppRank(), x);
+      c.require(problem.empty(), "params.group: " + problem);
     }
-  } else if (k == Kernel::Gelu || k == Kernel::Silu || k == Kernel::Copy) {
-    sameAsIn0({}, {0});
-    if (k == Kernel::Gelu)
-      c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == Kernel::GeluBwd || k == Kernel::SiluBwd ||
-             k == Kernel::Swiglu || k == Kernel::Geglu) {
-    sameAsIn0({1}, {0});
-    if (k == Kernel::GeluBwd || k == Kernel::Geglu)
-      c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == Kernel::SwigluBwd || k == Kernel::GegluBwd) {
-    sameAsIn0({1, 2}, {0, 1});
-    if (k == Kernel::GegluBwd)
-      c.oneOf("approximate", {"none", "tanh"});
-  } else if (k == Kernel::Add) {
-    for (size_t i = 0; i < l.ins.size(); ++i)
-      c.elements(c.in(i), c.out(0).elements);
-  } else if (k == Kernel::CeMax || k == Kernel::CeStats || k == Kernel::CeBwd) {
-    const BufferSpec &logits = c.in(0);
-    int64_t vocab = c.positive("vocab_size"), parts = c.vocabParts(plan.tp);
-    int64_t slice = vocab / parts + (vocab % parts != 0);
-    if (c.rank(logits, 1) &&
-        c.require(last(logits) == slice,
-                  logits.name + " has rows of " + std::to_string(last(logits)) +
-                      " logits; " + std::to_string(vocab) + " tokens in " +
-                      std::to_string(parts) + " parts need " +
-                      std::to_string(slice))) {
-      int64_t rows = last(logits) > 0 ? logits.elements / last(logits) : 0;
-      if (k == Kernel::CeMax)
-        c.elements(c.out(0), rows);
-      if (k != Kernel::CeMax) {
-        c.elements(c.in(1), rows);
-        c.elements(c.in(k == Kernel::CeStats ? 2 : 3), rows);
-      }
-      if (k == Kernel::CeStats)
-        c.elements(c.out(0), 2 * rows);
-      if (k == Kernel::CeBwd) {
-        c.elements(c.in(2), 2 * rows);
-        c.elements(c.out(0), logits.elements);
-      }
+  }
+}
+
+/// rms_norm, layer_norm: the weight spans the rows (or a head of them).
+void checkNorm(Check &c, const Launch &l, const Plan &plan) {
+  c.number("eps", 0);
+  c.finiteIfGiven("weight_offset");
+  const BufferSpec &x = c.in(0), &w = c.in(1);
+  if (c.rank(x, 1) && c.normSpan(w, x)) {
+    for (size_t i = 2; i < l.ins.size(); ++i)
+      c.elements(c.in(i), w.elements);
+    c.elements(c.out(0), x.elements);
+  }
+}
+
+/// rms_norm_bwd, layer_norm_bwd.
+void checkNormBackward(Check &c, const Launch &l, const Plan &plan) {
+  c.number("eps", 0);
+  c.finiteIfGiven("weight_offset");
+  const BufferSpec &x = c.in(1), &w = c.in(2);
+  if (c.rank(x, 1) && c.normSpan(w, x)) {
+    c.elements(c.in(0), x.elements);
+    c.elements(c.out(0), x.elements);
+    for (size_t o = 1; o < l.outs.size(); ++o)
+      c.elements(c.out(o), w.elements);
+  }
+}
+
+/// linear, linear_bwd: the weight's columns against the input's rows.
+void checkLinear(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  bool forward = k == Kernel::Linear;
+  const BufferSpec &x = c.in(forward ? 0 : 1), &w = c.in(forward ? 1 : 2);
+  if (c.rank(x, 1) && c.rank(w, 2, 2) &&
+      c.require(w.shape[1] == last(x),
+                w.name + "'s columns (" + std::to_string(w.shape[1]) +
+                    ") differ from " + x.name + "'s last dimension (" +
+                    std::to_string(last(x)) + ")")) {
+    int64_t rows = last(x) > 0 ? x.elements / last(x) : 0, n = w.shape[0];
+    if (forward) {
+      if (c.hasIn(2))
+        c.elements(c.in(2), n);
+      c.elements(c.out(0), rows * n);
+    } else {
+      c.elements(c.in(0), rows * n);
+      c.elements(c.out(0), x.elements);
+      c.elements(c.out(1), w.elements);
+      if (c.hasOut(2))
+        c.elements(c.out(2), n);
     }
-    if (k == Kernel::CeBwd)
-      c.lossScale(plan);
-  } else if (k == Kernel::CeLoss) {
+  }
+}
+
+/// bias_add.
+void checkBiasAdd(Check &c, const Launch &l, const Plan &plan) {
+  if (c.rank(c.in(0), 1)) {
+    c.elements(c.in(1), last(c.in(0)));
+    c.elements(c.out(0), c.in(0).elements);
+  }
+}
+
+/// bias_add_bwd.
+void checkBiasAddBackward(Check &c, const Launch &l, const Plan &plan) {
+  if (c.rank(c.in(0), 1)) {
+    c.elements(c.out(0), c.in(0).elements);
+    c.elements(c.out(1), last(c.in(0)));
+  }
+}
+
+/// rotary, rotary_bwd: heads and the rotated dimension, and RoPE's frequencies.
+void checkRotary(Check &c, const Launch &l, const Plan &plan) {
+  const BufferSpec &x = c.in(0);
+  int64_t heads = c.positive("num_heads"), rotary = c.positive("rotary_dim");
+  if (c.rank(x, 3, 3) &&
+      c.require(x.shape[2] % heads == 0,
+                x.name + "'s width does not split into params.num_heads"))
+    c.require(rotary % 2 == 0 && rotary <= x.shape[2] / heads,
+              "params.rotary_dim: expected an even number up to the head "
+              "dimension");
+  c.elements(c.out(0), x.elements);
+  checkRotaryFrequencies(c, l.params, rotary);
+}
+
+/// attention, attention_bwd: heads against q, k and v, and the log-sum-exp.
+void checkAttention(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  size_t q = k == Kernel::Attention ? 0 : 1;
+  int64_t heads = c.positive("num_heads"), kv = c.positive("num_kv_heads");
+  c.require(!l.params.contains("causal") || l.params["causal"].is_boolean(),
+            "params.causal: expected true or false");
+  c.require(!l.params.contains("window") ||
+                (l.params["window"].is_number_integer() &&
+                 l.params["window"].get<int64_t>() >= 0),
+            "params.window: expected a token count (0: no window)");
+  const BufferSpec &qb = c.in(q), &kb = c.in(q + 1), &vb = c.in(q + 2);
+  if (c.rank(qb, 3, 3) && c.rank(kb, 3, 3) && c.rank(vb, 3, 3) &&
+      c.require(heads % kv == 0 && qb.shape[2] % heads == 0,
+                "params.num_heads: expected a multiple of num_kv_heads "
+                "that splits " +
+                    qb.name + "'s width")) {
+    int64_t d = qb.shape[2] / heads;
+    std::vector<int64_t> keys = {qb.shape[0], qb.shape[1], kv * d};
+    c.require(kb.shape == keys && vb.shape == kb.shape,
+              kb.name + " and " + vb.name +
+                  " must be [batch, seq, num_kv_heads x head dimension] "
+                  "like " +
+                  qb.name);
+    if (k == Kernel::Attention) {
+      c.elements(c.out(0), qb.elements);
+    } else {
+      c.elements(c.in(0), qb.elements);
+      c.elements(c.in(4), qb.elements);
+      c.elements(c.out(0), qb.elements);
+      c.elements(c.out(1), kb.elements);
+      c.elements(c.out(2), vb.elements);
+    }
+    // The log-sum-exp per query row and head, kept f32.
+    bool forward = k == Kernel::Attention;
+    if (forward ? c.hasOut(1) : c.hasIn(5)) {
+      const BufferSpec &lse = forward ? c.out(1) : c.in(5);
+      if (c.require(!lse.isBf16, lse.name + " must be f32: " + l.kernelName() +
+                                     " keeps each row's log-sum-exp in it"))
+        c.elements(lse, qb.shape[0] * qb.shape[1] * heads);
+    }
+  }
+}
+
+/// gelu, silu, copy: one input's shape.
+void checkActivation(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  sameAsIn0(c, {}, {0});
+  if (k == Kernel::Gelu)
+    c.oneOf("approximate", {"none", "tanh"});
+}
+
+/// gelu_bwd, silu_bwd, swiglu, geglu: two inputs alike.
+void checkGatedOrBackward(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  sameAsIn0(c, {1}, {0});
+  if (k == Kernel::GeluBwd || k == Kernel::Geglu)
+    c.oneOf("approximate", {"none", "tanh"});
+}
+
+/// swiglu_bwd, geglu_bwd.
+void checkGatedBackward(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  sameAsIn0(c, {1, 2}, {0, 1});
+  if (k == Kernel::GegluBwd)
+    c.oneOf("approximate", {"none", "tanh"});
+}
+
+/// add: every input like the output.
+void checkAdd(Check &c, const Launch &l, const Plan &plan) {
+  for (size_t i = 0; i < l.ins.size(); ++i)
+    c.elements(c.in(i), c.out(0).elements);
+}
+
+/// ce_max, ce_stats, ce_bwd: the vocabulary slice of each row of logits.
+void checkCrossEntropy(Check &c, const Launch &l, const Plan &plan) {
+  Kernel k = l.kernel;
+  const BufferSpec &logits = c.in(0);
+  int64_t vocab = c.positive("vocab_size"), parts = c.vocabParts(plan.tp);
+  int64_t slice = vocab / parts + (vocab % parts != 0);
+  if (c.rank(logits, 1) &&
+      c.require(last(logits) == slice,
+                logits.name + " has rows of " + std::to_string(last(logits)) +
+                    " logits; " + std::to_string(vocab) + " tokens in " +
+                    std::to_string(parts) + " parts need " +
+                    std::to_string(slice))) {
+    int64_t rows = last(logits) > 0 ? logits.elements / last(logits) : 0;
+    if (k == Kernel::CeMax)
+      c.elements(c.out(0), rows);
+    if (k != Kernel::CeMax) {
+      c.elements(c.in(1), rows);
+      c.elements(c.in(k == Kernel::CeStats ? 2 : 3), rows);
+    }
+    if (k == Kernel::CeStats)
+      c.elements(c.out(0), 2 * rows);
+    if (k == Kernel::CeBwd) {
+      c.elements(c.in(2), 2 * rows);
+      c.elements(c.out(0), logits.elements);
+    }
+  }
+  if (k == Kernel::CeBwd)
     c.lossScale(plan);
-    c.elements(c.in(1), 2 * c.in(0).elements);
-    c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
-  } else if (k == Kernel::GradSumsq) {
-    const json &weights = l.params.value("weights", json());
-    c.require(weights.is_array() && weights.size() == l.ins.size() &&
-                  std::all_of(weights.begin(), weights.end(),
-                              [](const json &w) { return w.is_number(); }),
-              "params.weights: expected a number per input");
-    c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
-  } else if (k == Kernel::ClipCoefficient) {
-    c.require(c.in(0).elements >= 1 && c.out(0).elements >= 1,
-              "an empty buffer");
-  } else if (k == Kernel::AdamW) {
-    const BufferSpec &p = c.in(0), &m = c.in(2);
-    for (const char *flag : {"dp_shard", "weight_decay"})
-      c.require(l.params.contains(flag) && l.params[flag].is_boolean(),
-                std::string("params.") + flag + ": expected true or false");
-    bool shard = c.error.empty() && l.params["dp_shard"].get<bool>();
-    c.require(m.elements ==
-                  (shard ? (p.elements + plan.dp - 1) / plan.dp : p.elements),
-              m.name + " (" + std::to_string(m.elements) +
-                  " elements) is not " +
-                  (shard ? "the data-parallel slice of " : "as large as ") +
-                  p.name + " (" + std::to_string(p.elements) +
-                  " elements) that params.dp_shard says it is");
-    // In place, the moments (and master weights) by their names.
-    for (size_t k : {size_t(2), size_t(3), size_t(5)}) {
-      if (!c.hasIn(k))
-        continue;
-      const char *prefix = kOptimizerStatePrefixes[k == 5 ? 2 : k - 2];
-      c.require(c.in(k).name.rfind(prefix, 0) == 0,
-                "input " + std::to_string(k) + " is " + c.in(k).name +
-                    "; adamw reads the " + prefix + " buffer there");
-    }
-    const size_t updated[] = {0, 2, 3, 5};
-    for (size_t o = 0; o < l.outs.size(); ++o)
-      c.require(c.hasIn(updated[o]) && l.outs[o] == l.ins[updated[o]],
-                "output " + std::to_string(o) + " is " + c.out(o).name +
-                    "; adamw updates its input " + std::to_string(updated[o]) +
-                    " in place");
-    c.elements(c.in(1), m.elements);
-    c.elements(c.in(3), m.elements);
-    c.require(c.in(4).elements >= 1, c.in(4).name + " is empty");
-    c.require(c.hasIn(5) == c.hasOut(3),
-              "a master copy needs both its input and its output");
-    if (c.hasIn(5)) {
-      c.elements(c.in(5), m.elements);
-      c.elements(c.out(3), m.elements);
-    }
-    c.elements(c.out(0), p.elements);
-    c.elements(c.out(1), m.elements);
-    c.elements(c.out(2), m.elements);
+}
+
+/// ce_loss.
+void checkLoss(Check &c, const Launch &l, const Plan &plan) {
+  c.lossScale(plan);
+  c.elements(c.in(1), 2 * c.in(0).elements);
+  c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
+}
+
+/// grad_sumsq: a weight per input.
+void checkGradSumsq(Check &c, const Launch &l, const Plan &plan) {
+  const json &weights = l.params.value("weights", json());
+  c.require(weights.is_array() && weights.size() == l.ins.size() &&
+                std::all_of(weights.begin(), weights.end(),
+                            [](const json &w) { return w.is_number(); }),
+            "params.weights: expected a number per input");
+  c.require(c.out(0).elements >= 1, c.out(0).name + " is empty");
+}
+
+/// clip_coefficient.
+void checkClipCoefficient(Check &c, const Launch &l, const Plan &plan) {
+  c.require(c.in(0).elements >= 1 && c.out(0).elements >= 1, "an empty buffer");
+}
+
+/// adamw: the moments (and master weights) in place, sharded as params.dp_shard
+/// says.
+void checkAdamW(Check &c, const Launch &l, const Plan &plan) {
+  const BufferSpec &p = c.in(0), &m = c.in(2);
+  for (const char *flag : {"dp_shard", "weight_decay"})
+    c.require(l.params.contains(flag) && l.params[flag].is_boolean(),
+              std::string("params.") + flag + ": expected true or false");
+  bool shard = c.error.empty() && l.params["dp_shard"].get<bool>();
+  c.require(m.elements ==
+                (shard ? (p.elements + plan.dp - 1) / plan.dp : p.elements),
+            m.name + " (" + std::to_string(m.elements) + " elements) is not " +
+                (shard ? "the data-parallel slice of " : "as large as ") +
+                p.name + " (" + std::to_string(p.elements) +
+                " elements) that params.dp_shard says it is");
+  // In place, the moments (and master weights) by their names.
+  for (size_t k : {size_t(2), size_t(3), size_t(5)}) {
+    if (!c.hasIn(k))
+      continue;
+    const char *prefix = kOptimizerStatePrefixes[k == 5 ? 2 : k - 2];
+    c.require(c.in(k).name.rfind(prefix, 0) == 0,
+              "input " + std::to_string(k) + " is " + c.in(k).name +
+                  "; adamw reads the " + prefix + " buffer there");
+  }
+  const size_t updated[] = {0, 2, 3, 5};
+  for (size_t o = 0; o < l.outs.size(); ++o)
+    c.require(c.hasIn(updated[o]) && l.outs[o] == l.ins[updated[o]],
+              "output " + std::to_string(o) + " is " + c.out(o).name +
+                  "; adamw updates its input " + std::to_string(updated[o]) +
+                  " in place");
+  c.elements(c.in(1), m.elements);
+  c.elements(c.in(3), m.elements);
+  c.require(c.in(4).elements >= 1, c.in(4).name + " is empty");
+  c.require(c.hasIn(5) == c.hasOut(3),
+            "a master copy needs both its input and its output");
+  if (c.hasIn(5)) {
+    c.elements(c.in(5), m.elements);
+    c.elements(c.out(3), m.elements);
+  }
+  c.elements(c.out(0), p.elements);
+  c.elements(c.out(1), m.elements);
+  c.elements(c.out(2), m.elements);
+}
+
+void checkShapes(Check &c, const Launch &l, const Plan &plan) {
+  switch (l.kernel) {
+  case Kernel::Embedding:
+  case Kernel::EmbeddingBwd:
+    return checkEmbedding(c, l, plan);
+  case Kernel::PositionEmbedding:
+  case Kernel::PositionEmbeddingBwd:
+    return checkPositionEmbedding(c, l, plan);
+  case Kernel::ShardSlice:
+    return checkShardSlice(c, l, plan);
+  case Kernel::RmsNorm:
+  case Kernel::LayerNorm:
+    return checkNorm(c, l, plan);
+  case Kernel::RmsNormBwd:
+  case Kernel::LayerNormBwd:
+    return checkNormBackward(c, l, plan);
+  case Kernel::Linear:
+  case Kernel::LinearBwd:
+    return checkLinear(c, l, plan);
+  case Kernel::BiasAdd:
+    return checkBiasAdd(c, l, plan);
+  case Kernel::BiasAddBwd:
+    return checkBiasAddBackward(c, l, plan);
+  case Kernel::Rotary:
+  case Kernel::RotaryBwd:
+    return checkRotary(c, l, plan);
+  case Kernel::Attention:
+  case Kernel::AttentionBwd:
+    return checkAttention(c, l, plan);
+  case Kernel::Gelu:
+  case Kernel::Silu:
+  case Kernel::Copy:
+    return checkActivation(c, l, plan);
+  case Kernel::GeluBwd:
+  case Kernel::SiluBwd:
+  case Kernel::Swiglu:
+  case Kernel::Geglu:
+    return checkGatedOrBackward(c, l, plan);
+  case Kernel::SwigluBwd:
+  case Kernel::GegluBwd:
+    return checkGatedBackward(c, l, plan);
+  case Kernel::Add:
+    return checkAdd(c, l, plan);
+  case Kernel::CeMax:
+  case Kernel::CeStats:
+  case Kernel::CeBwd:
+    return checkCrossEntropy(c, l, plan);
+  case Kernel::CeLoss:
+    return checkLoss(c, l, plan);
+  case Kernel::GradSumsq:
+    return checkGradSumsq(c, l, plan);
+  case Kernel::ClipCoefficient:
+    return checkClipCoefficient(c, l, plan);
+  case Kernel::AdamW:
+    return checkAdamW(c, l, plan);
   }
 }
 

@@ -126,6 +126,254 @@ BufferKind parseKind(Reader &r, const std::string &path,
   return it->second;
 }
 
+/// The program's kept sets: the arena ranges that hold a chunk's kept
+/// activations, one range per micro-batch.
+void readKeptSets(Reader &r, const json &p, const std::string &path,
+                  int64_t numMicroBatches, Program &program) {
+  if (!p.contains("kept_sets"))
+    return;
+  const json &sets = r.array(p, path, "kept_sets");
+  for (size_t i = 0; i < sets.size(); ++i) {
+    std::string at = path + "/kept_sets/" + std::to_string(i);
+    KeptSet set;
+    set.chunk = r.integer(sets[i], at, "chunk");
+    set.bytes = r.integer(sets[i], at, "bytes");
+    if (set.bytes < 0 || set.bytes > program.arenaBytes)
+      r.fail(at + "/bytes", "expected a size from 0 to the arena's " +
+                                std::to_string(program.arenaBytes) + " bytes");
+    const json &offsets = r.array(sets[i], at, "offsets");
+    if (int64_t(offsets.size()) != numMicroBatches)
+      r.fail(at + "/offsets", "expected one offset per micro-batch (" +
+                                  std::to_string(numMicroBatches) + ")");
+    for (size_t k = 0; k < offsets.size(); ++k) {
+      int64_t offset = offsets[k].is_number_integer()
+                           ? offsets[k].get<int64_t>()
+                           : int64_t(-1);
+      if (offset < 0 || offset > program.arenaBytes - set.bytes)
+        r.fail(at + "/offsets/" + std::to_string(k),
+               "expected an offset at which the set's " +
+                   std::to_string(set.bytes) + " bytes lie in the arena");
+      set.offsets.push_back(offset);
+    }
+    program.keptSets.push_back(std::move(set));
+  }
+}
+
+/// A buffer of the program (at `at`), against the arena and the kept sets
+/// read before it.
+BufferSpec readBuffer(Reader &r, const json &buffer, const std::string &at,
+                      const Program &program) {
+  BufferSpec b;
+  b.name = r.string(buffer, at, "name");
+  b.kind = parseKind(r, at + "/kind", r.string(buffer, at, "kind"));
+  std::string dtype = r.string(buffer, at, "dtype");
+  b.isInt = dtype == "i32";
+  b.isBf16 = dtype == "bf16";
+  if (!b.isInt && !b.isBf16 && dtype != "f32")
+    r.fail(at + "/dtype", "the runtime runs f32 and bf16 plans; this "
+                          "buffer is " +
+                              dtype + " (compile with --dtype=bf16 or f32)");
+  b.shape = r.shape(buffer, at, "shape");
+  b.param = r.optional<std::string>(buffer, at, "param", "");
+  b.dpShard = r.optional<bool>(buffer, at, "dp_shard", false);
+  if ((!b.param.empty() || b.dpShard) && !b.ofParameter())
+    r.fail(at, "\"param\" and \"dp_shard\" belong to parameter, "
+               "gradient and optimizer buffers, not to " +
+                   r.string(buffer, at, "kind") + " buffer " + b.name);
+  b.elements = 1;
+  for (int64_t d : b.shape)
+    b.elements *= d;
+  if (buffer.contains("offset")) {
+    b.offset = r.integer(buffer, at, "offset");
+    b.copies = r.integer(buffer, at, "copies");
+    if (b.offset < 0 || b.copies < 1 || b.copies > (int64_t(1) << 20))
+      r.fail(at + "/offset", "a negative offset, or copies not from 1 to 2^20");
+  }
+  if (buffer.contains("kept_set")) {
+    b.keptSet = r.integer(buffer, at, "kept_set");
+    b.setOffset = r.integer(buffer, at, "set_offset");
+    if (b.offset >= 0)
+      r.fail(at, "both an offset and a kept set");
+    if (b.keptSet < 0 || b.keptSet >= int64_t(program.keptSets.size()))
+      r.fail(at + "/kept_set", "not an index into the program's kept_sets");
+    const KeptSet &set = program.keptSets[size_t(b.keptSet)];
+    if (b.setOffset < 0 || b.setOffset > set.bytes - b.bytes())
+      r.fail(at + "/set_offset", std::to_string(b.bytes()) + " bytes from " +
+                                     std::to_string(b.setOffset) +
+                                     " end beyond the set's " +
+                                     std::to_string(set.bytes) + " bytes");
+  }
+  if (program.arenaBytes > 0 && b.offset < 0 && b.keptSet < 0)
+    r.fail(at, "no offset in the memory plan, which the program has");
+  // (Divided, not multiplied: an offset near 2^63 must not wrap around.)
+  if (program.arenaBytes > 0 && b.offset >= 0 &&
+      (b.offset > program.arenaBytes ||
+       (b.bytes() > 0 &&
+        b.copies > (program.arenaBytes - b.offset) / b.bytes())))
+    r.fail(at + "/offset", std::to_string(b.copies) + " x " +
+                               std::to_string(b.bytes()) + " bytes from " +
+                               std::to_string(b.offset) +
+                               " end beyond the arena of " +
+                               std::to_string(program.arenaBytes) + " bytes");
+  return b;
+}
+
+/// The launches of one program: each against the program's buffers and
+/// the plan's groups.
+class LaunchReader {
+public:
+  LaunchReader(Reader &r, const Program &program,
+               const decltype(Plan::groups) &groups)
+      : r(r), program(program), groups(groups) {}
+
+  Launch read(const json &l, const std::string &lat) {
+    std::string op = r.string(l, lat, "op");
+    Launch launch;
+    if (op == "kernel") {
+      kernel(l, lat, launch);
+    } else if (op == "collective") {
+      collective(l, lat, launch);
+    } else if (op == "wait") {
+      launch.op = Launch::Op::Wait;
+      launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
+      launch.firstMicroBatch = r.optional(l, lat, "first_micro_batch", false);
+    } else if (op == "send" || op == "recv") {
+      launch.op = op == "send" ? Launch::Op::Send : Launch::Op::Recv;
+      launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
+      std::string peer = r.string(l, lat, "peer");
+      if (peer != "next" && peer != "prev")
+        r.fail(lat + "/peer", "expected next or prev, got \"" + peer + "\"");
+      launch.toNext = peer == "next";
+    } else {
+      r.fail(lat + "/op", "unknown launch \"" + op + "\"");
+    }
+    return launch;
+  }
+
+private:
+  int buffer(const json &name, const std::string &at) {
+    if (!name.is_string())
+      r.fail(at, "expected a buffer name");
+    auto it = program.bufferIndex.find(name.get<std::string>());
+    if (it == program.bufferIndex.end())
+      r.fail(at, "no buffer \"" + name.get<std::string>() + "\"");
+    return it->second;
+  }
+
+  void kernel(const json &l, const std::string &lat, Launch &launch) {
+    launch.op = Launch::Op::Kernel;
+    std::string name = r.string(l, lat, "kernel");
+    std::optional<Kernel> known = plan::kernelNamed(name);
+    if (!known)
+      r.fail(lat + "/kernel", "unknown kernel \"" + name + "\"");
+    launch.kernel = *known;
+    const plan::KernelInfo &kernel = plan::info(*known);
+    for (const json &n : r.array(l, lat, "ins"))
+      launch.ins.push_back(buffer(n, lat + "/ins"));
+    for (const json &n : r.array(l, lat, "outs"))
+      launch.outs.push_back(buffer(n, lat + "/outs"));
+    auto count = [&](const char *what, size_t n, unsigned min, unsigned max) {
+      if (!plan::countWithin(n, min, max))
+        r.fail(lat + "/" + what,
+               launch.kernelName() + " takes " + std::to_string(min) +
+                   (max == min               ? ""
+                    : max == plan::kAnyCount ? " or more"
+                                             : " to " + std::to_string(max)) +
+                   " " + what + ", got " + std::to_string(n));
+    };
+    count("ins", launch.ins.size(), kernel.minIns, kernel.maxIns);
+    count("outs", launch.outs.size(), kernel.minOuts, kernel.maxOuts);
+    launch.accumulate.assign(launch.outs.size(), false);
+    if (l.contains("accumulate")) {
+      const json &flags = l["accumulate"];
+      if (!flags.is_array() || flags.size() != launch.outs.size() ||
+          !std::all_of(flags.begin(), flags.end(),
+                       [](const json &f) { return f.is_boolean(); }))
+        r.fail(lat + "/accumulate", "expected a true or false per output");
+      for (size_t k = 0; k < launch.outs.size(); ++k)
+        launch.accumulate[k] = flags[k].get<bool>();
+    }
+    launch.params = l.value("params", json::object());
+    if (!launch.params.is_object())
+      r.fail(lat + "/params", "expected an object");
+    if (l.contains("layer")) {
+      launch.layer = r.integer(l, lat, "layer");
+      if (*launch.layer < 0)
+        r.fail(lat + "/layer", "expected a decoder layer, from 0");
+    }
+  }
+
+  void collective(const json &l, const std::string &lat, Launch &launch) {
+    launch.op = Launch::Op::Collective;
+    std::string kind = r.string(l, lat, "collective");
+    launch.collective = kind == "all_reduce"   ? Launch::Collective::AllReduce
+                        : kind == "all_gather" ? Launch::Collective::AllGather
+                        : kind == "reduce_scatter"
+                            ? Launch::Collective::ReduceScatter
+                            : (r.fail(lat + "/collective",
+                                      "unknown collective \"" + kind + "\""),
+                               Launch::Collective::AllReduce);
+    launch.group = r.string(l, lat, "group");
+    if (!groups.count(launch.group))
+      r.fail(lat + "/group",
+             "no group \"" + launch.group + "\" in the plan's groups");
+    launch.input = buffer(r.at(l, lat, "input"), lat + "/input");
+    launch.output = buffer(r.at(l, lat, "output"), lat + "/output");
+    if (launch.collective == Launch::Collective::AllReduce &&
+        launch.input != launch.output)
+      r.fail(lat + "/output", "an all_reduce runs in place: its output "
+                              "must be its input");
+    std::string reduction = r.optional(l, lat, "reduction", std::string("sum"));
+    if (reduction != "sum" && reduction != "max")
+      r.fail(lat + "/reduction",
+             "expected sum or max, got \"" + reduction + "\"");
+    launch.reduceMax = reduction == "max";
+    if (launch.reduceMax && launch.collective != Launch::Collective::AllReduce)
+      r.fail(lat + "/reduction", "only an all_reduce takes max (the "
+                                 "runtime's reduce_scatter sums)");
+    if (l.contains("dim"))
+      launch.dim = r.integer(l, lat, "dim");
+    launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
+    if (l.contains("bucket")) {
+      launch.bucket = r.integer(l, lat, "bucket");
+      // Its members run as one on every rank of the group: a group
+      // whose ranks run other programs would not agree.
+      if (launch.group != "dp")
+        r.fail(lat + "/bucket", "only data-parallel (dp) collectives "
+                                "form buckets, not " +
+                                    launch.group);
+    }
+    if (launch.collective == Launch::Collective::AllReduce &&
+        launch.accumulateOutput)
+      r.fail(lat + "/accumulate",
+             "an all_reduce runs in place: it cannot add to its output");
+    launch.async = r.optional(l, lat, "async", false);
+    launch.lastMicroBatch = r.optional(l, lat, "last_micro_batch", false);
+  }
+
+  Reader &r;
+  const Program &program;
+  const decltype(Plan::groups) &groups;
+};
+
+/// The order the program runs its phases in, by micro-batch.
+void readSchedule(Reader &r, const json &p, const std::string &path,
+                  Program &program) {
+  const json &schedule = r.array(p, path, "schedule");
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    std::string at = path + "/schedule/" + std::to_string(i);
+    std::string kind = r.string(schedule[i], at, "phase");
+    int64_t chunk = r.integer(schedule[i], at, "chunk");
+    Run run{-1, r.integer(schedule[i], at, "micro_batch")};
+    for (size_t k = 0; k < program.phases.size(); ++k)
+      if (program.phases[k].kind == kind && program.phases[k].chunk == chunk)
+        run.phase = k;
+    if (run.phase < 0)
+      r.fail(at, "no " + kind + " phase of chunk " + std::to_string(chunk));
+    program.schedule.push_back(run);
+  }
+}
+
 Program readProgram(Reader &r, const json &p, const std::string &path,
                     const decltype(Plan::groups) &groups,
                     int64_t numMicroBatches) {
@@ -144,102 +392,16 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
     r.fail(path + "/arena_bytes", "expected a size in bytes, at least 0");
   if (program.runtimeBytes < 0)
     r.fail(path + "/runtime_bytes", "expected a size in bytes, at least 0");
-  if (p.contains("kept_sets")) {
-    const json &sets = r.array(p, path, "kept_sets");
-    for (size_t i = 0; i < sets.size(); ++i) {
-      std::string at = path + "/kept_sets/" + std::to_string(i);
-      KeptSet set;
-      set.chunk = r.integer(sets[i], at, "chunk");
-      set.bytes = r.integer(sets[i], at, "bytes");
-      if (set.bytes < 0 || set.bytes > program.arenaBytes)
-        r.fail(at + "/bytes", "expected a size from 0 to the arena's " +
-                                  std::to_string(program.arenaBytes) +
-                                  " bytes");
-      const json &offsets = r.array(sets[i], at, "offsets");
-      if (int64_t(offsets.size()) != numMicroBatches)
-        r.fail(at + "/offsets", "expected one offset per micro-batch (" +
-                                    std::to_string(numMicroBatches) + ")");
-      for (size_t k = 0; k < offsets.size(); ++k) {
-        int64_t offset = offsets[k].is_number_integer()
-                             ? offsets[k].get<int64_t>()
-                             : int64_t(-1);
-        if (offset < 0 || offset > program.arenaBytes - set.bytes)
-          r.fail(at + "/offsets/" + std::to_string(k),
-                 "expected an offset at which the set's " +
-                     std::to_string(set.bytes) + " bytes lie in the arena");
-        set.offsets.push_back(offset);
-      }
-      program.keptSets.push_back(std::move(set));
-    }
-  }
+  readKeptSets(r, p, path, numMicroBatches, program);
   const json &buffers = r.array(p, path, "buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     std::string at = path + "/buffers/" + std::to_string(i);
-    BufferSpec b;
-    b.name = r.string(buffers[i], at, "name");
-    b.kind = parseKind(r, at + "/kind", r.string(buffers[i], at, "kind"));
-    std::string dtype = r.string(buffers[i], at, "dtype");
-    b.isInt = dtype == "i32";
-    b.isBf16 = dtype == "bf16";
-    if (!b.isInt && !b.isBf16 && dtype != "f32")
-      r.fail(at + "/dtype", "the runtime runs f32 and bf16 plans; this "
-                            "buffer is " +
-                                dtype + " (compile with --dtype=bf16 or f32)");
-    b.shape = r.shape(buffers[i], at, "shape");
-    b.param = r.optional<std::string>(buffers[i], at, "param", "");
-    b.dpShard = r.optional<bool>(buffers[i], at, "dp_shard", false);
-    if ((!b.param.empty() || b.dpShard) && !b.ofParameter())
-      r.fail(at, "\"param\" and \"dp_shard\" belong to parameter, "
-                 "gradient and optimizer buffers, not to " +
-                     r.string(buffers[i], at, "kind") + " buffer " + b.name);
-    b.elements = 1;
-    for (int64_t d : b.shape)
-      b.elements *= d;
-    if (buffers[i].contains("offset")) {
-      b.offset = r.integer(buffers[i], at, "offset");
-      b.copies = r.integer(buffers[i], at, "copies");
-      if (b.offset < 0 || b.copies < 1 || b.copies > (int64_t(1) << 20))
-        r.fail(at + "/offset",
-               "a negative offset, or copies not from 1 to 2^20");
-    }
-    if (buffers[i].contains("kept_set")) {
-      b.keptSet = r.integer(buffers[i], at, "kept_set");
-      b.setOffset = r.integer(buffers[i], at, "set_offset");
-      if (b.offset >= 0)
-        r.fail(at, "both an offset and a kept set");
-      if (b.keptSet < 0 || b.keptSet >= int64_t(program.keptSets.size()))
-        r.fail(at + "/kept_set", "not an index into the program's kept_sets");
-      const KeptSet &set = program.keptSets[size_t(b.keptSet)];
-      if (b.setOffset < 0 || b.setOffset > set.bytes - b.bytes())
-        r.fail(at + "/set_offset", std::to_string(b.bytes()) + " bytes from " +
-                                       std::to_string(b.setOffset) +
-                                       " end beyond the set's " +
-                                       std::to_string(set.bytes) + " bytes");
-    }
-    if (program.arenaBytes > 0 && b.offset < 0 && b.keptSet < 0)
-      r.fail(at, "no offset in the memory plan, which the program has");
-    // (Divided, not multiplied: an offset near 2^63 must not wrap around.)
-    if (program.arenaBytes > 0 && b.offset >= 0 &&
-        (b.offset > program.arenaBytes ||
-         (b.bytes() > 0 &&
-          b.copies > (program.arenaBytes - b.offset) / b.bytes())))
-      r.fail(at + "/offset", std::to_string(b.copies) + " x " +
-                                 std::to_string(b.bytes()) + " bytes from " +
-                                 std::to_string(b.offset) +
-                                 " end beyond the arena of " +
-                                 std::to_string(program.arenaBytes) + " bytes");
+    BufferSpec b = readBuffer(r, buffers[i], at, program);
     if (!program.bufferIndex.emplace(b.name, i).second)
       r.fail(at + "/name", "buffer \"" + b.name + "\" appears twice");
     program.buffers.push_back(std::move(b));
   }
-  auto buffer = [&](const json &name, const std::string &at) {
-    if (!name.is_string())
-      r.fail(at, "expected a buffer name");
-    auto it = program.bufferIndex.find(name.get<std::string>());
-    if (it == program.bufferIndex.end())
-      r.fail(at, "no buffer \"" + name.get<std::string>() + "\"");
-    return it->second;
-  };
+  LaunchReader launchReader(r, program, groups);
   const json &phases = r.array(p, path, "phases");
   for (size_t i = 0; i < phases.size(); ++i) {
     std::string at = path + "/phases/" + std::to_string(i);
@@ -250,136 +412,14 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
     else
       phase.chunk = r.integer(phases[i], at, "chunk");
     const json &launches = r.array(phases[i], at, "launches");
-    for (size_t j = 0; j < launches.size(); ++j) {
-      const json &l = launches[j];
-      std::string lat = at + "/launches/" + std::to_string(j);
-      std::string op = r.string(l, lat, "op");
-      Launch launch;
-      if (op == "kernel") {
-        launch.op = Launch::Op::Kernel;
-        std::string name = r.string(l, lat, "kernel");
-        std::optional<Kernel> known = plan::kernelNamed(name);
-        if (!known)
-          r.fail(lat + "/kernel", "unknown kernel \"" + name + "\"");
-        launch.kernel = *known;
-        const plan::KernelInfo &kernel = plan::info(*known);
-        for (const json &n : r.array(l, lat, "ins"))
-          launch.ins.push_back(buffer(n, lat + "/ins"));
-        for (const json &n : r.array(l, lat, "outs"))
-          launch.outs.push_back(buffer(n, lat + "/outs"));
-        auto count = [&](const char *what, size_t n, unsigned min,
-                         unsigned max) {
-          if (!plan::countWithin(n, min, max))
-            r.fail(lat + "/" + what,
-                   launch.kernelName() + " takes " + std::to_string(min) +
-                       (max == min ? ""
-                        : max == plan::kAnyCount
-                            ? " or more"
-                            : " to " + std::to_string(max)) +
-                       " " + what + ", got " + std::to_string(n));
-        };
-        count("ins", launch.ins.size(), kernel.minIns, kernel.maxIns);
-        count("outs", launch.outs.size(), kernel.minOuts, kernel.maxOuts);
-        launch.accumulate.assign(launch.outs.size(), false);
-        if (l.contains("accumulate")) {
-          const json &flags = l["accumulate"];
-          if (!flags.is_array() || flags.size() != launch.outs.size() ||
-              !std::all_of(flags.begin(), flags.end(),
-                           [](const json &f) { return f.is_boolean(); }))
-            r.fail(lat + "/accumulate", "expected a true or false per output");
-          for (size_t k = 0; k < launch.outs.size(); ++k)
-            launch.accumulate[k] = flags[k].get<bool>();
-        }
-        launch.params = l.value("params", json::object());
-        if (!launch.params.is_object())
-          r.fail(lat + "/params", "expected an object");
-        if (l.contains("layer")) {
-          launch.layer = r.integer(l, lat, "layer");
-          if (*launch.layer < 0)
-            r.fail(lat + "/layer", "expected a decoder layer, from 0");
-        }
-      } else if (op == "collective") {
-        launch.op = Launch::Op::Collective;
-        std::string kind = r.string(l, lat, "collective");
-        launch.collective =
-            kind == "all_reduce"   ? Launch::Collective::AllReduce
-            : kind == "all_gather" ? Launch::Collective::AllGather
-            : kind == "reduce_scatter"
-                ? Launch::Collective::ReduceScatter
-                : (r.fail(lat + "/collective",
-                          "unknown collective \"" + kind + "\""),
-                   Launch::Collective::AllReduce);
-        launch.group = r.string(l, lat, "group");
-        if (!groups.count(launch.group))
-          r.fail(lat + "/group",
-                 "no group \"" + launch.group + "\" in the plan's groups");
-        launch.input = buffer(r.at(l, lat, "input"), lat + "/input");
-        launch.output = buffer(r.at(l, lat, "output"), lat + "/output");
-        if (launch.collective == Launch::Collective::AllReduce &&
-            launch.input != launch.output)
-          r.fail(lat + "/output", "an all_reduce runs in place: its output "
-                                  "must be its input");
-        std::string reduction =
-            r.optional(l, lat, "reduction", std::string("sum"));
-        if (reduction != "sum" && reduction != "max")
-          r.fail(lat + "/reduction",
-                 "expected sum or max, got \"" + reduction + "\"");
-        launch.reduceMax = reduction == "max";
-        if (launch.reduceMax &&
-            launch.collective != Launch::Collective::AllReduce)
-          r.fail(lat + "/reduction", "only an all_reduce takes max (the "
-                                     "runtime's reduce_scatter sums)");
-        if (l.contains("dim"))
-          launch.dim = r.integer(l, lat, "dim");
-        launch.accumulateOutput = r.optional(l, lat, "accumulate", false);
-        if (l.contains("bucket")) {
-          launch.bucket = r.integer(l, lat, "bucket");
-          // Its members run as one on every rank of the group: a group
-          // whose ranks run other programs would not agree.
-          if (launch.group != "dp")
-            r.fail(lat + "/bucket", "only data-parallel (dp) collectives "
-                                    "form buckets, not " +
-                                        launch.group);
-        }
-        if (launch.collective == Launch::Collective::AllReduce &&
-            launch.accumulateOutput)
-          r.fail(lat + "/accumulate",
-                 "an all_reduce runs in place: it cannot add to its output");
-        launch.async = r.optional(l, lat, "async", false);
-        launch.lastMicroBatch = r.optional(l, lat, "last_micro_batch", false);
-      } else if (op == "wait") {
-        launch.op = Launch::Op::Wait;
-        launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
-        launch.firstMicroBatch = r.optional(l, lat, "first_micro_batch", false);
-      } else if (op == "send" || op == "recv") {
-        launch.op = op == "send" ? Launch::Op::Send : Launch::Op::Recv;
-        launch.input = buffer(r.at(l, lat, "buffer"), lat + "/buffer");
-        std::string peer = r.string(l, lat, "peer");
-        if (peer != "next" && peer != "prev")
-          r.fail(lat + "/peer", "expected next or prev, got \"" + peer + "\"");
-        launch.toNext = peer == "next";
-      } else {
-        r.fail(lat + "/op", "unknown launch \"" + op + "\"");
-      }
-      phase.launches.push_back(std::move(launch));
-    }
+    for (size_t j = 0; j < launches.size(); ++j)
+      phase.launches.push_back(launchReader.read(
+          launches[j], at + "/launches/" + std::to_string(j)));
     program.phases.push_back(std::move(phase));
   }
   if (program.stepPhase < 0)
     r.fail(path, "the program has no step phase");
-  const json &schedule = r.array(p, path, "schedule");
-  for (size_t i = 0; i < schedule.size(); ++i) {
-    std::string at = path + "/schedule/" + std::to_string(i);
-    std::string kind = r.string(schedule[i], at, "phase");
-    int64_t chunk = r.integer(schedule[i], at, "chunk");
-    Run run{-1, r.integer(schedule[i], at, "micro_batch")};
-    for (size_t k = 0; k < program.phases.size(); ++k)
-      if (program.phases[k].kind == kind && program.phases[k].chunk == chunk)
-        run.phase = k;
-    if (run.phase < 0)
-      r.fail(at, "no " + kind + " phase of chunk " + std::to_string(chunk));
-    program.schedule.push_back(run);
-  }
+  readSchedule(r, p, path, program);
   return program;
 }
 
@@ -967,16 +1007,8 @@ void checkBackwardPairs(Reader &r, const Program &program,
     }
 }
 
-Plan readPlan(Reader &r, const json &doc) {
-  if (!doc.is_object() || doc.value("format", "") != "partita-plan")
-    r.fail("/format", "not a Partita plan (expected \"partita-plan\")");
-  int64_t version = r.integer(doc, "", "version");
-  if (version != kPlanVersion)
-    r.fail("/version", "plan format version " + std::to_string(version) +
-                           "; this runtime executes version " +
-                           std::to_string(kPlanVersion));
-  Plan plan;
-  plan.model = r.string(doc, "", "model");
+/// /training: the batch, the sequence and the vocabulary, and the dtype.
+void readTraining(Reader &r, const json &doc, Plan &plan) {
   const json &t = r.at(doc, "", "training");
   plan.seqLen = r.integer(t, "/training", "seq_len");
   plan.vocabSize = r.integer(t, "/training", "vocab_size");
@@ -997,6 +1029,10 @@ Plan readPlan(Reader &r, const json &doc) {
     r.fail("/training/dtype", "the runtime runs f32 and bf16 plans, not " +
                                   plan.dtype +
                                   " (compile with --dtype=bf16 or f32)");
+}
+
+/// /mesh and /devices: the parallel layout and each rank's place in it.
+void readMesh(Reader &r, const json &doc, Plan &plan) {
   const json &mesh = r.at(doc, "", "mesh");
   plan.dp = r.integer(mesh, "/mesh", "dp");
   plan.tp = r.integer(mesh, "/mesh", "tp");
@@ -1035,6 +1071,10 @@ Plan readPlan(Reader &r, const json &doc) {
   }
   if (int64_t(plan.devices.size()) != plan.worldSize)
     r.fail("/devices", "expected one entry per rank");
+}
+
+/// /groups: each group's lists of world ranks, one size for all.
+void readGroups(Reader &r, const json &doc, Plan &plan) {
   const json &groups = r.at(doc, "", "groups");
   if (!groups.is_object())
     r.fail("/groups", "expected an object of group names");
@@ -1069,89 +1109,73 @@ Plan readPlan(Reader &r, const json &doc) {
                  "rank " + std::to_string(rank) + " is in two of its lists");
     }
   }
-  const json &o = r.at(doc, "", "optimizer");
-  plan.optimizer = {r.number(o, "/optimizer", "lr"),
-                    r.number(o, "/optimizer", "min_lr"),
-                    r.number(o, "/optimizer", "beta1"),
-                    r.number(o, "/optimizer", "beta2"),
-                    r.number(o, "/optimizer", "eps"),
-                    r.number(o, "/optimizer", "weight_decay"),
-                    r.number(o, "/optimizer", "clip_norm"),
-                    r.integer(o, "/optimizer", "warmup_steps"),
-                    r.integer(o, "/optimizer", "decay_steps"),
-                    r.string(o, "/optimizer", "decay")};
-  checkOptimizer(r, plan.optimizer);
-  const json &params = r.array(doc, "", "parameters");
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::string at = "/parameters/" + std::to_string(i);
-    const json &p = params[i];
-    ParameterSpec spec;
-    spec.name = r.string(p, at, "name");
-    spec.globalShape = r.shape(p, at, "global_shape");
-    spec.localShape = r.shape(p, at, "local_shape");
-    spec.init = r.string(p, at, "init");
-    if (spec.init != "zeros" && spec.init != "ones" && spec.init != "normal")
-      r.fail(at + "/init",
-             "expected zeros, ones or normal, got \"" + spec.init + "\"");
-    if (p.contains("init_std"))
-      spec.initStd = r.number(p, at, "init_std");
-    if (!(spec.initStd >= 0) || !std::isfinite(spec.initStd))
-      r.fail(at + "/init_std", "expected a finite standard deviation >= 0");
-    if (!r.at(p, at, "tp_dim").is_null())
-      spec.tpDim = r.integer(p, at, "tp_dim");
-    spec.tpParts = r.integer(p, at, "tp_parts");
-    if (spec.globalShape.size() != spec.localShape.size())
-      r.fail(at + "/local_shape", "expected as many dimensions as "
-                                  "global_shape");
-    if (spec.tpDim >= int64_t(spec.localShape.size()) || spec.tpParts < 1 ||
-        spec.tpParts > (int64_t(1) << 20))
-      r.fail(at + "/tp_dim", "not a dimension of the parameter, or "
-                             "tp_parts not from 1 to 2^20");
-    // The local tensor is the global one, split in tp_parts along tp_dim
-    // (padded up to a multiple of them, as the vocabulary is).
-    for (size_t d = 0; d < spec.localShape.size(); ++d) {
-      int64_t local = spec.localShape[d], global = spec.globalShape[d];
-      bool split = int64_t(d) == spec.tpDim;
-      if (split ? local != (global + spec.tpParts - 1) / spec.tpParts
-                : local != global)
-        r.fail(at + "/local_shape",
-               "dimension " + std::to_string(d) + " holds " +
-                   std::to_string(local) + " of the global " +
-                   std::to_string(global) +
-                   (split ? " in " + std::to_string(spec.tpParts) + " parts"
-                          : std::string()));
-    }
-    const json &holders = r.array(p, at, "holders");
-    for (size_t k = 0; k < holders.size(); ++k) {
-      std::string hat = at + "/holders/" + std::to_string(k);
-      const json &h = holders[k];
-      const json &shard = r.at(h, hat, "dp_shard");
-      if (!shard.is_boolean())
-        r.fail(hat + "/dp_shard", "expected true or false");
-      spec.holders.push_back({r.integer(h, hat, "pp_rank"),
-                              r.string(h, hat, "buffer"), shard.get<bool>()});
-      if (spec.holders.back().ppRank < 0 ||
-          spec.holders.back().ppRank >= plan.pp)
-        r.fail(hat + "/pp_rank", "not a pipeline rank of the mesh");
-    }
-    if (spec.holders.empty())
-      r.fail(at + "/holders", "a parameter needs a holder");
-    if (p.contains("layer")) {
-      spec.layer = r.integer(p, at, "layer");
-      if (*spec.layer < 0)
-        r.fail(at + "/layer", "expected a decoder layer, from 0");
-    }
-    if (!plan.parameterIndex.try_emplace(spec.name, i).second)
-      r.fail(at + "/name", "parameter \"" + spec.name + "\" appears twice");
-    plan.parameters.push_back(std::move(spec));
+}
+
+/// Parameter `i` (at `at`): its shapes, initialisation, tp split, the
+/// buffers that hold it and its layer.
+ParameterSpec readParameter(Reader &r, const json &p, const std::string &at,
+                            const Plan &plan) {
+  ParameterSpec spec;
+  spec.name = r.string(p, at, "name");
+  spec.globalShape = r.shape(p, at, "global_shape");
+  spec.localShape = r.shape(p, at, "local_shape");
+  spec.init = r.string(p, at, "init");
+  if (spec.init != "zeros" && spec.init != "ones" && spec.init != "normal")
+    r.fail(at + "/init",
+           "expected zeros, ones or normal, got \"" + spec.init + "\"");
+  if (p.contains("init_std"))
+    spec.initStd = r.number(p, at, "init_std");
+  if (!(spec.initStd >= 0) || !std::isfinite(spec.initStd))
+    r.fail(at + "/init_std", "expected a finite standard deviation >= 0");
+  if (!r.at(p, at, "tp_dim").is_null())
+    spec.tpDim = r.integer(p, at, "tp_dim");
+  spec.tpParts = r.integer(p, at, "tp_parts");
+  if (spec.globalShape.size() != spec.localShape.size())
+    r.fail(at + "/local_shape", "expected as many dimensions as "
+                                "global_shape");
+  if (spec.tpDim >= int64_t(spec.localShape.size()) || spec.tpParts < 1 ||
+      spec.tpParts > (int64_t(1) << 20))
+    r.fail(at + "/tp_dim", "not a dimension of the parameter, or "
+                           "tp_parts not from 1 to 2^20");
+  // The local tensor is the global one, split in tp_parts along tp_dim
+  // (padded up to a multiple of them, as the vocabulary is).
+  for (size_t d = 0; d < spec.localShape.size(); ++d) {
+    int64_t local = spec.localShape[d], global = spec.globalShape[d];
+    bool split = int64_t(d) == spec.tpDim;
+    if (split ? local != (global + spec.tpParts - 1) / spec.tpParts
+              : local != global)
+      r.fail(at + "/local_shape",
+             "dimension " + std::to_string(d) + " holds " +
+                 std::to_string(local) + " of the global " +
+                 std::to_string(global) +
+                 (split ? " in " + std::to_string(spec.tpParts) + " parts"
+                        : std::string()));
   }
-  const json &programs = r.array(doc, "", "programs");
-  for (size_t i = 0; i < programs.size(); ++i)
-    plan.programs.push_back(readProgram(r, programs[i],
-                                        "/programs/" + std::to_string(i),
-                                        plan.groups, plan.numMicroBatches));
-  if (int64_t(plan.programs.size()) != plan.pp)
-    r.fail("/programs", "expected one program per pipeline rank");
+  const json &holders = r.array(p, at, "holders");
+  for (size_t k = 0; k < holders.size(); ++k) {
+    std::string hat = at + "/holders/" + std::to_string(k);
+    const json &h = holders[k];
+    const json &shard = r.at(h, hat, "dp_shard");
+    if (!shard.is_boolean())
+      r.fail(hat + "/dp_shard", "expected true or false");
+    spec.holders.push_back({r.integer(h, hat, "pp_rank"),
+                            r.string(h, hat, "buffer"), shard.get<bool>()});
+    if (spec.holders.back().ppRank < 0 || spec.holders.back().ppRank >= plan.pp)
+      r.fail(hat + "/pp_rank", "not a pipeline rank of the mesh");
+  }
+  if (spec.holders.empty())
+    r.fail(at + "/holders", "a parameter needs a holder");
+  if (p.contains("layer")) {
+    spec.layer = r.integer(p, at, "layer");
+    if (*spec.layer < 0)
+      r.fail(at + "/layer", "expected a decoder layer, from 0");
+  }
+  return spec;
+}
+
+/// Each parameter's holders against the buffers of their programs: the
+/// local tensor, or (ZeRO-3) a rank's 1/dp slice of it.
+void checkHolders(Reader &r, const Plan &plan) {
   for (size_t i = 0; i < plan.parameters.size(); ++i) {
     const ParameterSpec &p = plan.parameters[i];
     int64_t local = 1;
@@ -1174,6 +1198,11 @@ Plan readPlan(Reader &r, const json &doc) {
                        std::to_string(local));
     }
   }
+}
+
+/// The checks of the whole plan, which need every program read: kernels,
+/// parameters, backward pairs, pipeline messages, then two steps walked.
+void checkPlan(Reader &r, Plan &plan) {
   if (plan.globalBatch != plan.microBatchSize * plan.numMicroBatches * plan.dp)
     r.fail("/training/global_batch",
            "expected micro_batch_size x num_micro_batches x dp");
@@ -1201,6 +1230,50 @@ Plan readPlan(Reader &r, const json &doc) {
       r.fail(problem->at, problem->what);
   if (std::optional<PlanProblem> problem = findPipelineDeadlock(plan))
     r.fail(problem->at, problem->what);
+}
+
+Plan readPlan(Reader &r, const json &doc) {
+  if (!doc.is_object() || doc.value("format", "") != "partita-plan")
+    r.fail("/format", "not a Partita plan (expected \"partita-plan\")");
+  int64_t version = r.integer(doc, "", "version");
+  if (version != kPlanVersion)
+    r.fail("/version", "plan format version " + std::to_string(version) +
+                           "; this runtime executes version " +
+                           std::to_string(kPlanVersion));
+  Plan plan;
+  plan.model = r.string(doc, "", "model");
+  readTraining(r, doc, plan);
+  readMesh(r, doc, plan);
+  readGroups(r, doc, plan);
+  const json &o = r.at(doc, "", "optimizer");
+  plan.optimizer = {r.number(o, "/optimizer", "lr"),
+                    r.number(o, "/optimizer", "min_lr"),
+                    r.number(o, "/optimizer", "beta1"),
+                    r.number(o, "/optimizer", "beta2"),
+                    r.number(o, "/optimizer", "eps"),
+                    r.number(o, "/optimizer", "weight_decay"),
+                    r.number(o, "/optimizer", "clip_norm"),
+                    r.integer(o, "/optimizer", "warmup_steps"),
+                    r.integer(o, "/optimizer", "decay_steps"),
+                    r.string(o, "/optimizer", "decay")};
+  checkOptimizer(r, plan.optimizer);
+  const json &params = r.array(doc, "", "parameters");
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::string at = "/parameters/" + std::to_string(i);
+    ParameterSpec spec = readParameter(r, params[i], at, plan);
+    if (!plan.parameterIndex.try_emplace(spec.name, i).second)
+      r.fail(at + "/name", "parameter \"" + spec.name + "\" appears twice");
+    plan.parameters.push_back(std::move(spec));
+  }
+  const json &programs = r.array(doc, "", "programs");
+  for (size_t i = 0; i < programs.size(); ++i)
+    plan.programs.push_back(readProgram(r, programs[i],
+                                        "/programs/" + std::to_string(i),
+                                        plan.groups, plan.numMicroBatches));
+  if (int64_t(plan.programs.size()) != plan.pp)
+    r.fail("/programs", "expected one program per pipeline rank");
+  checkHolders(r, plan);
+  checkPlan(r, plan);
   if (doc.contains("predicted")) {
     plan.predictedStepTimeS = doc["predicted"].value("step_time_s", 0.0);
     plan.predictedPeakBytes =
