@@ -120,6 +120,7 @@ KernelParams decodeParams(const nlohmann::json &p) {
   k.causal = p.value("causal", false);
   k.window = p.value("window", int64_t(0));
   k.rotary = decodeRotary(p);
+  k.rotary.inverseFrequencies = rotaryInverseFrequencies(k.rotary);
   k.tanhGelu = p.value("approximate", std::string()) == "tanh";
   k.scale = p.value("scale", 1.0);
   k.vocabParts = p.value("vocab_parts", int64_t(1));

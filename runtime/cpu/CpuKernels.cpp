@@ -162,7 +162,7 @@ void rotary(Call &c, float sign) {
   int64_t b = x.dim(0), s = x.dim(1), width = x.dim(2);
   int64_t heads = c.p.numHeads;
   int64_t rd = c.p.rotary.rotaryDim, d = width / heads;
-  std::vector<double> inv = plan::rotaryInverseFrequencies(c.p.rotary);
+  const std::vector<double> &inv = c.p.rotary.inverseFrequencies;
   double magnitude = plan::rotaryMagnitude(c.p.rotary);
   Vec &y = c.result(0);
   std::copy(x.f, x.f + x.n, y.begin());

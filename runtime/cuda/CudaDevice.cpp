@@ -523,7 +523,7 @@ void *CudaDevice::workspace(int64_t bytes) {
 }
 
 const double *CudaDevice::inverseFrequencies(const plan::RotaryParams &rope) {
-  std::vector<double> inv = plan::rotaryInverseFrequencies(rope);
+  const std::vector<double> &inv = rope.inverseFrequencies;
   auto found = rotaryTables.find(inv);
   if (found != rotaryTables.end())
     return found->second;

@@ -35,6 +35,8 @@ struct RotaryParams {
   bool truncate = false;                // yarn
   double attentionFactor = 1;           // yarn, longrope
   std::vector<double> frequencyFactors; // longrope, rotary_dim / 2
+  /// rotaryInverseFrequencies of the above, made once by decodeParams.
+  std::vector<double> inverseFrequencies;
 };
 
 /// The rotary_dim / 2 inverse frequencies of `rope`.
