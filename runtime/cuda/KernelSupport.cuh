@@ -31,6 +31,10 @@ void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
 
 #define PARTITA_DYNAMIC_SHARED(name)                                           \
   extern __shared__ __align__(128) char name[]
+/// A static shared variable: `type name extents`. Declared this way (never
+/// with a bare __shared__) so that the emulator can fill it with junk for
+/// each block, as a GPU leaves it.
+#define PARTITA_SHARED(type, name, extents) __shared__ type name extents
 #endif
 
 /// Starts copying 16 bytes from device memory to shared memory, both

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Kernels.h"
 #include "KernelSupport.cuh"
+#include "Kernels.h"
 #include "LaunchConfig.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -329,7 +329,7 @@ __device__ void packStatistics(const Pack (&xs)[P], Column column,
 template <int P>
 __global__ void normKernel(In x, In w, In b, Out y, int64_t h, double eps,
                            bool rms, float offset) {
-  __shared__ double shared[32];
+  PARTITA_SHARED(double, shared, [32]);
   int64_t row0 = blockIdx.x * h;
   Pack xs[P];
   loadRow(x, row0, h, xs);
@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(kNormThreads)
     normBackwardKernel(In dy, In x, In w, Out dx, int64_t rows, int64_t h,
                        double eps, bool rms, float offset, float *sums) {
   static_assert(P <= kNormBackwardPacks, "wider rows go column by column");
-  __shared__ double shared[32];
+  PARTITA_SHARED(double, shared, [32]);
   Pack dwPart[P] = {}, dbPart[WithBias ? P : 1] = {};
   int64_t begin = blockIdx.x * kNormRowsPerBlock;
   int64_t end = min(rows, begin + kNormRowsPerBlock);
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(kNormThreads)
     normBackwardColumnsKernel(In dy, In x, In w, Out dx, bool withBias,
                               int64_t rows, int64_t h, double eps, bool rms,
                               float offset, float *sums) {
-  __shared__ double shared[32];
+  PARTITA_SHARED(double, shared, [32]);
   float dwPart[kNormColumnsPerThread], dbPart[kNormColumnsPerThread];
   for (int c = 0; c < kNormColumnsPerThread; ++c)
     dwPart[c] = dbPart[c] = 0;
@@ -555,7 +555,7 @@ __global__ void __launch_bounds__(kNarrowNormThreads, WithBias ? 2 : 3)
     narrowNormBackwardKernel(In dy, In x, In w, Out dx, int64_t rows, int64_t h,
                              double eps, bool rms, float offset, float *sums) {
   constexpr int kGroups = kNarrowNormThreads / G;
-  __shared__ float parts[WithBias ? 2 : 1][kNarrowNormThreads * kPack];
+  PARTITA_SHARED(float, parts, [WithBias ? 2 : 1][kNarrowNormThreads * kPack]);
   int64_t j = LaneColumn<G>()(0);
   int count = packCount(h - j);
   Pack wj = loadPack(w, j, count), dwPart{}, dbPart{};
@@ -752,7 +752,7 @@ template <int D> struct RowSlice {
   /// Element `base` + column of x for each held column (zero past d or
   /// when !valid), times `scale`.
   __device__ void gather(float *to, In x, int64_t base, bool valid, int64_t d,
-                       float scale = 1.0f) const {
+                         float scale = 1.0f) const {
     for (int k = 0; k < kColumnsPerLane; ++k)
       to[k] = valid && column(k) < d ? load(x, base + column(k)) * scale : 0.0f;
   }
@@ -819,7 +819,8 @@ template <int D, bool WithOutput>
 __global__ void __launch_bounds__(kAttentionThreads)
     attentionKernel(AttentionDims a, In q, In k, In v, Out o, float *lse) {
   constexpr int T = keyTile<D>();
-  __shared__ float kTile[T][D], vTile[T][D];
+  PARTITA_SHARED(float, kTile, [T][D]);
+  PARTITA_SHARED(float, vTile, [T][D]);
   RowSlice<D> r;
   int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
   bool valid = r.row < a.s;
@@ -865,7 +866,8 @@ __global__ void __launch_bounds__(kAttentionThreads)
                                  Out dq, const float *lse,
                                  const float *rowDot) {
   constexpr int T = keyTile<D>();
-  __shared__ float kTile[T][D], vTile[T][D];
+  PARTITA_SHARED(float, kTile, [T][D]);
+  PARTITA_SHARED(float, vTile, [T][D]);
   RowSlice<D> r;
   int64_t bb = blockIdx.z, hh = blockIdx.y, kh = hh / (a.heads / a.kvHeads);
   int64_t i = r.row;
@@ -903,8 +905,10 @@ __global__ void __launch_bounds__(kAttentionThreads)
                                Out dk, Out dv, const float *lse,
                                const float *rowDot) {
   constexpr int T = keyTile<D>();
-  __shared__ float qTile[T][D], doTile[T][D];
-  __shared__ float lseTile[T], dTile[T];
+  PARTITA_SHARED(float, qTile, [T][D]);
+  PARTITA_SHARED(float, doTile, [T][D]);
+  PARTITA_SHARED(float, lseTile, [T]);
+  PARTITA_SHARED(float, dTile, [T]);
   RowSlice<D> r;
   int64_t bb = blockIdx.z, kh = blockIdx.y, group = a.heads / a.kvHeads;
   int64_t j = r.row, last = min(a.s - 1, r.first + r.rows - 1);
@@ -986,7 +990,7 @@ __device__ int64_t ceValidColumns(const CrossEntropyShape &c) {
 }
 
 __global__ void ceMaxKernel(CrossEntropyShape c, In logits, Out max) {
-  __shared__ float shared[32];
+  PARTITA_SHARED(float, shared, [32]);
   int64_t r = blockIdx.x;
   float m = -INFINITY;
   forEachRowPack(ceValidColumns(c), [&](int64_t j, int count) {
@@ -1003,7 +1007,7 @@ __global__ void ceMaxKernel(CrossEntropyShape c, In logits, Out max) {
 
 __global__ void ceStatsKernel(CrossEntropyShape c, In logits, In max,
                               const int32_t *labels, Out stats) {
-  __shared__ double shared[32];
+  PARTITA_SHARED(double, shared, [32]);
   int64_t r = blockIdx.x;
   // exp in f32, as the backward takes it, each pack's terms summed in f32
   // and the packs' sums in f64: an f64 exp takes more f64 instructions
@@ -1030,11 +1034,11 @@ __global__ void ceStatsKernel(CrossEntropyShape c, In logits, In max,
 
 __global__ void __launch_bounds__(1024)
     ceLossKernel(In max, In stats, int64_t rows, double scale, Out loss) {
-  __shared__ double shared[32];
+  PARTITA_SHARED(double, shared, [32]);
   double s = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    s += log(double(load(stats, 2 * r))) + load(max, r) -
-         load(stats, 2 * r + 1);
+    s +=
+        log(double(load(stats, 2 * r))) + load(max, r) - load(stats, 2 * r + 1);
   s = blockSum(s, shared);
   if (threadIdx.x == 0)
     store(loss, 0, float(scale * s));
@@ -1091,7 +1095,7 @@ static_assert(sizeof(SquaresList) + sizeof(double *) <= 4096 &&
 // per thread.
 __global__ void sumSquaresKernel(const __grid_constant__ SquaresList list,
                                  double *acc64) {
-  __shared__ double shared[32];
+  PARTITA_SHARED(double, shared, [32]);
   double s = 0;
   forEachTensorPack(list, [&](const SquaresTerm &term, int64_t t) {
     Pack x = loadPack(term.x, t, packCount(term.n - t));
@@ -1370,8 +1374,7 @@ size_t sortScratchBytes(int64_t count, int64_t rows) {
   return bytes;
 }
 
-EmbeddingWorkspace embeddingWorkspace(void *base, int64_t count,
-                                      int64_t rows) {
+EmbeddingWorkspace embeddingWorkspace(void *base, int64_t count, int64_t rows) {
   EmbeddingWorkspace w;
   char *at = static_cast<char *>(base);
   for (uint32_t **array :

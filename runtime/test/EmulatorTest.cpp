@@ -1,7 +1,8 @@
 //===- EmulatorTest.cpp - The CUDA emulator's own checks ------------------===//
 //
 // Small kernels that do what the emulator is there to catch: a missing
-// barrier gives a wrong result (in both thread orders), threads stuck at
+// barrier gives a wrong result (in both thread orders), static shared
+// memory holds junk in every block until written, threads stuck at
 // barriers the others never reach and a shuffle over lanes that returned
 // stop the process, an asynchronous copy lands only at the wait for its
 // group, a launch a GPU refuses is refused, a stream's work runs
@@ -36,7 +37,7 @@ __host__ __device__ int neighbour(int t, int step, bool wrap) {
 /// Each thread writes its slot and reads its neighbour's, with or without
 /// a barrier between.
 __global__ void neighbourKernel(int *out, bool barrier, int step, bool wrap) {
-  __shared__ int slot[kBlock];
+  PARTITA_SHARED(int, slot, [kBlock]);
   int t = int(threadIdx.x);
   slot[t] = int(blockIdx.x) * kBlock + t;
   if (barrier)
@@ -88,6 +89,45 @@ TEST(CudaEmulator, RunsLowAndHighThreadsFirstInTurn) {
             without[b * kBlock + t] != b * kBlock + neighbour(t, step, false);
     EXPECT_GT(wrong, 0) << "reading the slot " << step << " away never raced";
   }
+}
+
+/// Only block 0 writes its shared value; every block reads it.
+__global__ void sharedLeftoverKernel(int *out) {
+  PARTITA_SHARED(int, value, );
+  if (blockIdx.x == 0)
+    value = 7;
+  __syncthreads();
+  out[blockIdx.x] = value;
+}
+
+// On a GPU a block's static shared memory holds whatever an earlier block
+// on the SM left there; the emulator gives each block junk instead, so a
+// read before any write shows in every block, not only the first.
+TEST(CudaEmulator, StaticSharedMemoryHoldsJunkInEveryBlockUntilWritten) {
+  int out[3] = {};
+  launchKernel(sharedLeftoverKernel, 3, 32, 0, nullptr, out);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaDeviceSynchronize();
+  EXPECT_EQ(out[0], 7);
+  EXPECT_EQ(out[1], -1) << "block 1 read what block 0 wrote";
+  EXPECT_EQ(out[2], -1) << "block 2 read what block 0 wrote";
+}
+
+__global__ void oversizedSharedKernel(float *out) {
+  PARTITA_SHARED(float, tile,
+                 [emulator::kStaticSharedLimit / sizeof(float) + 1]);
+  tile[threadIdx.x] = 0;
+  out[0] = tile[0];
+}
+
+TEST(CudaEmulatorDeathTest, StaticSharedMemoryOverTheLimitStops) {
+  float out[1];
+  EXPECT_DEATH(
+      {
+        launchKernel(oversizedSharedKernel, 1, 32, 0, nullptr, out);
+        cudaDeviceSynchronize();
+      },
+      "declares 49156 bytes of static shared memory, above the 49152");
 }
 
 __global__ void splitBarrierKernel() {
@@ -285,9 +325,9 @@ TEST(CudaEmulator, FreeAsyncGivesMemoryBackInItsStreamsOrder) {
   LateStream late;
   cudaStream_t stream = late.stream;
   int *x = nullptr, *y = nullptr;
-  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void **>(&x), 32 * sizeof(int),
-                            stream),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMallocAsync(reinterpret_cast<void **>(&x), 32 * sizeof(int), stream),
+      cudaSuccess);
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&y), 32 * sizeof(int)),
             cudaSuccess);
   launchKernel(storeKernel, 1, 32, 0, stream, x, 5);

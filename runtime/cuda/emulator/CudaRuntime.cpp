@@ -304,6 +304,13 @@ cudaError_t cudaPeekAtLastError() {
   return s.sticky != cudaSuccess ? s.sticky : s.lastError;
 }
 
+cudaError_t cudaGetDevice(int *device) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *device = s.device;
+  return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) {
   if (device < 0 || device >= kDevices)
     return fails(cudaErrorInvalidDevice);

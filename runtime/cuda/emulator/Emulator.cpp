@@ -137,6 +137,10 @@ struct Block {
   std::vector<char> sharedStorage;
   char *shared = nullptr;
   size_t sharedBytes = 0;
+  /// The static __shared__ variables the block's threads have declared so
+  /// far, and their bytes: the first to reach a declaration fills it.
+  std::vector<const void *> staticShared;
+  size_t staticSharedBytes = 0;
   Thread *current = nullptr;
   /// PARTITA_EMULATOR_COPIES=issue: asynchronous copies land at once.
   bool copiesLandAtIssue = false;
@@ -207,6 +211,8 @@ void runBlock(Block &b, const std::function<void()> &body, bool highestFirst) {
     b.warpAtBarrier[w] = 0;
   }
   std::fill(b.shared, b.shared + b.sharedBytes, char(0xff));
+  b.staticShared.clear();
+  b.staticSharedBytes = 0;
   for (unsigned t = 0; t < n; ++t) {
     Thread &me = b.threads[t];
     b.setState(me, State::Ready);
@@ -325,6 +331,21 @@ void run(Index grid, Index blockShape, size_t sharedBytes,
 }
 
 char *dynamicShared() { return block().shared; }
+
+void declareStaticShared(void *variable, size_t bytes) {
+  Block &b = block();
+  if (std::find(b.staticShared.begin(), b.staticShared.end(), variable) !=
+      b.staticShared.end())
+    return;
+  b.staticShared.push_back(variable);
+  b.staticSharedBytes += bytes;
+  if (b.staticSharedBytes > kStaticSharedLimit)
+    fail("block " + describe(blockIndex) + " declares " +
+         std::to_string(b.staticSharedBytes) +
+         " bytes of static shared memory, above the " +
+         std::to_string(kStaticSharedLimit) + " a GPU gives");
+  std::memset(variable, 0xff, bytes);
+}
 
 void syncThreads() {
   Block &b = block();

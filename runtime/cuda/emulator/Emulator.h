@@ -55,6 +55,13 @@ void run(Index grid, Index block, size_t sharedBytes,
 
 /// The block's dynamic shared memory.
 char *dynamicShared();
+/// The most static shared memory a block may declare (48 KiB).
+constexpr size_t kStaticSharedLimit = 48 * 1024;
+/// A thread reached the declaration of a static __shared__ variable
+/// (PARTITA_SHARED): the first thread of the block to reach it fills its
+/// `bytes` with 0xff, as dynamic shared memory is, since on a GPU it holds
+/// whatever the SM's previous block left there.
+void declareStaticShared(void *variable, size_t bytes);
 /// The running thread's lane in its warp.
 unsigned lane();
 /// __syncthreads: waits for every thread of the block that has not

@@ -27,9 +27,14 @@
 #endif
 
 // One block runs at a time on a host thread, so a block's shared variables
-// can be statics of that thread.
+// can be statics of that thread, filled with junk for each block. Only
+// PARTITA_SHARED declares them, since a bare __shared__ cannot be filled.
 #undef __shared__
-#define __shared__ static thread_local
+#define __shared__                                                             \
+  static_assert(false, "declare static shared memory with PARTITA_SHARED");
+#define PARTITA_SHARED(type, name, extents)                                    \
+  static thread_local type name extents;                                       \
+  ::partita::runtime::cuda::emulator::declareStaticShared(&name, sizeof name)
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #define threadIdx (::partita::runtime::cuda::emulator::threadIndex)
