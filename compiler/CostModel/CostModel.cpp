@@ -642,17 +642,24 @@ struct LayerCoster {
   }
 };
 
-} // namespace
+/// One pipeline rank for one micro-batch (times), and what it holds.
+struct RankCost {
+  double fwd = 0, bwd = 0, recompute = 0, tp = 0, params = 0;
+  double kept = 0, working = 0;
+  double layerParamsMax = 0;
+  std::vector<GradientPiece> gradients;
 
-llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
-                                          const TopologyGraph &graph,
-                                          const ParallelConfig &c,
-                                          const CostParams &params) {
+  double perMicroBatch() const { return fwd + bwd + recompute + tp; }
+};
+
+/// Why the cost model cannot cost `c` for this model on this topology, or
+/// success.
+llvm::Error checkConfig(const ModelProfile &profile, const Topology &topo,
+                        const ParallelConfig &c) {
   auto fail = [](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    message.str());
   };
-  const Topology &topo = graph.topology();
   if (profile.layers.empty())
     return fail("the model has no tfm.block layers to cost");
   // Sizes beyond these are not configurations but overflows.
@@ -667,7 +674,7 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     return fail("dp, tp, pp, vpp, micro-batch size and count must be "
                 "between 1 and " +
                 llvm::Twine(kMaxSize) + ", and so must dp * tp * pp");
-  const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches, dp = c.dp;
+  const int64_t t = c.tp, p = c.pp, v = c.vpp, m = c.numMicroBatches;
   const int64_t L = profile.layers.size();
   if (c.numDevices() > topo.numDevices())
     return fail("the configuration needs " + llvm::Twine(c.numDevices()) +
@@ -714,62 +721,134 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
                   "layer covering the " +
                   llvm::Twine(L) + " layers (and vpp = 1)");
   }
+  return llvm::Error::success();
+}
+
+/// A training step of a configuration checkConfig accepts, costed section
+/// by section into one CostEstimate: the layers, each pipeline rank, the
+/// tensor-parallel, pipeline and data-parallel collectives, the step's
+/// time and FLOPs, and the memory of the device that needs the most.
+class StepCoster {
+public:
+  StepCoster(const ModelProfile &profile, const TopologyGraph &graph,
+             const ParallelConfig &c, const CostParams &params);
+
+  CostEstimate run() {
+    costLayers();
+    for (int64_t k = 0; k < p; ++k)
+      ranks.push_back(costRank(k));
+    busiestRank =
+        std::max_element(ranks.begin(), ranks.end(),
+                         [](const RankCost &x, const RankCost &y) {
+                           return x.perMicroBatch() < y.perMicroBatch();
+                         }) -
+        ranks.begin();
+    reportTensorParallel();
+    if (p > 1)
+      costPipelineTransfers();
+    if (dp > 1)
+      costDataParallel();
+    if (profile.headParams == 0 && p > 1)
+      costTiedEmbedding();
+    costStep();
+    costFlops();
+    costMemory();
+    return e;
+  }
+
+private:
+  void costLayers();
+  RankCost costRank(int64_t k) const;
+  void orderGradients(RankCost &r, int64_t k,
+                      llvm::ArrayRef<int64_t> rankLayers,
+                      size_t chunkLength) const;
+  void reportTensorParallel();
+  void costPipelineTransfers();
+  void costDataParallel();
+  Bucketed reportSlowestRank(CollectiveKind kind, double elementBytes,
+                             double timesPerStep);
+  void costZero3Gathers(bool overlap);
+  void costTiedEmbedding();
+  void costStep();
+  void costFlops();
+  void costMemory();
+
+  const RankCost &busiest() const { return ranks[busiestRank]; }
+
+  const ModelProfile &profile;
+  const TopologyGraph &graph;
+  const Topology &topo;
+  const ParallelConfig &c;
+  const CostParams &params;
+  const int64_t t, p, v, m, dp, L;
+  DeviceRoofline dev;
+  /// Bytes of an element, and of a gradient's: gradients are never
+  /// narrower than the parameters (f32 training keeps f32 gradients).
+  const double eb, gradientBytes;
+  const double s, b, tokens;
+  /// The vocabulary is padded to a multiple of tp (dist-partition-tensors).
+  const double h, V;
+  const double sp; // split of boundary tensors
+  const double eff;
+  /// The token embedding as one tp rank holds it (the vocabulary padded to
+  /// a multiple of t): what a tied LM head copies to the last stage.
+  const double tiedParams;
+  CollectiveGroup tpGroup, dpGroup;
 
   CostEstimate e;
+  std::vector<LayerCost> layers;
+  double headFlops = 0, headFwd = 0, embedFwd = 0;
+  /// Per micro-batch on each end rank: the tp collectives of the
+  /// embedding's output and the LM head's input, and the LM head input's
+  /// gather again in backward (sequence parallelism).
+  double endTp = 0, headRegather = 0;
+  std::vector<RankCost> ranks;
+  int64_t busiestRank = 0;
+};
+
+/// Rank layout: tp innermost, then dp, then pp.
+std::vector<int64_t> strided(int64_t count, int64_t stride) {
+  std::vector<int64_t> ranks;
+  for (int64_t i = 0; i < count; ++i)
+    ranks.push_back(i * stride);
+  return ranks;
+}
+
+StepCoster::StepCoster(const ModelProfile &profile, const TopologyGraph &graph,
+                       const ParallelConfig &c, const CostParams &params)
+    : profile(profile), graph(graph), topo(graph.topology()), c(c),
+      params(params), t(c.tp), p(c.pp), v(c.vpp), m(c.numMicroBatches),
+      dp(c.dp), L(int64_t(profile.layers.size())),
+      dev{topo.device.peakFlops(
+              profile.elementType ? dtypeOf(profile.elementType) : DType::BF16),
+          topo.device.hbmBytesPerS, params},
+      eb(profile.elementBytes),
+      gradientBytes(std::max(params.gradientBytes, eb)), s(profile.seqLen),
+      b(c.microBatchSize), tokens(b * s), h(profile.hidden),
+      V(double((profile.vocab + t - 1) / t * t)),
+      sp(c.sequenceParallel ? t : 1), eff(params.collectiveEfficiency),
+      tiedParams(double((profile.vocab + t - 1) / t) * double(profile.hidden)),
+      tpGroup(graph, strided(t, 1)), dpGroup(graph, strided(dp, t)) {
   e.config = c;
   e.topologyName = topo.name;
   e.costOverrides = params.overrides;
   e.devices = c.numDevices();
   e.deviceMemoryBytes = topo.device.memoryBytes;
+}
 
-  mlir::Type elem = profile.elementType;
-  DType dtype = elem ? dtypeOf(elem) : DType::BF16;
-  DeviceRoofline dev{topo.device.peakFlops(dtype), topo.device.hbmBytesPerS,
-                     params};
-  const double eb = profile.elementBytes;
-  // Gradients are never narrower than the parameters (f32 training keeps
-  // f32 gradients).
-  const double gradientBytes = std::max(params.gradientBytes, eb);
-  const double s = profile.seqLen, b = c.microBatchSize, tokens = b * s;
-  // The vocabulary is padded to a multiple of tp (dist-partition-tensors).
-  const double h = profile.hidden, V = double((profile.vocab + t - 1) / t * t);
-  const double sp = c.sequenceParallel ? t : 1; // split of boundary tensors
-  const double eff = params.collectiveEfficiency;
-
-  // Rank layout: tp innermost, then dp, then pp.
-  std::vector<int64_t> tpRanks, dpRanks;
-  for (int64_t i = 0; i < t; ++i)
-    tpRanks.push_back(i);
-  for (int64_t i = 0; i < dp; ++i)
-    dpRanks.push_back(i * t);
-  CollectiveGroup tpGroup(graph, tpRanks), dpGroup(graph, dpRanks);
-
+void StepCoster::costLayers() {
   LayerCoster coster{dev, params, c, eb, s, b, tokens, h, sp, tpGroup};
-  std::vector<LayerCost> layers;
   for (const LayerProfile &layer : profile.layers) {
     coster.table = layers.empty() ? &e.layerOps : nullptr;
     layers.push_back(coster.cost(layer));
   }
-
   // Embedding (first rank) and LM head + loss (last rank); the loss reads
   // and writes the vocabulary-parallel logits three times.
-  double headFlops = 2 * tokens * h * V / t;
-  double headFwd = dev.gemmTime(tokens, V / t, h, eb) +
-                   dev.memoryTime(eb * tokens * (3 * V / t + 2 * h / sp));
-  double embedFwd = dev.memoryTime(eb * tokens * 2 * h / sp);
+  headFlops = 2 * tokens * h * V / t;
+  headFwd = dev.gemmTime(tokens, V / t, h, eb) +
+            dev.memoryTime(eb * tokens * (3 * V / t + 2 * h / sp));
+  embedFwd = dev.memoryTime(eb * tokens * 2 * h / sp);
   e.layerOps["lm_head"] = {headFlops, headFwd, 2 * headFwd};
-
-  // --- Each pipeline rank: time per micro-batch, parameters, activations --
-  // The token embedding as one tp rank holds it (the vocabulary padded to a
-  // multiple of t): what a tied LM head copies to the last stage.
-  const double tiedParams =
-      double((profile.vocab + t - 1) / t) * double(profile.hidden);
-  struct Rank {
-    double fwd = 0, bwd = 0, recompute = 0, tp = 0, params = 0;
-    double kept = 0, working = 0, zero3Exposed = 0;
-    double layerParamsMax = 0;
-    std::vector<GradientPiece> gradients;
-  };
   // The vocab-parallel embedding reduces its output (a reduce-scatter with
   // sequence parallelism, whose backward is an all-gather), and the LM
   // head's input needs the mirror image in backward (or an all-gather
@@ -777,7 +856,6 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // on each end rank.
   // With sequence parallelism, backward gathers the LM head's input again
   // too.
-  double endTp = 0, headRegather = 0;
   if (t > 1) {
     double bytes = eb * tokens * h;
     endTp = c.sequenceParallel
@@ -787,339 +865,340 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     if (c.regathersInputs())
       headRegather = tpGroup.time(CollectiveKind::AllGather, bytes, eff);
   }
-  std::vector<Rank> ranks(p);
-  for (int64_t k = 0; k < p; ++k) {
-    Rank &r = ranks[k];
-    std::vector<int64_t> rankLayers = c.layersOfRank(k, L);
-    // layersOfRank lists the rank's chunks in order, equal in size.
-    size_t chunkLength = std::max<size_t>(1, rankLayers.size() / v);
-    std::vector<double> chunkKept(v, 0);
-    for (auto [position, i] : llvm::enumerate(rankLayers)) {
-      const LayerCost &lc = layers[i];
-      r.fwd += lc.forwardS;
-      r.bwd += lc.backwardS;
-      r.recompute += lc.recomputeS;
-      // Backward's collectives mirror forward's; recomputation's are
-      // forward's but the skipped GEMMs' (tpRecomputeS).
-      r.tp += 2 * lc.tpForwardS + lc.tpRecomputeS + lc.tpRegatherS -
-              lc.tpForwardHiddenS - lc.tpRecomputeHiddenS -
-              lc.tpBackwardHiddenS;
-      r.params += lc.params;
-      chunkKept[std::min<size_t>(position / chunkLength, v - 1)] +=
-          lc.keptBytes;
-      r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
-      if (c.recompute == Recompute::Full)
-        r.working = std::max(r.working, lc.fullBytes);
-    }
-    // Kept activations as the memory plan keeps them, micro-batches in
-    // flight counted on the schedule: all m for GPipe, min(p - k, m) for
-    // 1F1B; an interleaved rank's chunks share one region, whose peak is the
-    // schedule's fullest moment.
-    for (const std::vector<int64_t> &moment : fullestMoments(c, k)) {
-      double kept = 0;
-      for (int64_t chunk = 0; chunk < v; ++chunk)
-        kept += double(moment[chunk]) * chunkKept[chunk];
-      r.kept = std::max(r.kept, kept);
-    }
-    // Backward runs the rank's chunks last to first and each one's layers
-    // last to first, the LM head and final norm before them and the
-    // embedding after; other collectives between layers (tp's, ZeRO-3's
-    // gathers) close buckets there, as do the chunk's ends.
-    bool layersCloseBuckets = t > 1 || c.zero == 3;
-    r.gradients.reserve(rankLayers.size() + 3);
-    for (int64_t chunk = v - 1; chunk >= 0; --chunk) {
-      bool newRun = true;
-      if (k == p - 1 && chunk == v - 1) {
-        double head = profile.headParams == 0 ? (p > 1 ? tiedParams : 0)
-                                              : double(profile.headParams) / t;
-        for (double params : {head, double(profile.finalNormParams)}) {
-          if (params == 0)
-            continue;
-          r.gradients.push_back({{}, params, newRun});
-          newRun = layersCloseBuckets;
-        }
-      }
-      size_t begin = std::min(rankLayers.size(), chunk * chunkLength);
-      size_t end = chunk == v - 1
-                       ? rankLayers.size()
-                       : std::min(rankLayers.size(), (chunk + 1) * chunkLength);
-      for (size_t position = end; position-- > begin;) {
-        r.gradients.push_back(
-            {layers[rankLayers[position]].tensorParams, 0, newRun});
+}
+
+RankCost StepCoster::costRank(int64_t k) const {
+  RankCost r;
+  std::vector<int64_t> rankLayers = c.layersOfRank(k, L);
+  // layersOfRank lists the rank's chunks in order, equal in size.
+  size_t chunkLength = std::max<size_t>(1, rankLayers.size() / v);
+  std::vector<double> chunkKept(v, 0);
+  for (auto [position, i] : llvm::enumerate(rankLayers)) {
+    const LayerCost &lc = layers[i];
+    r.fwd += lc.forwardS;
+    r.bwd += lc.backwardS;
+    r.recompute += lc.recomputeS;
+    // Backward's collectives mirror forward's; recomputation's are
+    // forward's but the skipped GEMMs' (tpRecomputeS).
+    r.tp += 2 * lc.tpForwardS + lc.tpRecomputeS + lc.tpRegatherS -
+            lc.tpForwardHiddenS - lc.tpRecomputeHiddenS - lc.tpBackwardHiddenS;
+    r.params += lc.params;
+    chunkKept[std::min<size_t>(position / chunkLength, v - 1)] += lc.keptBytes;
+    r.layerParamsMax = std::max(r.layerParamsMax, lc.params);
+    if (c.recompute == Recompute::Full)
+      r.working = std::max(r.working, lc.fullBytes);
+  }
+  // Kept activations as the memory plan keeps them, micro-batches in
+  // flight counted on the schedule: all m for GPipe, min(p - k, m) for
+  // 1F1B; an interleaved rank's chunks share one region, whose peak is the
+  // schedule's fullest moment.
+  for (const std::vector<int64_t> &moment : fullestMoments(c, k)) {
+    double kept = 0;
+    for (int64_t chunk = 0; chunk < v; ++chunk)
+      kept += double(moment[chunk]) * chunkKept[chunk];
+    r.kept = std::max(r.kept, kept);
+  }
+  orderGradients(r, k, rankLayers, chunkLength);
+  if (k == 0) {
+    r.fwd += embedFwd;
+    r.bwd += 2 * embedFwd;
+    r.tp += endTp;
+    r.params += double(profile.embeddingParams) / t;
+  }
+  if (k == p - 1) {
+    r.fwd += headFwd;
+    r.bwd += 2 * headFwd;
+    r.tp += endTp + headRegather;
+    r.params += double(profile.headParams) / t + profile.finalNormParams;
+    // A tied LM head keeps its own copy of the embedding on the last
+    // stage (dist-split-stages).
+    if (profile.headParams == 0 && p > 1)
+      r.params += tiedParams;
+    // Logits with the fp32 softmax work.
+    r.working += (eb + 4) * tokens * V / t;
+  }
+  return r;
+}
+
+/// Backward runs the rank's chunks last to first and each one's layers
+/// last to first, the LM head and final norm before them and the embedding
+/// after; other collectives between layers (tp's, ZeRO-3's gathers) close
+/// buckets there, as do the chunk's ends.
+void StepCoster::orderGradients(RankCost &r, int64_t k,
+                                llvm::ArrayRef<int64_t> rankLayers,
+                                size_t chunkLength) const {
+  bool layersCloseBuckets = t > 1 || c.zero == 3;
+  r.gradients.reserve(rankLayers.size() + 3);
+  for (int64_t chunk = v - 1; chunk >= 0; --chunk) {
+    bool newRun = true;
+    if (k == p - 1 && chunk == v - 1) {
+      double head = profile.headParams == 0 ? (p > 1 ? tiedParams : 0)
+                                            : double(profile.headParams) / t;
+      for (double params : {head, double(profile.finalNormParams)}) {
+        if (params == 0)
+          continue;
+        r.gradients.push_back({{}, params, newRun});
         newRun = layersCloseBuckets;
       }
-      // The embedding joins the first layer's bucket, but under sequence
-      // parallelism its output gradient is gathered over tp first.
-      if (k == 0 && chunk == 0)
-        r.gradients.push_back({{},
-                               double(profile.embeddingParams) / t,
-                               begin == end || (c.sequenceParallel && t > 1)});
     }
-    if (k == 0) {
-      r.fwd += embedFwd;
-      r.bwd += 2 * embedFwd;
-      r.tp += endTp;
-      r.params += double(profile.embeddingParams) / t;
+    size_t begin = std::min(rankLayers.size(), chunk * chunkLength);
+    size_t end = chunk == v - 1
+                     ? rankLayers.size()
+                     : std::min(rankLayers.size(), (chunk + 1) * chunkLength);
+    for (size_t position = end; position-- > begin;) {
+      r.gradients.push_back(
+          {layers[rankLayers[position]].tensorParams, 0, newRun});
+      newRun = layersCloseBuckets;
     }
-    if (k == p - 1) {
-      r.fwd += headFwd;
-      r.bwd += 2 * headFwd;
-      r.tp += endTp + headRegather;
-      r.params += double(profile.headParams) / t + profile.finalNormParams;
-      // A tied LM head keeps its own copy of the embedding on the last
-      // stage (dist-split-stages).
-      if (profile.headParams == 0 && p > 1)
-        r.params += tiedParams;
-      // Logits with the fp32 softmax work.
-      r.working += (eb + 4) * tokens * V / t;
-    }
+    // The embedding joins the first layer's bucket, but under sequence
+    // parallelism its output gradient is gathered over tp first.
+    if (k == 0 && chunk == 0)
+      r.gradients.push_back({{},
+                             double(profile.embeddingParams) / t,
+                             begin == end || (c.sequenceParallel && t > 1)});
   }
-  auto perMicroBatch = [](const Rank &r) {
-    return r.fwd + r.bwd + r.recompute + r.tp;
+}
+
+/// The busiest rank's tensor-parallel collectives, for the report.
+void StepCoster::reportTensorParallel() {
+  if (t == 1)
+    return;
+  double bytes = eb * tokens * h;
+  // Row-parallel GEMMs on the busiest rank, each with a reduction (and,
+  // with sequence parallelism, its input's gather) in forward and
+  // backward; a full recomputation runs them again but for the
+  // reductions of the GEMMs it skips.
+  double gemms = 0, skipped = 0;
+  for (int64_t i : c.layersOfRank(busiestRank, L)) {
+    gemms += profile.layers[i].rowParallelGemms;
+    if (c.recompute == Recompute::Full && !params.recomputeOutputs)
+      skipped += profile.layers[i].unreadRowParallelGemms();
+  }
+  double passes = c.forwardPasses() + 1;
+  // The embedding's (and, on one stage, the LM head's) reductions.
+  double ends = m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
+  double calls = (gemms * passes - skipped) * m + ends;
+  double gatherCalls = gemms * passes * m + ends;
+  std::string algo;
+  if (c.sequenceParallel) {
+    // And the backward re-gathers of the GEMM inputs (and of the LM
+    // head's input on the last rank).
+    double regathers =
+        c.regathersInputs() ? m * (gemms + (busiestRank == p - 1)) : 0;
+    double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
+    e.collectives.push_back({CollectiveKind::AllGather, "tp", algo, t, bytes,
+                             gatherCalls + regathers, ag});
+    double rs = tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff, &algo);
+    e.collectives.push_back(
+        {CollectiveKind::ReduceScatter, "tp", algo, t, bytes, calls, rs});
+  } else {
+    double ar = tpGroup.time(CollectiveKind::AllReduce, bytes, eff, &algo);
+    e.collectives.push_back(
+        {CollectiveKind::AllReduce, "tp", algo, t, bytes, calls, ar});
+  }
+}
+
+/// Scatter/gather (Narayanan et al. 2021, Section 4.1): each tp rank sends
+/// 1/t of the activation over its own NIC, and the receivers all-gather it
+/// over the node's links (unnecessary with sequence parallelism, whose
+/// activations are already split). Forward activations and backward
+/// gradients cross each of the v boundaries a micro-batch meets on this
+/// rank.
+void StepCoster::costPipelineTransfers() {
+  double full = eb * tokens * h;
+  double bytes = full / t;
+  CollectiveGroup pair(graph, {0, dp * t});
+  double p2p = pair.time(CollectiveKind::SendRecv, bytes, eff);
+  // A rank sends and receives at once, so it spends one transfer time per
+  // message in its busier direction: 2 m v on a middle rank, and
+  // m (2v - 1) on the end ranks of a two-rank pipeline, which has no
+  // middle.
+  double calls = p == 2 ? m * (2.0 * v - 1) : 2.0 * m * v;
+  e.collectives.push_back(
+      {CollectiveKind::SendRecv, "pp", "p2p", 2, bytes, calls, p2p});
+  double gather = 0;
+  if (t > 1 && !c.sequenceParallel) {
+    std::string algo;
+    gather = tpGroup.time(CollectiveKind::AllGather, full, eff, &algo);
+    e.collectives.push_back(
+        {CollectiveKind::AllGather, "tp", algo, t, full, calls, gather});
+  }
+  double perTransfer = p2p + gather;
+  e.ppCommS = calls * perTransfer;
+  // Asynchronous transfers overlap the neighbouring micro-batch's compute
+  // in the steady state; those that fill and drain the pipeline (p - 1
+  // hops each way, per model chunk) wait.
+  e.ppCommExposedS = params.overlapP2P
+                         ? std::min(e.ppCommS, 2.0 * (p - 1) * v * perTransfer)
+                         : e.ppCommS;
+}
+
+/// The bucketed collectives of the rank they take longest on, each
+/// `timesPerStep` times, recorded for the report (per call: the mean
+/// bucket).
+Bucketed StepCoster::reportSlowestRank(CollectiveKind kind, double elementBytes,
+                                       double timesPerStep) {
+  Bucketed worst;
+  for (const RankCost &r : ranks) {
+    // The step phase's gathers go in model order, as one run.
+    std::vector<double> stepOrder;
+    GradientPiece inStep;
+    llvm::ArrayRef<GradientPiece> pieces = r.gradients;
+    if (kind == CollectiveKind::AllGather) {
+      stepOrder = inStepOrder(r.gradients);
+      inStep.tensors = stepOrder;
+      pieces = inStep;
+    }
+    Bucketed rankBuckets = bucketed(dpGroup, kind, pieces, elementBytes,
+                                    params.bucketBytes(), eff);
+    if (rankBuckets.seconds > worst.seconds)
+      worst = rankBuckets;
+  }
+  std::string algo;
+  double perCall = worst.calls ? worst.bytes / worst.calls : 0;
+  dpGroup.time(kind, perCall, eff, &algo);
+  e.collectives.push_back({kind, "dp", algo, dp, perCall,
+                           worst.calls * timesPerStep,
+                           worst.calls ? worst.seconds / worst.calls : 0});
+  return worst;
+}
+
+/// Data parallelism and ZeRO: the gradient reductions, the parameter
+/// gathers, and what of them the backward pass does not hide.
+void StepCoster::costDataParallel() {
+  // ZeRO-0 all-reduces once per step, ZeRO-1 reduce-scatters once per
+  // step, ZeRO-2/3 after every micro-batch's backward, into the gradient
+  // shards they keep.
+  double reductions = c.zero >= 2 ? m : 1;
+  Bucketed reduction = reportSlowestRank(
+      c.zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
+      gradientBytes, reductions);
+  double dpTime = reduction.seconds * reductions;
+  // ZeRO-1/2 gather the updated parameter shards once per step. The
+  // gathers need the optimizer's output: they cannot hide behind the
+  // backward pass, but run into the next step, behind its first
+  // micro-batch's forward (exec-overlap-communication).
+  double afterStep =
+      c.zero == 1 || c.zero == 2
+          ? reportSlowestRank(CollectiveKind::AllGather, eb, 1).seconds
+          : 0;
+  e.dpCommS = dpTime + afterStep;
+  // Gradient buckets reduce while a backward pass runs: the last one, or
+  // (ZeRO-2/3) each backward run of a model chunk, whose reductions end
+  // with it (their gradients are the run's own). A run's last layer's
+  // gradients come when its compute ends, so their reduction shows
+  // whatever else hides: with one layer a chunk, all of it.
+  // ZeRO-0/1: the last bucket's gradients are final when backward ends.
+  double perPass = 1, lastLayers = reduction.lastSeconds,
+         hiding = busiest().bwd;
+  if (c.zero >= 2) {
+    perPass = double(m) * v;
+    double chunkLayers =
+        std::max<double>(1, double(c.layersOfRank(busiestRank, L).size()) / v);
+    lastLayers = dpTime / perPass / chunkLayers;
+    hiding = busiest().bwd / v * (chunkLayers - 1) / chunkLayers;
+  }
+  const bool overlap = params.overlapGradientReduction;
+  e.dpCommExposedS =
+      !overlap     ? dpTime + afterStep
+      : c.zero < 3 ? perPass * std::max(lastLayers, dpTime / perPass - hiding) +
+                         std::max(0.0, afterStep - busiest().fwd)
+                   // ZeRO-3's reductions share the dp stream with the gathers:
+                   // counted with them (costZero3Gathers), but for the last
+                   // layer of each backward run.
+                   : perPass * lastLayers;
+  if (c.zero == 3)
+    costZero3Gathers(overlap);
+}
+
+/// ZeRO-3: each layer's parameters are gathered before its forward and its
+/// backward in every micro-batch, prefetched one layer ahead: what the
+/// previous layer's compute does not cover is exposed. In backward the dp
+/// stream also reduces the gradients of the layer before, one bucket (or
+/// more) per layer. The dp group has a comm stream of its own, so with
+/// tp > 1 a gather starts ahead of the previous layer's tp collectives
+/// (exec-overlap-communication) and hides alike.
+void StepCoster::costZero3Gathers(bool overlap) {
+  double calls = 0;
+  for (int64_t i : c.layersOfRank(busiestRank, L)) {
+    const LayerCost &layer = layers[i];
+    double ag = dpGroup.time(CollectiveKind::AllGather, eb * layer.params, eff);
+    double rs = overlap ? bucketed(dpGroup, CollectiveKind::ReduceScatter,
+                                   GradientPiece{layer.tensorParams},
+                                   gradientBytes, params.bucketBytes(), eff)
+                              .seconds
+                        : 0;
+    double backward = layer.backwardS + layer.recomputeS;
+    e.dpCommS += 2 * m * ag;
+    e.zero3GatherExposedS += m * (std::max(0.0, ag - layer.forwardS) +
+                                  std::max(0.0, ag + rs - backward));
+    calls += 2 * m;
+  }
+  double bytes = eb * layers.front().params;
+  std::string algo;
+  double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
+  e.collectives.push_back(
+      {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls, ag});
+  // The embedding, final norm and LM head are gathered too, with no layer
+  // before them to hide behind: before their forward, and before their
+  // backward but for the embedding tables, which no backward reads (unless
+  // the LM head, tied on the same rank, reads the token table). Biases,
+  // which no backward reads either, are a few vectors a layer: counted in
+  // both.
+  double outside = busiest().params;
+  for (int64_t i : c.layersOfRank(busiestRank, L))
+    outside -= layers[i].params;
+  double tables = 0;
+  if (busiestRank == 0)
+    tables = std::max(
+        0.0, double(profile.embeddingParams) / t -
+                 (profile.headParams == 0 && p == 1 ? tiedParams : 0.0));
+  auto gatherOutside = [&](double params, double calls) {
+    if (params <= 0)
+      return;
+    ag = dpGroup.time(CollectiveKind::AllGather, eb * params, eff, &algo);
+    e.collectives.push_back(
+        {CollectiveKind::AllGather, "dp", algo, dp, eb * params, calls, ag});
+    e.dpCommS += calls * ag;
+    e.zero3GatherExposedS += calls * ag;
   };
-  const int64_t busiestRank =
-      std::max_element(ranks.begin(), ranks.end(),
-                       [&](const Rank &a, const Rank &b) {
-                         return perMicroBatch(a) < perMicroBatch(b);
-                       }) -
-      ranks.begin();
-  const Rank &busiest = ranks[busiestRank];
-  double slowest = perMicroBatch(busiest);
+  if (tables == 0) {
+    gatherOutside(outside, 2.0 * m);
+  } else {
+    gatherOutside(outside, double(m));
+    gatherOutside(outside - tables, double(m));
+  }
+}
 
-  // --- Collectives of the report -------------------------------------------
-  if (t > 1) {
-    double bytes = eb * tokens * h;
-    // Row-parallel GEMMs on the busiest rank, each with a reduction (and,
-    // with sequence parallelism, its input's gather) in forward and
-    // backward; a full recomputation runs them again but for the
-    // reductions of the GEMMs it skips.
-    double gemms = 0, skipped = 0;
-    for (int64_t i : c.layersOfRank(busiestRank, L)) {
-      gemms += profile.layers[i].rowParallelGemms;
-      if (c.recompute == Recompute::Full && !params.recomputeOutputs)
-        skipped += profile.layers[i].unreadRowParallelGemms();
-    }
-    double passes = c.forwardPasses() + 1;
-    // The embedding's (and, on one stage, the LM head's) reductions.
-    double ends = m * (p == 1 ? 2 : busiestRank == 0 || busiestRank == p - 1);
-    double calls = (gemms * passes - skipped) * m + ends;
-    double gatherCalls = gemms * passes * m + ends;
-    std::string algo;
-    if (c.sequenceParallel) {
-      // And the backward re-gathers of the GEMM inputs (and of the LM
-      // head's input on the last rank).
-      double regathers =
-          c.regathersInputs() ? m * (gemms + (busiestRank == p - 1)) : 0;
-      double ag = tpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
-      e.collectives.push_back({CollectiveKind::AllGather, "tp", algo, t, bytes,
-                               gatherCalls + regathers, ag});
-      double rs =
-          tpGroup.time(CollectiveKind::ReduceScatter, bytes, eff, &algo);
-      e.collectives.push_back(
-          {CollectiveKind::ReduceScatter, "tp", algo, t, bytes, calls, rs});
-    } else {
-      double ar = tpGroup.time(CollectiveKind::AllReduce, bytes, eff, &algo);
-      e.collectives.push_back(
-          {CollectiveKind::AllReduce, "tp", algo, t, bytes, calls, ar});
-    }
-  }
-  if (p > 1) {
-    // Scatter/gather (Narayanan et al. 2021, Section 4.1): each tp rank
-    // sends 1/t of the activation over its own NIC, and the receivers
-    // all-gather it over the node's links (unnecessary with sequence
-    // parallelism, whose activations are already split). Forward
-    // activations and backward gradients cross each of the v boundaries a
-    // micro-batch meets on this rank.
-    double full = eb * tokens * h;
-    double bytes = full / t;
-    CollectiveGroup pair(graph, {0, dp * t});
-    double p2p = pair.time(CollectiveKind::SendRecv, bytes, eff);
-    // A rank sends and receives at once, so it spends one transfer time
-    // per message in its busier direction: 2 m v on a middle rank, and
-    // m (2v - 1) on the end ranks of a two-rank pipeline, which has no
-    // middle.
-    double calls = p == 2 ? m * (2.0 * v - 1) : 2.0 * m * v;
-    e.collectives.push_back(
-        {CollectiveKind::SendRecv, "pp", "p2p", 2, bytes, calls, p2p});
-    double gather = 0;
-    if (t > 1 && !c.sequenceParallel) {
-      std::string algo;
-      gather = tpGroup.time(CollectiveKind::AllGather, full, eff, &algo);
-      e.collectives.push_back(
-          {CollectiveKind::AllGather, "tp", algo, t, full, calls, gather});
-    }
-    double perTransfer = p2p + gather;
-    e.ppCommS = calls * perTransfer;
-    // Asynchronous transfers overlap the neighbouring micro-batch's compute
-    // in the steady state; those that fill and drain the pipeline (p - 1
-    // hops each way, per model chunk) wait.
-    e.ppCommExposedS =
-        params.overlapP2P ? std::min(e.ppCommS, 2.0 * (p - 1) * v * perTransfer)
-                          : e.ppCommS;
-  }
+/// A tied embedding's two copies (first and last stage) sum their
+/// gradients once per step.
+void StepCoster::costTiedEmbedding() {
+  // ZeRO-1/2/3 sum the copies' gradient shards (reduced over dp first).
+  double bytes = gradientBytes * tiedParams / (c.zero >= 1 ? dp : 1);
+  CollectiveGroup ends(graph, {0, (p - 1) * dp * t});
+  std::string algo;
+  double tied = ends.time(CollectiveKind::AllReduce, bytes, eff, &algo);
+  e.collectives.push_back(
+      {CollectiveKind::AllReduce, "tied", algo, 2, bytes, 1, tied});
+  e.dpCommS += tied;
+  e.dpCommExposedS += tied;
+}
 
-  // --- Data parallelism and ZeRO -------------------------------------------
-  if (dp > 1) {
-    const double limit = params.bucketBytes();
-    // The bucketed collectives of the rank they take longest on, each
-    // `timesPerStep` times, recorded for the report (per call: the mean
-    // bucket).
-    auto slowestRank = [&](CollectiveKind kind, double elementBytes,
-                           double timesPerStep) {
-      Bucketed worst;
-      for (const Rank &r : ranks) {
-        // The step phase's gathers go in model order, as one run.
-        std::vector<double> stepOrder;
-        GradientPiece inStep;
-        llvm::ArrayRef<GradientPiece> pieces = r.gradients;
-        if (kind == CollectiveKind::AllGather) {
-          stepOrder = inStepOrder(r.gradients);
-          inStep.tensors = stepOrder;
-          pieces = inStep;
-        }
-        Bucketed b = bucketed(dpGroup, kind, pieces, elementBytes, limit, eff);
-        if (b.seconds > worst.seconds)
-          worst = b;
-      }
-      std::string algo;
-      double perCall = worst.calls ? worst.bytes / worst.calls : 0;
-      dpGroup.time(kind, perCall, eff, &algo);
-      e.collectives.push_back({kind, "dp", algo, dp, perCall,
-                               worst.calls * timesPerStep,
-                               worst.calls ? worst.seconds / worst.calls : 0});
-      return worst;
-    };
-    // ZeRO-0 all-reduces once per step, ZeRO-1 reduce-scatters once per
-    // step, ZeRO-2/3 after every micro-batch's backward, into the gradient
-    // shards they keep.
-    double reductions = c.zero >= 2 ? m : 1;
-    Bucketed reduction = slowestRank(
-        c.zero == 0 ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter,
-        gradientBytes, reductions);
-    double dpTime = reduction.seconds * reductions;
-    // ZeRO-1/2 gather the updated parameter shards once per step. The
-    // gathers need the optimizer's output: they cannot hide behind the
-    // backward pass, but run into the next step, behind its first
-    // micro-batch's forward (exec-overlap-communication).
-    double afterStep =
-        c.zero == 1 || c.zero == 2
-            ? slowestRank(CollectiveKind::AllGather, eb, 1).seconds
-            : 0;
-    e.dpCommS = dpTime + afterStep;
-    // Gradient buckets reduce while a backward pass runs: the last one, or
-    // (ZeRO-2/3) each backward run of a model chunk, whose reductions end
-    // with it (their gradients are the run's own). A run's last layer's
-    // gradients come when its compute ends, so their reduction shows
-    // whatever else hides: with one layer a chunk, all of it.
-    // ZeRO-0/1: the last bucket's gradients are final when backward ends.
-    double perPass = 1, lastLayers = reduction.lastSeconds,
-           hiding = busiest.bwd;
-    if (c.zero >= 2) {
-      perPass = double(m) * v;
-      double chunkLayers = std::max<double>(
-          1, double(c.layersOfRank(busiestRank, L).size()) / v);
-      lastLayers = dpTime / perPass / chunkLayers;
-      hiding = busiest.bwd / v * (chunkLayers - 1) / chunkLayers;
-    }
-    const bool overlap = params.overlapGradientReduction;
-    e.dpCommExposedS =
-        !overlap ? dpTime + afterStep
-        : c.zero < 3
-            ? perPass * std::max(lastLayers, dpTime / perPass - hiding) +
-                  std::max(0.0, afterStep - busiest.fwd)
-            // ZeRO-3's reductions share the dp stream with the
-            // gathers: counted with them below, but for the last
-            // layer of each backward run.
-            : perPass * lastLayers;
-    if (c.zero == 3) {
-      // Each layer's parameters are gathered before its forward and its
-      // backward in every micro-batch, prefetched one layer ahead: what the
-      // previous layer's compute does not cover is exposed. In backward the
-      // dp stream also reduces the gradients of the layer before, one
-      // bucket (or more) per layer. The dp group has a comm stream of its
-      // own, so with tp > 1 a gather starts ahead of the previous layer's
-      // tp collectives (exec-overlap-communication) and hides alike.
-      double calls = 0;
-      for (int64_t i : c.layersOfRank(busiestRank, L)) {
-        const LayerCost &layer = layers[i];
-        double ag =
-            dpGroup.time(CollectiveKind::AllGather, eb * layer.params, eff);
-        double rs = overlap ? bucketed(dpGroup, CollectiveKind::ReduceScatter,
-                                       GradientPiece{layer.tensorParams},
-                                       gradientBytes, limit, eff)
-                                  .seconds
-                            : 0;
-        double backward = layer.backwardS + layer.recomputeS;
-        e.dpCommS += 2 * m * ag;
-        e.zero3GatherExposedS += m * (std::max(0.0, ag - layer.forwardS) +
-                                      std::max(0.0, ag + rs - backward));
-        calls += 2 * m;
-      }
-      double bytes = eb * layers.front().params;
-      std::string algo;
-      double ag = dpGroup.time(CollectiveKind::AllGather, bytes, eff, &algo);
-      e.collectives.push_back(
-          {CollectiveKind::AllGather, "dp", algo, dp, bytes, calls, ag});
-      // The embedding, final norm and LM head are gathered too, with no
-      // layer before them to hide behind: before their forward, and before
-      // their backward but for the embedding tables, which no backward
-      // reads (unless the LM head, tied on the same rank, reads the token
-      // table). Biases, which no backward reads either, are a few vectors
-      // a layer: counted in both.
-      double outside = busiest.params;
-      for (int64_t i : c.layersOfRank(busiestRank, L))
-        outside -= layers[i].params;
-      double tables = 0;
-      if (busiestRank == 0)
-        tables = std::max(0.0, double(profile.embeddingParams) / t -
-                                   (profile.headParams == 0 && p == 1
-                                        ? tiedParams
-                                        : 0.0));
-      auto gatherOutside = [&](double params, double calls) {
-        if (params <= 0)
-          return;
-        ag = dpGroup.time(CollectiveKind::AllGather, eb * params, eff, &algo);
-        e.collectives.push_back({CollectiveKind::AllGather, "dp", algo, dp,
-                                 eb * params, calls, ag});
-        e.dpCommS += calls * ag;
-        e.zero3GatherExposedS += calls * ag;
-      };
-      if (tables == 0) {
-        gatherOutside(outside, 2.0 * m);
-      } else {
-        gatherOutside(outside, double(m));
-        gatherOutside(outside - tables, double(m));
-      }
-    }
-  }
-  // A tied embedding's two copies (first and last stage) sum their
-  // gradients once per step.
-  if (profile.headParams == 0 && p > 1) {
-    // ZeRO-1/2/3 sum the copies' gradient shards (reduced over dp first).
-    double bytes = gradientBytes * tiedParams / (c.zero >= 1 ? dp : 1);
-    CollectiveGroup ends(graph, {0, (p - 1) * dp * t});
-    std::string algo;
-    double tied = ends.time(CollectiveKind::AllReduce, bytes, eff, &algo);
-    e.collectives.push_back(
-        {CollectiveKind::AllReduce, "tied", algo, 2, bytes, 1, tied});
-    e.dpCommS += tied;
-    e.dpCommExposedS += tied;
-  }
-
+/// The optimizer, then the step: m micro-batches of the busiest rank, the
+/// pipeline's bubble, and the communication nothing hides.
+void StepCoster::costStep() {
   // AdamW reads and writes parameters, gradients and states once.
   double stageParams = 0;
-  for (const Rank &r : ranks)
+  for (const RankCost &r : ranks)
     stageParams = std::max(stageParams, r.params);
   double shard = c.zero >= 1 ? dp : 1;
-  e.optimizerS =
-      dev.memoryTime(2 * (eb + gradientBytes + optimizerStateBytes(eb)) *
-                     stageParams / shard);
-
-  // --- Step ------------------------------------------------------------------
-  e.forwardS = m * busiest.fwd;
-  e.backwardS = m * busiest.bwd;
-  e.recomputeS = m * busiest.recompute;
-  e.tpCommS = m * busiest.tp;
+  e.optimizerS = dev.memoryTime(
+      2 * (eb + gradientBytes + optimizerStateBytes(eb)) * stageParams / shard);
+  double slowest = busiest().perMicroBatch();
+  e.forwardS = m * busiest().fwd;
+  e.backwardS = m * busiest().bwd;
+  e.recomputeS = m * busiest().recompute;
+  e.tpCommS = m * busiest().tp;
   e.bubbleS = double(p - 1) / v * slowest;
   e.exposedCommS =
       e.tpCommS + e.ppCommExposedS + e.dpCommExposedS + e.zero3GatherExposedS;
@@ -1129,8 +1208,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   // et al.'s (p-1)/(v m) is against the ideal time, and passes 100% when
   // m < p).
   e.bubbleFraction = e.bubbleS / e.stepTimeS;
+}
 
-  // --- FLOPs: forward, backward = 2 x forward, recomputation ---------------
+/// FLOPs: forward, backward = 2 x forward, and recomputation.
+void StepCoster::costFlops() {
   double forward = headFlops, recomputed = 0;
   for (const LayerCost &lc : layers) {
     forward += lc.forwardFlops;
@@ -1144,8 +1225,10 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
   e.modelTflopsPerDevice = e.modelFlops / e.stepTimeS / e.devices / 1e12;
   e.hardwareTflopsPerDevice = e.hardwareFlops / e.stepTimeS / e.devices / 1e12;
   e.mfu = e.modelTflopsPerDevice * 1e12 / dev.peakFlops;
+}
 
-  // --- Memory on the device that needs the most -----------------------------
+/// Memory on the device that needs the most.
+void StepCoster::costMemory() {
   const bool tiedEmbedding = profile.headParams == 0;
   const bool keyValueGroup =
       llvm::any_of(profile.layers, [&](const LayerProfile &layer) {
@@ -1181,7 +1264,17 @@ llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
     if (mem.total() > e.memory.total())
       e.memory = mem;
   }
-  return e;
+}
+
+} // namespace
+
+llvm::Expected<CostEstimate> estimateCost(const ModelProfile &profile,
+                                          const TopologyGraph &graph,
+                                          const ParallelConfig &c,
+                                          const CostParams &params) {
+  if (llvm::Error error = checkConfig(profile, graph.topology(), c))
+    return std::move(error);
+  return StepCoster(profile, graph, c, params).run();
 }
 
 } // namespace partita
