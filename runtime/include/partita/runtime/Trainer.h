@@ -195,6 +195,8 @@ private:
   struct CollectiveRun;
   void collective(const CollectiveRun &run, int64_t microBatch, Communicator &c,
                   Stream stream);
+  /// A run in motion (CollectiveMove.cpp).
+  struct CollectiveMove;
   /// The collectives that run as one from collective launch `first` of
   /// `phase`: itself, and the launches after it of the same data-parallel
   /// bucket that are flat and alike (kind, group, flags, dtype path) and
