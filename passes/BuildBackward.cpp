@@ -133,6 +133,16 @@ private:
     return written.contains(value) ? grads.lookup(value) : StringAttr();
   }
   LogicalResult backwardOf(Operation *op);
+  void backwardOfSend(exec::SendOp send);
+  LogicalResult backwardOfRecv(exec::RecvOp recv);
+  void backwardOfCollective(exec::CollectiveOp c);
+  void backwardOfCrossEntropy(exec::KernelOp loss);
+  /// The kernels whose backward is not a registry kernel of their own.
+  bool backwardOfDataMovement(exec::KernelOp k, StringAttr dy);
+  LogicalResult backwardOfKernel(exec::KernelOp k, StringAttr dy);
+  /// Parameters of a norm or bias that see only this rank's tokens or
+  /// heads.
+  void notePartialParams(exec::KernelOp k);
   /// What the backward of a linear reads as the forward's input `value`.
   StringAttr backwardInput(StringAttr value);
   void finishGradient(StringAttr value);
@@ -352,125 +362,143 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
   if (isa<exec::WaitOp>(op))
     return success();
   if (auto send = dyn_cast<exec::SendOp>(op)) {
-    StringAttr value = send.getBufferAttr().getAttr();
-    auto [grad, accumulate] = gradOut(value);
-    if (accumulate) {
-      StringAttr tmp =
-          addBuffer("d." + value.getValue() + ".recv", buffer(value).getType(),
-                    BufferKind::activation_grad);
-      exec::RecvOp::create(b, op->getLoc(), sym(tmp), exec::Peer::next);
-      kernel("copy", {tmp}, {grad}, {true}, {});
-    } else {
-      exec::RecvOp::create(b, op->getLoc(), sym(grad), exec::Peer::next);
-    }
+    backwardOfSend(send);
     return success();
   }
-  if (auto recv = dyn_cast<exec::RecvOp>(op)) {
-    StringAttr value = recv.getBufferAttr().getAttr();
-    StringAttr grad = gradIn(value);
-    if (!grad)
-      return op->emitError("the activation received here gets no gradient, "
-                           "so the previous stage would wait forever");
-    exec::SendOp::create(b, op->getLoc(), sym(grad), exec::Peer::prev);
-    return success();
-  }
+  if (auto recv = dyn_cast<exec::RecvOp>(op))
+    return backwardOfRecv(recv);
   if (auto c = dyn_cast<exec::CollectiveOp>(op)) {
-    StringAttr in = c.getInputAttr().getAttr(),
-               out = c.getOutputAttr().getAttr();
-    StringAttr dOut = gradIn(out);
-    if (!dOut || c.getKind() == CollectiveKind::all_reduce)
-      return success(); // the sum's gradient is its input's: same buffer
-    auto [dIn, accumulate] = gradOut(in);
-    // Gathering received slices rebuilds a replicated activation: its
-    // gradient is whole on every rank, and each sends back its own slice.
-    // (Not so a sequence shard gathered for column-parallel linears alone,
-    // whose gradients are partial sums: those are reduce-scattered.)
-    bool partialOut = hasColumnReader(out) && !hasMixedReaders(out);
-    if (received(in) && !partialOut) {
-      kernel("shard_slice", {dOut}, {dIn}, {accumulate},
-             b.getDictionaryAttr(
-                 {b.getNamedAttr("dim", b.getI64IntegerAttr(*c.getDim())),
-                  b.getNamedAttr("group", c.getGroupAttr())}));
-      return success();
-    }
-    CollectiveKind adjoint = c.getKind() == CollectiveKind::all_gather
-                                 ? CollectiveKind::reduce_scatter
-                                 : CollectiveKind::all_gather;
-    collective(adjoint, c.getGroup(), dOut, dIn,
-               c.getDim() ? std::optional<int64_t>(*c.getDim()) : std::nullopt,
-               accumulate);
+    backwardOfCollective(c);
     return success();
   }
   auto k = cast<exec::KernelOp>(op);
   StringRef name = k.getName();
-  SmallVector<StringAttr> ins = refs(k.getIns()), outs = refs(k.getOuts());
-  DictionaryAttr params = k.getParamsAttr();
   if (name == "ce_max" || name == "ce_stats")
     return success(); // differentiated with ce_loss
   if (name == "ce_loss") {
-    // ce_loss(max, stats): find the logits and labels from ce_stats.
-    // A copy that outlives the search: lookup returns one by value.
-    SmallVector<Operation *> statsWriters = writers.lookup(ins[1]);
-    auto stats = llvm::find_if(statsWriters, [](Operation *w) {
-      return isa<exec::KernelOp>(w) &&
-             cast<exec::KernelOp>(w).getName() == "ce_stats";
-    });
-    auto statsKernel = cast<exec::KernelOp>(*stats);
-    SmallVector<StringAttr> statsIns = refs(statsKernel.getIns());
-    auto [dLogits, accumulate] = gradOut(statsIns[0]);
-    SmallVector<NamedAttribute> merged(statsKernel.getParamsAttr().getValue());
-    merged.append(params.getValue().begin(), params.getValue().end());
-    kernel("ce_bwd", {statsIns[0], ins[0], ins[1], statsIns[2]}, {dLogits},
-           {accumulate}, b.getDictionaryAttr(merged));
+    backwardOfCrossEntropy(k);
     return success();
   }
-  StringAttr dy = gradIn(outs[0]);
+  StringAttr dy = gradIn(refs(k.getOuts())[0]);
   if (!dy)
     return success(); // nothing depends on this output
-  auto grad = [&](StringAttr v, SmallVectorImpl<StringAttr> &gs,
-                  SmallVectorImpl<bool> &acc) {
-    auto [g, a] = gradOut(v);
-    gs.push_back(g);
-    acc.push_back(a);
-  };
-  SmallVector<StringAttr> gs;
-  SmallVector<bool> acc;
-  if (name == "add" || name == "copy") {
-    for (StringAttr in : ins) {
-      gs.clear();
-      acc.clear();
-      grad(in, gs, acc);
-      kernel("copy", {dy}, gs, acc, {});
-    }
+  if (backwardOfDataMovement(k, dy))
     return success();
+  return backwardOfKernel(k, dy);
+}
+
+void BackwardBuilder::backwardOfSend(exec::SendOp send) {
+  StringAttr value = send.getBufferAttr().getAttr();
+  auto [grad, accumulate] = gradOut(value);
+  if (!accumulate) {
+    exec::RecvOp::create(b, send.getLoc(), sym(grad), exec::Peer::next);
+    return;
+  }
+  StringAttr tmp =
+      addBuffer("d." + value.getValue() + ".recv", buffer(value).getType(),
+                BufferKind::activation_grad);
+  exec::RecvOp::create(b, send.getLoc(), sym(tmp), exec::Peer::next);
+  kernel("copy", {tmp}, {grad}, {true}, {});
+}
+
+LogicalResult BackwardBuilder::backwardOfRecv(exec::RecvOp recv) {
+  StringAttr grad = gradIn(recv.getBufferAttr().getAttr());
+  if (!grad)
+    return recv.emitError("the activation received here gets no gradient, "
+                          "so the previous stage would wait forever");
+  exec::SendOp::create(b, recv.getLoc(), sym(grad), exec::Peer::prev);
+  return success();
+}
+
+void BackwardBuilder::backwardOfCollective(exec::CollectiveOp c) {
+  StringAttr in = c.getInputAttr().getAttr(), out = c.getOutputAttr().getAttr();
+  StringAttr dOut = gradIn(out);
+  if (!dOut || c.getKind() == CollectiveKind::all_reduce)
+    return; // the sum's gradient is its input's: same buffer
+  auto [dIn, accumulate] = gradOut(in);
+  // Gathering received slices rebuilds a replicated activation: its
+  // gradient is whole on every rank, and each sends back its own slice.
+  // (Not so a sequence shard gathered for column-parallel linears alone,
+  // whose gradients are partial sums: those are reduce-scattered.)
+  bool partialOut = hasColumnReader(out) && !hasMixedReaders(out);
+  if (received(in) && !partialOut) {
+    kernel("shard_slice", {dOut}, {dIn}, {accumulate},
+           b.getDictionaryAttr(
+               {b.getNamedAttr("dim", b.getI64IntegerAttr(*c.getDim())),
+                b.getNamedAttr("group", c.getGroupAttr())}));
+    return;
+  }
+  CollectiveKind adjoint = c.getKind() == CollectiveKind::all_gather
+                               ? CollectiveKind::reduce_scatter
+                               : CollectiveKind::all_gather;
+  collective(adjoint, c.getGroup(), dOut, dIn,
+             c.getDim() ? std::optional<int64_t>(*c.getDim()) : std::nullopt,
+             accumulate);
+}
+
+/// ce_loss(max, stats): its backward takes the logits and labels from the
+/// ce_stats that wrote `stats`, and both kernels' params.
+void BackwardBuilder::backwardOfCrossEntropy(exec::KernelOp loss) {
+  SmallVector<StringAttr> ins = refs(loss.getIns());
+  // A copy that outlives the search: lookup returns one by value.
+  SmallVector<Operation *> statsWriters = writers.lookup(ins[1]);
+  auto stats = llvm::find_if(statsWriters, [](Operation *w) {
+    return isa<exec::KernelOp>(w) &&
+           cast<exec::KernelOp>(w).getName() == "ce_stats";
+  });
+  auto statsKernel = cast<exec::KernelOp>(*stats);
+  SmallVector<StringAttr> statsIns = refs(statsKernel.getIns());
+  auto [dLogits, accumulate] = gradOut(statsIns[0]);
+  SmallVector<NamedAttribute> merged(statsKernel.getParamsAttr().getValue());
+  DictionaryAttr params = loss.getParamsAttr();
+  merged.append(params.getValue().begin(), params.getValue().end());
+  kernel("ce_bwd", {statsIns[0], ins[0], ins[1], statsIns[2]}, {dLogits},
+         {accumulate}, b.getDictionaryAttr(merged));
+}
+
+bool BackwardBuilder::backwardOfDataMovement(exec::KernelOp k, StringAttr dy) {
+  StringRef name = k.getName();
+  SmallVector<StringAttr> ins = refs(k.getIns());
+  DictionaryAttr params = k.getParamsAttr();
+  auto gradKernel = [&](StringRef backward, ArrayRef<StringAttr> bwdIns,
+                        StringAttr of, DictionaryAttr bwdParams) {
+    auto [g, accumulate] = gradOut(of);
+    kernel(backward, bwdIns, {g}, {accumulate}, bwdParams);
+  };
+  if (name == "add" || name == "copy") {
+    for (StringAttr in : ins)
+      gradKernel("copy", {dy}, in, {});
+    return true;
   }
   if (name == "embedding") {
-    grad(ins[0], gs, acc);
-    kernel("embedding_bwd", {dy, ins[1]}, gs, acc, params);
-    return success();
+    gradKernel("embedding_bwd", {dy, ins[1]}, ins[0], params);
+    return true;
   }
   if (name == "position_embedding") {
-    grad(ins[0], gs, acc);
-    kernel("copy", {dy}, gs, acc, {});
-    gs.clear();
-    acc.clear();
-    grad(ins[1], gs, acc);
-    kernel("position_embedding_bwd", {dy}, gs, acc, {});
-    return success();
+    gradKernel("copy", {dy}, ins[0], {});
+    gradKernel("position_embedding_bwd", {dy}, ins[1], {});
+    return true;
   }
   if (name == "shard_slice") {
     auto [dx, accumulate] = gradOut(ins[0]);
     collective(CollectiveKind::all_gather,
                params.getAs<StringAttr>("group").getValue(), dy, dx,
                params.getAs<IntegerAttr>("dim").getInt(), accumulate);
-    return success();
+    return true;
   }
+  return false;
+}
+
+LogicalResult BackwardBuilder::backwardOfKernel(exec::KernelOp k,
+                                                StringAttr dy) {
+  StringRef name = k.getName();
+  SmallVector<StringAttr> ins = refs(k.getIns()), outs = refs(k.getOuts());
   if (name == "attention" && config.recompute == Recompute::Selective)
-    recomputed.insert(b.clone(*op)); // the core's output, not kept
+    recomputed.insert(b.clone(*k)); // the core's output, not kept
   std::optional<plan::Kernel> forward = plan::kernelNamed(name);
   const plan::KernelInfo *info = forward ? &plan::info(*forward) : nullptr;
   if (!info || !info->backward)
-    return op->emitOpError("kernel '") << name << "' has no backward rule";
+    return k.emitOpError("kernel '") << name << "' has no backward rule";
   // Backward kernels read the output gradient, then what the registry says
   // they read again of their forward (norms and linears their input and
   // weight; attention also its outputs, the log-sum-exp where kept), and
@@ -488,10 +516,12 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
                        saved.forwardOperand == 0;
     bwdIns.push_back(linearInput ? backwardInput(value) : value);
   }
+  SmallVector<StringAttr> gs;
+  SmallVector<bool> acc;
   for (StringAttr in : ins) {
     // A column-parallel linear's share of a mixed-read input's gradient
     // goes apart, to be reduced over tp alone (finishGradient).
-    if (in == ins[0] && hasMixedReaders(in) && isColumnRead(op, in)) {
+    if (in == ins[0] && hasMixedReaders(in) && isColumnRead(k, in)) {
       StringAttr &partial = partialGrads[in];
       if (!partial)
         partial = addBuffer("d." + in.getValue() + ".tp_partial",
@@ -500,22 +530,30 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
       acc.push_back(!partialWritten.insert(in).second);
       continue;
     }
-    grad(in, gs, acc);
+    auto [g, accumulate] = gradOut(in);
+    gs.push_back(g);
+    acc.push_back(accumulate);
   }
-  kernel(backward.name, bwdIns, gs, acc, params);
+  kernel(backward.name, bwdIns, gs, acc, k.getParamsAttr());
+  notePartialParams(k);
+  return success();
+}
+
+void BackwardBuilder::notePartialParams(exec::KernelOp k) {
   // Norm weights and biases on sequence shards see only this rank's
   // tokens; a per-head norm's weight only this rank's heads.
-  if (config.tp > 1 &&
-      (name == "rms_norm" || name == "layer_norm" || name == "bias_add")) {
-    auto type = buffer(ins[0]).getTensorType();
-    bool sequenceShard = config.sequenceParallel && type.getRank() == 3 &&
-                         type.getDimSize(1) < seqLen;
-    bool perHead = name != "bias_add" && columnParallelOutput(ins[0]);
-    if (sequenceShard || perHead)
-      for (StringAttr in : llvm::drop_begin(ins))
-        tpPartialParams.insert(in);
-  }
-  return success();
+  StringRef name = k.getName();
+  if (config.tp == 1 ||
+      (name != "rms_norm" && name != "layer_norm" && name != "bias_add"))
+    return;
+  SmallVector<StringAttr> ins = refs(k.getIns());
+  auto type = buffer(ins[0]).getTensorType();
+  bool sequenceShard = config.sequenceParallel && type.getRank() == 3 &&
+                       type.getDimSize(1) < seqLen;
+  bool perHead = name != "bias_add" && columnParallelOutput(ins[0]);
+  if (sequenceShard || perHead)
+    for (StringAttr in : llvm::drop_begin(ins))
+      tpPartialParams.insert(in);
 }
 
 void BackwardBuilder::gatherParams(ArrayRef<Operation *> launches) {

@@ -121,139 +121,178 @@ void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   close();
 }
 
-void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
-                  SmallVectorImpl<exec::CollectiveOp> &waitInStep) {
-  SmallVector<exec::CollectiveOp> collectives;
-  for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>())
-    collectives.push_back(c);
-  // A bucket starts when the inputs of all its members are ready.
-  std::map<int64_t, SmallVector<exec::CollectiveOp>> buckets;
-  for (exec::CollectiveOp c : collectives)
-    if (auto id = c->getAttrOfType<IntegerAttr>("bucket"))
-      buckets[id.getInt()].push_back(c);
-  auto bucketOf = [&](exec::CollectiveOp c) -> SmallVector<exec::CollectiveOp> {
+/// Makes a phase's collectives async: each starts as early and is waited
+/// for as late as its data and its group's order allow.
+class PhaseOverlapper {
+public:
+  PhaseOverlapper(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
+                  SmallVectorImpl<exec::CollectiveOp> &waitInStep)
+      : phase(phase), tally(tally), waitInStep(waitInStep),
+        b(phase.getContext()),
+        direction(phase.getKind() == exec::PhaseKind::backward ? 1 : -1) {}
+
+  void run();
+
+private:
+  void overlap(exec::CollectiveOp c);
+  SmallVector<exec::CollectiveOp> bucketOf(exec::CollectiveOp c) {
     if (auto id = c->getAttrOfType<IntegerAttr>("bucket"))
       return buckets[id.getInt()];
     return {c};
-  };
-  // Per bucket, the first launch that needs one of its members.
-  std::map<int64_t, Operation *> bucketNeeded;
-  OpBuilder b(phase.getContext());
-  // Forward walks the blocks up, backward down.
-  int64_t direction = phase.getKind() == exec::PhaseKind::backward ? 1 : -1;
-  for (exec::CollectiveOp c : collectives) {
-    GroupTally &t = tally[c.getGroup().str()];
-    // Waited for in the next step's forward, or made async with its wait
-    // already placed (dist-overlap-collectives).
-    if (c.getAsync()) {
-      ++t.async;
-      continue;
-    }
-    if (c.getGroup() == "tied" || c.getGroup() == "world") {
-      ++t.syncWhy["its group spans ranks of other programs"];
-      continue;
-    }
-    // A last-micro-batch reduction is needed in the step phase only.
-    bool lastMicroBatch = c.getLastMicroBatch();
-    // Latest end: the first launch that needs it done, but no later than
-    // the block after next: a collective holds its input until its wait
-    // (a gradient, say, that could be freed once reduced), and the memory
-    // plan keeps it live until then.
-    auto latestEnd = [&](exec::CollectiveOp x) {
-      std::optional<int64_t> block = exec::launchLayer(x);
-      for (Operation *prev = x->getPrevNode(); prev && !block;
-           prev = prev->getPrevNode())
-        block = exec::launchLayer(prev);
-      auto beyondNextBlock = [&](Operation *op) {
-        std::optional<int64_t> layer = exec::launchLayer(op);
-        return block && layer && (*layer - *block) * -direction >= 2;
-      };
-      Operation *end = x->getNextNode();
-      while (!lastMicroBatch && end && !conflicts(end, x) &&
-             !beyondNextBlock(end))
-        end = end->getNextNode();
-      return end;
-    };
-    Operation *end = latestEnd(c);
-    // A bucket runs as one collective: it starts in time for the member
-    // needed first (a ZeRO-3 layer's bias gathers, which its backward does
-    // not read, go with its weights), found before any member moves.
-    Operation *needed = end;
-    if (auto id = c->getAttrOfType<IntegerAttr>("bucket")) {
-      auto [it, first] = bucketNeeded.try_emplace(id.getInt(), end);
-      if (first)
-        for (exec::CollectiveOp m : bucketOf(c))
-          if (Operation *e = m == c ? nullptr : latestEnd(m);
-              e && (!it->second || e->isBeforeInBlock(it->second)))
-            it->second = e;
-      needed = it->second;
-    }
-    // Earliest start: a collective used by block L may start during the
-    // block before it in the phase's order (L - 1 forward, L + 1 backward),
-    // passing that block's kernels and waits, but no earlier: one block of
-    // prefetch. Each group has a comm stream of its own, so it passes other
-    // groups' collectives as it passes waits (a ZeRO-3 gather passes the
-    // block's tensor-parallel collectives); within its group it may go
-    // ahead of collectives needed after it (gradient reductions waited for
-    // at the end of the phase), not of those needed before. One that no
-    // block uses starts only behind kernels. Sends and receives keep their
-    // place.
-    std::optional<int64_t> consumer =
-        needed ? exec::launchLayer(needed) : std::nullopt;
-    auto inWindow = [&](Operation *op) {
-      std::optional<int64_t> layer = exec::launchLayer(op);
-      return consumer && layer &&
-             (*layer == *consumer || *layer == *consumer + direction);
-    };
-    Operation *start = c;
-    for (Operation *prev = c->getPrevNode(); prev; prev = prev->getPrevNode()) {
-      bool passable;
-      if (isa<exec::SendOp, exec::RecvOp>(prev) ||
-          llvm::any_of(bucketOf(c), [&](exec::CollectiveOp m) {
-            return conflicts(prev, m);
-          }))
-        passable = false;
-      else if (auto other = dyn_cast<exec::CollectiveOp>(prev))
-        passable = needed && other.getGroup() != "tied" &&
-                   other.getGroup() != "world" &&
-                   (llvm::all_of(bucketOf(other),
-                                 [&](exec::CollectiveOp m) {
-                                   return neededLater(m, needed);
-                                 }) ||
-                    (other.getGroup() != c.getGroup() && consumer)) &&
-                   !(c->hasAttr("bucket") &&
-                     other->getAttr("bucket") == c->getAttr("bucket"));
-      else if (isa<exec::WaitOp>(prev))
-        passable = consumer.has_value();
-      else
-        passable = !consumer || inWindow(prev);
-      if (!passable)
-        break;
-      start = prev;
-    }
-    if (lastMicroBatch) {
-      ++t.async;
-      if (start != c.getOperation())
-        c->moveBefore(start);
-      c.setAsync(true);
-      waitInStep.push_back(c);
-      continue;
-    }
-    if (start == c.getOperation() && end == c->getNextNode()) {
-      ++t.syncWhy[end ? "the launch after it needs its result at once"
-                      : "nothing follows it in its phase"];
-      continue;
-    }
-    ++t.async;
-    if (start != c.getOperation())
-      c->moveBefore(start);
-    c.setAsync(true);
-    if (end)
-      b.setInsertionPoint(end);
-    else
-      b.setInsertionPointToEnd(&phase.getBody().front());
-    exec::WaitOp::create(b, c.getLoc(), c.getOutputAttr());
   }
+  Operation *latestEnd(exec::CollectiveOp x, bool lastMicroBatch) const;
+  Operation *neededBy(exec::CollectiveOp c, Operation *end,
+                      bool lastMicroBatch);
+  Operation *earliestStart(exec::CollectiveOp c, Operation *needed);
+  bool passable(Operation *prev, exec::CollectiveOp c, Operation *needed,
+                std::optional<int64_t> consumer);
+
+  exec::PhaseOp phase;
+  std::map<std::string, GroupTally> &tally;
+  SmallVectorImpl<exec::CollectiveOp> &waitInStep;
+  OpBuilder b;
+  /// Forward walks the blocks up, backward down.
+  int64_t direction;
+  /// A bucket starts when the inputs of all its members are ready.
+  std::map<int64_t, SmallVector<exec::CollectiveOp>> buckets;
+  /// Per bucket, the first launch that needs one of its members.
+  std::map<int64_t, Operation *> bucketNeeded;
+};
+
+void PhaseOverlapper::run() {
+  SmallVector<exec::CollectiveOp> collectives;
+  for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>())
+    collectives.push_back(c);
+  for (exec::CollectiveOp c : collectives)
+    if (auto id = c->getAttrOfType<IntegerAttr>("bucket"))
+      buckets[id.getInt()].push_back(c);
+  for (exec::CollectiveOp c : collectives)
+    overlap(c);
+}
+
+/// Latest end: the first launch that needs it done, but no later than the
+/// block after next: a collective holds its input until its wait (a
+/// gradient, say, that could be freed once reduced), and the memory plan
+/// keeps it live until then. A last-micro-batch reduction is needed in the
+/// step phase only.
+Operation *PhaseOverlapper::latestEnd(exec::CollectiveOp x,
+                                      bool lastMicroBatch) const {
+  std::optional<int64_t> block = exec::launchLayer(x);
+  for (Operation *prev = x->getPrevNode(); prev && !block;
+       prev = prev->getPrevNode())
+    block = exec::launchLayer(prev);
+  auto beyondNextBlock = [&](Operation *op) {
+    std::optional<int64_t> layer = exec::launchLayer(op);
+    return block && layer && (*layer - *block) * -direction >= 2;
+  };
+  Operation *end = x->getNextNode();
+  while (!lastMicroBatch && end && !conflicts(end, x) && !beyondNextBlock(end))
+    end = end->getNextNode();
+  return end;
+}
+
+/// A bucket runs as one collective: it starts in time for the member
+/// needed first (a ZeRO-3 layer's bias gathers, which its backward does
+/// not read, go with its weights), found before any member moves.
+Operation *PhaseOverlapper::neededBy(exec::CollectiveOp c, Operation *end,
+                                     bool lastMicroBatch) {
+  auto id = c->getAttrOfType<IntegerAttr>("bucket");
+  if (!id)
+    return end;
+  auto [it, first] = bucketNeeded.try_emplace(id.getInt(), end);
+  if (first)
+    for (exec::CollectiveOp m : bucketOf(c))
+      if (Operation *e = m == c ? nullptr : latestEnd(m, lastMicroBatch);
+          e && (!it->second || e->isBeforeInBlock(it->second)))
+        it->second = e;
+  return it->second;
+}
+
+/// Whether `c`, needed by `needed` (in block `consumer`), may start before
+/// `prev`. Each group has a comm stream of its own, so it passes other
+/// groups' collectives as it passes waits (a ZeRO-3 gather passes the
+/// block's tensor-parallel collectives); within its group it may go ahead
+/// of collectives needed after it (gradient reductions waited for at the
+/// end of the phase), not of those needed before. One that no block uses
+/// starts only behind kernels. Sends and receives keep their place.
+bool PhaseOverlapper::passable(Operation *prev, exec::CollectiveOp c,
+                               Operation *needed,
+                               std::optional<int64_t> consumer) {
+  if (isa<exec::SendOp, exec::RecvOp>(prev) ||
+      llvm::any_of(bucketOf(c),
+                   [&](exec::CollectiveOp m) { return conflicts(prev, m); }))
+    return false;
+  if (auto other = dyn_cast<exec::CollectiveOp>(prev))
+    return needed && other.getGroup() != "tied" &&
+           other.getGroup() != "world" &&
+           (llvm::all_of(
+                bucketOf(other),
+                [&](exec::CollectiveOp m) { return neededLater(m, needed); }) ||
+            (other.getGroup() != c.getGroup() && consumer)) &&
+           !(c->hasAttr("bucket") &&
+             other->getAttr("bucket") == c->getAttr("bucket"));
+  if (isa<exec::WaitOp>(prev))
+    return consumer.has_value();
+  // A collective used by block L may start during the block before it in
+  // the phase's order (L - 1 forward, L + 1 backward), but no earlier: one
+  // block of prefetch.
+  std::optional<int64_t> layer = exec::launchLayer(prev);
+  return !consumer ||
+         (layer && (*layer == *consumer || *layer == *consumer + direction));
+}
+
+/// Earliest start: up past the launches it may pass.
+Operation *PhaseOverlapper::earliestStart(exec::CollectiveOp c,
+                                          Operation *needed) {
+  std::optional<int64_t> consumer =
+      needed ? exec::launchLayer(needed) : std::nullopt;
+  Operation *start = c;
+  for (Operation *prev = c->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (!passable(prev, c, needed, consumer))
+      break;
+    start = prev;
+  }
+  return start;
+}
+
+void PhaseOverlapper::overlap(exec::CollectiveOp c) {
+  GroupTally &t = tally[c.getGroup().str()];
+  // Waited for in the next step's forward, or made async with its wait
+  // already placed (dist-overlap-collectives).
+  if (c.getAsync()) {
+    ++t.async;
+    return;
+  }
+  if (c.getGroup() == "tied" || c.getGroup() == "world") {
+    ++t.syncWhy["its group spans ranks of other programs"];
+    return;
+  }
+  bool lastMicroBatch = c.getLastMicroBatch();
+  Operation *end = latestEnd(c, lastMicroBatch);
+  Operation *start = earliestStart(c, neededBy(c, end, lastMicroBatch));
+  if (!lastMicroBatch && start == c.getOperation() && end == c->getNextNode()) {
+    ++t.syncWhy[end ? "the launch after it needs its result at once"
+                    : "nothing follows it in its phase"];
+    return;
+  }
+  ++t.async;
+  if (start != c.getOperation())
+    c->moveBefore(start);
+  c.setAsync(true);
+  if (lastMicroBatch) {
+    waitInStep.push_back(c);
+    return;
+  }
+  if (end)
+    b.setInsertionPoint(end);
+  else
+    b.setInsertionPointToEnd(&phase.getBody().front());
+  exec::WaitOp::create(b, c.getLoc(), c.getOutputAttr());
+}
+
+void overlapPhase(exec::PhaseOp phase, std::map<std::string, GroupTally> &tally,
+                  SmallVectorImpl<exec::CollectiveOp> &waitInStep) {
+  PhaseOverlapper(phase, tally, waitInStep).run();
 }
 
 /// ZeRO-1/2 gather the parameters after AdamW updates each rank's slice.

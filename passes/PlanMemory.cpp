@@ -138,15 +138,72 @@ SetPlacement placeKeptSets(exec::ScheduleOp schedule,
   return placement;
 }
 
-MemoryPlan planProgram(exec::ProgramOp program) {
-  Block &body = program.getBody().front();
-  SmallVector<exec::BufferOp> buffers(body.getOps<exec::BufferOp>());
+/// One program's arena, laid out in three regions: persistent buffers
+/// (parameters, their gradients and optimizer states, with a bucket's
+/// in-place all-reduces side by side), buffers kept between the runs of a
+/// micro-batch (a copy per micro-batch in flight, or per-chunk sets that
+/// share a region), and run-local buffers packed by their live ranges.
+class MemoryPlanner {
+public:
+  explicit MemoryPlanner(exec::ProgramOp program)
+      : program(program), body(program.getBody().front()),
+        buffers(body.getOps<exec::BufferOp>()),
+        phases(body.getOps<exec::PhaseOp>()), b(program.getContext()) {
+    for (auto [i, buf] : llvm::enumerate(buffers))
+      index[buf.getSymName()] = i;
+  }
+
+  MemoryPlan run() {
+    collectUses();
+    countInFlight();
+    classify();
+    placeKept();
+    placeRunLocal();
+    program->setAttr("arena_bytes", b.getI64IntegerAttr(plan.arena()));
+    return plan;
+  }
+
+private:
+  void collectUses();
+  void countInFlight();
+  void collectBucketSpans();
+  void classify();
+  void placeKept();
+  void placeKeptSetRegion(const std::map<int64_t, int64_t> &setBytes,
+                          llvm::ArrayRef<std::pair<size_t, int64_t>> members);
+  void placeRunLocal();
+  bool runLocal(size_t i) const;
+  void place(exec::BufferOp buf, int64_t offset, int64_t copies) {
+    buf->setAttr("offset", b.getI64IntegerAttr(offset));
+    buf->setAttr("copies", b.getI64IntegerAttr(copies));
+  }
+  void placePersistent(size_t i) {
+    placedPersistent[i] = true;
+    place(buffers[i], plan.persistentBytes, 1);
+    plan.persistentBytes += aligned(bufferBytes(buffers[i]));
+  }
+
+  exec::ProgramOp program;
+  Block &body;
+  SmallVector<exec::BufferOp> buffers;
   llvm::StringMap<size_t> index;
-  for (auto [i, buf] : llvm::enumerate(buffers))
-    index[buf.getSymName()] = i;
-  SmallVector<exec::PhaseOp> phases(body.getOps<exec::PhaseOp>());
-  // usesOf[buffer][phase]
-  std::vector<std::map<size_t, Use>> usesOf(buffers.size());
+  SmallVector<exec::PhaseOp> phases;
+  Builder b;
+  MemoryPlan plan;
+  /// usesOf[buffer][phase]
+  std::vector<std::map<size_t, Use>> usesOf;
+  /// Micro-batches in flight, of the program and of each model chunk.
+  int64_t inFlight = 1;
+  std::map<int64_t, int64_t> chunkInFlight;
+  /// Buffer -> its bucket's entry in spans (collectBucketSpans).
+  std::map<size_t, size_t> spanOf;
+  std::vector<SmallVector<size_t>> spans;
+  std::vector<bool> placedPersistent;
+  std::vector<size_t> local, kept;
+};
+
+void MemoryPlanner::collectUses() {
+  usesOf.resize(buffers.size());
   for (auto [p, phase] : llvm::enumerate(phases)) {
     SmallVector<Operation *> launches;
     for (Operation &op : phase.getBody().front())
@@ -178,11 +235,11 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         touch(w, !llvm::is_contained(reads, w), until);
     }
   }
-  // Micro-batches in flight, of the program and of each model chunk: a
-  // buffer kept between the runs of one chunk needs one copy per
-  // micro-batch that chunk holds at once.
-  int64_t inFlight = 1;
-  std::map<int64_t, int64_t> chunkInFlight;
+}
+
+/// A buffer kept between the runs of one chunk needs one copy per
+/// micro-batch that chunk holds at once.
+void MemoryPlanner::countInFlight() {
   for (auto schedule : body.getOps<exec::ScheduleOp>()) {
     inFlight = std::max<int64_t>(1, maxInFlight(schedule));
     for (exec::PhaseOp phase : phases)
@@ -190,33 +247,28 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         chunkInFlight[*chunk] =
             std::max<int64_t>(1, maxInFlight(schedule, int64_t(*chunk)));
   }
-
-  MemoryPlan plan;
   plan.copies = inFlight;
-  Builder b(program.getContext());
-  auto place = [&](exec::BufferOp buf, int64_t offset, int64_t copies) {
-    buf->setAttr("offset", b.getI64IntegerAttr(offset));
-    buf->setAttr("copies", b.getI64IntegerAttr(copies));
-  };
-  // Run-local: every phase that uses the buffer writes it first.
-  auto runLocal = [&](size_t i) {
-    exec::BufferKind kind = buffers[i].getKind();
-    // Gradients written afresh in every run that uses them (reduced to
-    // their ZeRO-2/3 shards at once) are run-local too.
-    bool local = kind != exec::BufferKind::tokens &&
-                 kind != exec::BufferKind::labels &&
-                 (!persistent(kind) || kind == exec::BufferKind::param_grad);
-    for (auto &[p, use] : usesOf[i])
-      local &= use.writtenFirst;
-    return local && !usesOf[i].empty();
-  };
-  // The buffers of a bucket of in-place all-reduces (ZeRO-0's gradients),
-  // in the bucket's order: persistent ones go side by side, so that the
-  // runtime reduces the bucket where it lies, as one span, instead of
-  // copying it into a collective workspace and back.
-  std::map<size_t, size_t> spanOf; // buffer -> its bucket's entry in spans
-  std::vector<SmallVector<size_t>> spans;
-  for (auto [p, phase] : llvm::enumerate(phases)) {
+}
+
+/// Run-local: every phase that uses the buffer writes it first.
+bool MemoryPlanner::runLocal(size_t i) const {
+  exec::BufferKind kind = exec::BufferOp(buffers[i]).getKind();
+  // Gradients written afresh in every run that uses them (reduced to
+  // their ZeRO-2/3 shards at once) are run-local too.
+  bool local = kind != exec::BufferKind::tokens &&
+               kind != exec::BufferKind::labels &&
+               (!persistent(kind) || kind == exec::BufferKind::param_grad);
+  for (auto &[p, use] : usesOf[i])
+    local &= use.writtenFirst;
+  return local && !usesOf[i].empty();
+}
+
+/// The buffers of a bucket of in-place all-reduces (ZeRO-0's gradients),
+/// in the bucket's order: persistent ones go side by side, so that the
+/// runtime reduces the bucket where it lies, as one span, instead of
+/// copying it into a collective workspace and back.
+void MemoryPlanner::collectBucketSpans() {
+  for (exec::PhaseOp phase : phases) {
     std::map<int64_t, size_t> spanOfBucket;
     for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>()) {
       auto bucket = c->getAttrOfType<IntegerAttr>("bucket");
@@ -232,14 +284,13 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         spans[entry->second].push_back(buffer);
     }
   }
-  std::vector<bool> placedPersistent(buffers.size());
-  auto placePersistent = [&](size_t i) {
-    placedPersistent[i] = true;
-    place(buffers[i], plan.persistentBytes, 1);
-    plan.persistentBytes += aligned(bufferBytes(buffers[i]));
-  };
-  std::vector<size_t> local;
-  std::vector<size_t> kept;
+}
+
+/// Places the persistent buffers and sorts the others into run-local and
+/// kept.
+void MemoryPlanner::classify() {
+  collectBucketSpans();
+  placedPersistent.assign(buffers.size(), false);
   for (auto [i, buf] : llvm::enumerate(buffers)) {
     if (runLocal(i)) {
       local.push_back(i);
@@ -257,19 +308,22 @@ MemoryPlan planProgram(exec::ProgramOp program) {
       kept.push_back(i);
     }
   }
-  // Kept buffers used by one model chunk's phases only have one copy per
-  // micro-batch that chunk holds at once. In a program of several chunks
-  // (the interleaved schedule) a chunk's such buffers form a set per
-  // micro-batch instead, and the sets of all chunks share one region
-  // (placeKeptSets): a chunk's copies are free while the others' fill, so
-  // the region needs the schedule's fullest moment, not every chunk's
-  // fullest at once.
+}
+
+/// Kept buffers used by one model chunk's phases only have one copy per
+/// micro-batch that chunk holds at once. In a program of several chunks
+/// (the interleaved schedule) a chunk's such buffers form a set per
+/// micro-batch instead, and the sets of all chunks share one region
+/// (placeKeptSets): a chunk's copies are free while the others' fill, so
+/// the region needs the schedule's fullest moment, not every chunk's
+/// fullest at once.
+void MemoryPlanner::placeKept() {
   std::set<int64_t> chunks;
   for (exec::PhaseOp phase : phases)
     if (auto chunk = phase.getChunk())
       chunks.insert(*chunk);
-  auto schedules = body.getOps<exec::ScheduleOp>();
-  bool shareChunks = chunks.size() > 1 && !schedules.empty();
+  bool shareChunks =
+      chunks.size() > 1 && !body.getOps<exec::ScheduleOp>().empty();
   std::map<int64_t, int64_t> setBytes;
   std::vector<std::pair<size_t, int64_t>> setMembers; // buffer, its chunk
   int64_t keptStart = plan.persistentBytes;
@@ -293,35 +347,45 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     place(buffers[i], keptStart + plan.keptBytes, copies);
     plan.keptBytes += copies * size;
   }
-  if (!setBytes.empty()) {
-    SetPlacement placement = placeKeptSets(*schedules.begin(), setBytes);
-    int64_t regionStart = keptStart + plan.keptBytes;
-    // One entry per chunk: its set's bytes and where each micro-batch's
-    // set starts in the arena.
-    SmallVector<Attribute> sets;
-    std::map<int64_t, int64_t> setIndex;
-    for (auto [chunk, bytes] : setBytes) {
-      SmallVector<int64_t> offsets = placement.offsets[chunk];
-      for (int64_t &offset : offsets)
-        if (offset >= 0)
-          offset += regionStart;
-      setIndex[chunk] = int64_t(sets.size());
-      sets.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("chunk", b.getI64IntegerAttr(chunk)),
-           b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes)),
-           b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets))}));
-    }
-    program->setAttr("kept_sets", b.getArrayAttr(sets));
-    for (auto [i, chunk] : setMembers)
-      buffers[i]->setAttr("kept_set", b.getI64IntegerAttr(setIndex[chunk]));
-    plan.keptBytes += placement.bytes;
-    plan.mostKeptSets = placement.mostLive;
+  if (!setBytes.empty())
+    placeKeptSetRegion(setBytes, setMembers);
+}
+
+/// The region the chunks' kept sets share, after the other kept buffers:
+/// one entry per chunk in the program's kept_sets, with its set's bytes
+/// and where each micro-batch's set starts in the arena.
+void MemoryPlanner::placeKeptSetRegion(
+    const std::map<int64_t, int64_t> &setBytes,
+    llvm::ArrayRef<std::pair<size_t, int64_t>> members) {
+  SetPlacement placement =
+      placeKeptSets(*body.getOps<exec::ScheduleOp>().begin(), setBytes);
+  int64_t regionStart = plan.persistentBytes + plan.keptBytes;
+  SmallVector<Attribute> sets;
+  std::map<int64_t, int64_t> setIndex;
+  for (auto [chunk, bytes] : setBytes) {
+    SmallVector<int64_t> offsets = placement.offsets[chunk];
+    for (int64_t &offset : offsets)
+      if (offset >= 0)
+        offset += regionStart;
+    setIndex[chunk] = int64_t(sets.size());
+    sets.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("chunk", b.getI64IntegerAttr(chunk)),
+         b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes)),
+         b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets))}));
   }
-  // Run-local buffers, largest first, each at the lowest offset free of
-  // the buffers placed so far that are live with it in some phase. Each
-  // phase keeps, per launch position, the placed buffers live there, so
-  // finding a buffer's neighbours costs its live range, not every buffer
-  // placed before it.
+  program->setAttr("kept_sets", b.getArrayAttr(sets));
+  for (auto [i, chunk] : members)
+    buffers[i]->setAttr("kept_set", b.getI64IntegerAttr(setIndex[chunk]));
+  plan.keptBytes += placement.bytes;
+  plan.mostKeptSets = placement.mostLive;
+}
+
+/// Run-local buffers, largest first, each at the lowest offset free of
+/// the buffers placed so far that are live with it in some phase. Each
+/// phase keeps, per launch position, the placed buffers live there, so
+/// finding a buffer's neighbours costs its live range, not every buffer
+/// placed before it.
+void MemoryPlanner::placeRunLocal() {
   llvm::sort(local, [&](size_t x, size_t y) {
     return bufferBytes(buffers[x]) > bufferBytes(buffers[y]);
   });
@@ -345,8 +409,8 @@ MemoryPlan planProgram(exec::ProgramOp program) {
         for (uint32_t k : liveAt[p][t])
           if (seenBy[k] != i) {
             seenBy[k] = i;
-            taken.push_back({placed[k].offset,
-                             placed[k].offset + placed[k].size});
+            taken.push_back(
+                {placed[k].offset, placed[k].offset + placed[k].size});
           }
     llvm::sort(taken);
     int64_t offset = 0;
@@ -361,11 +425,13 @@ MemoryPlan planProgram(exec::ProgramOp program) {
     placed.push_back({i, offset, size});
     plan.localBytes = std::max(plan.localBytes, offset + size);
   }
-  int64_t localStart = keptStart + plan.keptBytes;
+  int64_t localStart = plan.persistentBytes + plan.keptBytes;
   for (const Placed &p : placed)
     place(buffers[p.buffer], localStart + p.offset, 1);
-  program->setAttr("arena_bytes", b.getI64IntegerAttr(plan.arena()));
-  return plan;
+}
+
+MemoryPlan planProgram(exec::ProgramOp program) {
+  return MemoryPlanner(program).run();
 }
 
 /// The NCCL communicators `program` uses: the groups of its collectives

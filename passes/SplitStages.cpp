@@ -15,22 +15,12 @@ using namespace mlir;
 
 namespace {
 
-LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
-  ArrayRef<int64_t> chunkLayers = strategy.getStageLayers().asArrayRef();
-  const int64_t chunks = chunkLayers.size(), pp = strategy.getPp();
-  Block &body = model.getBodyBlock();
-  int64_t numBlocks =
-      llvm::count_if(body, [](Operation &op) { return isa<tfm::BlockOp>(op); });
-  int64_t total = 0;
-  for (int64_t n : chunkLayers)
-    total += n;
-  if (total != numBlocks)
-    return model.emitOpError("the strategy's stage_layers cover ")
-           << total << " layers but the model has " << numBlocks;
-
-  // Which chunk each op runs in: ops before the first block with chunk 0,
-  // blocks by the cut, ops after the last block with the last chunk.
-  // Parameters go with their first user.
+/// Which chunk each op runs in: ops before the first block with chunk 0,
+/// blocks by the cut, ops after the last block with the last chunk.
+/// Parameters are left out: they go with their first user.
+llvm::DenseMap<Operation *, int64_t>
+chunksOfOps(Block &body, ArrayRef<int64_t> chunkLayers, int64_t numBlocks) {
+  const int64_t chunks = chunkLayers.size();
   llvm::DenseMap<Operation *, int64_t> chunkOf;
   int64_t blockIndex = 0, chunk = 0, inChunk = 0;
   for (Operation &op : body.without_terminator()) {
@@ -46,13 +36,17 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
       chunkOf[&op] = blockIndex == numBlocks ? chunks - 1 : chunk;
     }
   }
+  return chunkOf;
+}
 
-  OpBuilder builder(model.getContext());
-  auto yield = cast<tfm::YieldOp>(body.getTerminator());
+/// An empty dist.stage per chunk, before the model's yield; the last one
+/// returns the loss.
+std::vector<dist::StageOp> createStages(OpBuilder &builder, tfm::ModelOp model,
+                                        int64_t chunks, int64_t pp) {
+  auto yield = cast<tfm::YieldOp>(model.getBodyBlock().getTerminator());
   builder.setInsertionPoint(yield);
   Value loss = yield.getValues()[0];
   std::vector<dist::StageOp> stages;
-  std::vector<Block *> stageBodies;
   for (int64_t c = 0; c < chunks; ++c) {
     TypeRange results =
         c == chunks - 1 ? TypeRange(loss.getType()) : TypeRange();
@@ -66,11 +60,16 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
                                                 : ValueRange());
     builder.setInsertionPoint(yield);
     stages.push_back(stage);
-    stageBodies.push_back(block);
   }
+  return stages;
+}
 
-  // Move ops in order; parameters into the chunk of their first user, with
-  // a copy in every other chunk that uses them.
+/// Moves the model's ops into their stages, in order; parameters into the
+/// chunk of their first user, with a copy in every other chunk that uses
+/// them, ahead of their users.
+void moveIntoStages(OpBuilder &builder, Block &body,
+                    llvm::DenseMap<Operation *, int64_t> &chunkOf,
+                    llvm::ArrayRef<Block *> stageBodies) {
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     if (!isa<dist::StageOp>(op))
@@ -100,35 +99,42 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
     }
     op->moveBefore(stageBodies[chunkOf[op]]->getTerminator());
   }
-  // Keep each chunk's parameters ahead of their users.
   for (Block *block : stageBodies)
     for (Operation &op : llvm::make_early_inc_range(*block))
       if (op.hasAttr("dist.tied") && isa<tfm::ParamOp>(op))
         op.moveBefore(&block->front());
+}
 
-  // Values that cross a cut travel by send and receive.
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (Operation &op : llvm::make_early_inc_range(*stageBodies[c])) {
+/// Values that cross a cut travel by send and receive; only to the next
+/// chunk.
+LogicalResult connectStages(OpBuilder &builder, Block &body,
+                            llvm::MutableArrayRef<dist::StageOp> stages) {
+  auto chunkReading = [&](Operation *user) -> std::optional<int64_t> {
+    Operation *top = body.findAncestorOpInBlock(*user);
+    if (top && isa<dist::StageOp>(top))
+      return cast<dist::StageOp>(top).getChunk();
+    return std::nullopt;
+  };
+  for (auto [c, stage] : llvm::enumerate(stages)) {
+    Block *stageBody = &stage.getBody().front();
+    for (Operation &op : llvm::make_early_inc_range(*stageBody))
       for (Value result : op.getResults()) {
         SmallVector<int64_t> readers;
-        for (Operation *user : result.getUsers()) {
-          Operation *top = body.findAncestorOpInBlock(*user);
-          if (top && isa<dist::StageOp>(top)) {
-            int64_t reader = cast<dist::StageOp>(top).getChunk();
-            if (reader != c && !llvm::is_contained(readers, reader))
-              readers.push_back(reader);
-          }
-        }
+        for (Operation *user : result.getUsers())
+          if (std::optional<int64_t> reader = chunkReading(user);
+              reader && *reader != int64_t(c) &&
+              !llvm::is_contained(readers, *reader))
+            readers.push_back(*reader);
         for (int64_t reader : readers) {
-          if (reader != c + 1)
+          if (reader != int64_t(c) + 1)
             return op.emitOpError("is used by pipeline chunk ")
                    << reader << " but produced in chunk " << c
                    << "; only the next chunk can receive it";
-          builder.setInsertionPoint(stageBodies[c]->getTerminator());
+          builder.setInsertionPoint(stageBody->getTerminator());
           dist::SendOp::create(
               builder, op.getLoc(), result,
               dist::PeerAttr::get(builder.getContext(), dist::Peer::next));
-          builder.setInsertionPointToStart(stageBodies[reader]);
+          builder.setInsertionPointToStart(&stages[reader].getBody().front());
           auto recv = dist::RecvOp::create(
               builder, op.getLoc(), result.getType(),
               dist::PeerAttr::get(builder.getContext(), dist::Peer::prev));
@@ -138,9 +144,35 @@ LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
           });
         }
       }
-    }
   }
-  yield.getValuesMutable().assign(stages.back().getResult(0));
+  return success();
+}
+
+LogicalResult splitModel(tfm::ModelOp model, dist::StrategyAttr strategy) {
+  ArrayRef<int64_t> chunkLayers = strategy.getStageLayers().asArrayRef();
+  Block &body = model.getBodyBlock();
+  int64_t numBlocks =
+      llvm::count_if(body, [](Operation &op) { return isa<tfm::BlockOp>(op); });
+  int64_t total = 0;
+  for (int64_t n : chunkLayers)
+    total += n;
+  if (total != numBlocks)
+    return model.emitOpError("the strategy's stage_layers cover ")
+           << total << " layers but the model has " << numBlocks;
+  llvm::DenseMap<Operation *, int64_t> chunkOf =
+      chunksOfOps(body, chunkLayers, numBlocks);
+  OpBuilder builder(model.getContext());
+  std::vector<dist::StageOp> stages = createStages(
+      builder, model, int64_t(chunkLayers.size()), strategy.getPp());
+  SmallVector<Block *> stageBodies;
+  for (dist::StageOp stage : stages)
+    stageBodies.push_back(&stage.getBody().front());
+  moveIntoStages(builder, body, chunkOf, stageBodies);
+  if (failed(connectStages(builder, body, stages)))
+    return failure();
+  cast<tfm::YieldOp>(body.getTerminator())
+      .getValuesMutable()
+      .assign(stages.back().getResult(0));
   return success();
 }
 

@@ -501,33 +501,48 @@ struct LayerCoster {
   std::map<std::string, OpClassCost> *table = nullptr;
 
   LayerCost cost(const LayerProfile &layer) const {
-    const double t = c.tp;
     LayerCost lc;
-    auto record = [&](const std::string &name, double flops, double time) {
-      if (!table)
-        return;
-      OpClassCost &row = (*table)[name];
-      row.forwardFlops += flops;
-      row.forwardTimeS += time;
-      row.backwardTimeS += 2 * time; // input and weight gradients
-    };
-    // Key/value projections split over the kv heads when tp exceeds them
-    // (each rank holds one, replicated), like dist-partition-tensors.
-    const double kvParts =
-        layer.kvHeads ? std::min<double>(t, layer.kvHeads) : t;
+    std::vector<double> gemmTimes = costCompute(layer, lc);
+    if (c.tp > 1)
+      costTensorParallel(layer, gemmTimes, lc);
+    costParamsAndActivations(layer, lc);
+    return lc;
+  }
+
+private:
+  /// Key/value projections split over the kv heads when tp exceeds them
+  /// (each rank holds one, replicated), like dist-partition-tensors.
+  double kvParts(const LayerProfile &layer) const {
+    return layer.kvHeads ? std::min<double>(c.tp, layer.kvHeads) : c.tp;
+  }
+  /// Whether a full recomputation skips the GEMMs whose outputs backward
+  /// does not read (GemmProfile::unreadByBackward).
+  bool skipUnread() const { return !params.recomputeOutputs; }
+  void record(const std::string &name, double flops, double time) const {
+    if (!table)
+      return;
+    OpClassCost &row = (*table)[name];
+    row.forwardFlops += flops;
+    row.forwardTimeS += time;
+    row.backwardTimeS += 2 * time; // input and weight gradients
+  }
+
+  /// Forward, backward and recomputation times and FLOPs; each GEMM's
+  /// forward time.
+  std::vector<double> costCompute(const LayerProfile &layer,
+                                  LayerCost &lc) const {
+    const double t = c.tp;
     std::vector<double> gemmTimes;
-    // The GEMMs a full recomputation skips (GemmProfile::unreadByBackward).
-    bool skipUnread = !params.recomputeOutputs;
     double skippedS = 0, skippedFlops = 0;
     for (const GemmProfile &g : layer.gemms) {
-      double n = g.rowParallel ? g.n : g.n / (g.keyValue ? kvParts : t);
+      double n = g.rowParallel ? g.n : g.n / (g.keyValue ? kvParts(layer) : t);
       double k = g.rowParallel ? g.k / t : g.k;
       double time = dev.gemmTime(tokens, n, k, eb);
       gemmTimes.push_back(time);
       record(g.name, 2 * tokens * n * k, time);
       lc.forwardS += time;
       lc.forwardFlops += 2 * tokens * n * k;
-      if (skipUnread && g.unreadByBackward) {
+      if (skipUnread() && g.unreadByBackward) {
         skippedS += time;
         skippedFlops += 2 * tokens * n * k;
       }
@@ -544,7 +559,7 @@ struct LayerCoster {
     double elementwise = dev.memoryTime(
         eb * tokens * (layer.boundaryTraffic / sp + layer.shardedTraffic / t));
     record("elementwise", 0, elementwise);
-    if (skipUnread)
+    if (skipUnread())
       skippedS += dev.memoryTime(
           eb * tokens *
           (layer.unreadBoundaryTraffic / sp + layer.unreadShardedTraffic / t));
@@ -558,71 +573,80 @@ struct LayerCoster {
         c.recompute == Recompute::Full        ? lc.forwardFlops - skippedFlops
         : c.recompute == Recompute::Selective ? lc.attentionFlops
                                               : 0;
+    return gemmTimes;
+  }
 
-    // Tensor parallelism: a reduction after each row-parallel GEMM (or an
-    // all-gather plus a reduce-scatter with sequence parallelism).
-    if (c.tp > 1) {
-      double bytes = eb * tokens * h;
-      double gather = tpGroup.time(CollectiveKind::AllGather, bytes,
-                                   params.collectiveEfficiency);
-      double scatter = tpGroup.time(CollectiveKind::ReduceScatter, bytes,
-                                    params.collectiveEfficiency);
-      double reduce = tpGroup.time(CollectiveKind::AllReduce, bytes,
-                                   params.collectiveEfficiency);
-      double perGemm = c.sequenceParallel ? gather + scatter : reduce;
-      lc.tpForwardS = layer.rowParallelGemms * perGemm;
-      // A parallel residual: the first branch's output reduction runs
-      // during the second branch, and with sequence parallelism the second
-      // branch's input gather during the first (the same in a recomputed
-      // forward). With sequence parallelism, backward gathers the first
-      // branch's output gradient during the second's backward.
-      // A full recomputation that skips the branches' output projections
-      // and their reductions overlaps only the second branch's input gather.
-      double recomputeHiddenS = 0;
-      if (layer.parallelBranches.size() == 2 && params.overlapTensorParallel) {
-        auto branchTime = [&](const LayerProfile::Branch &branch,
-                              bool recomputed) {
-          double time = branch.attention ? lc.attentionForwardS : 0;
-          for (size_t i : branch.gemms)
-            if (!recomputed || !skipUnread || !layer.gemms[i].unreadByBackward)
-              time += gemmTimes[i];
-          return time;
-        };
-        double first = branchTime(layer.parallelBranches[0], false);
-        double second = branchTime(layer.parallelBranches[1], false);
-        if (c.sequenceParallel)
-          recomputeHiddenS =
-              std::min(gather, branchTime(layer.parallelBranches[0], true));
-        lc.tpForwardHiddenS = c.sequenceParallel ? std::min(gather, first) +
-                                                       std::min(scatter, second)
-                                                 : std::min(reduce, second);
-        // Backward: the branches' norms run first in forward, so the
-        // second branch's input-gradient reduction (scatter) runs during
-        // the first branch's backward.
-        lc.tpBackwardHiddenS =
-            c.sequenceParallel
-                ? std::min(gather, 2 * second) + std::min(scatter, 2 * first)
-                : std::min(reduce, 2 * first);
-      }
-      if (c.regathersInputs())
-        lc.tpRegatherS = layer.rowParallelGemms * gather;
-      // A full recomputation runs them again, but the reductions of the
-      // GEMMs it skips (their input gathers stay).
-      if (c.recompute == Recompute::Full) {
-        int64_t skipped = skipUnread ? layer.unreadRowParallelGemms() : 0;
-        lc.tpRecomputeS =
-            lc.tpForwardS - skipped * (c.sequenceParallel ? scatter : reduce);
-        lc.tpRecomputeHiddenS =
-            skipped ? recomputeHiddenS : lc.tpForwardHiddenS;
-      }
+  /// Tensor parallelism: a reduction after each row-parallel GEMM (or an
+  /// all-gather plus a reduce-scatter with sequence parallelism), and what
+  /// of them a parallel residual's branches hide.
+  void costTensorParallel(const LayerProfile &layer,
+                          llvm::ArrayRef<double> gemmTimes,
+                          LayerCost &lc) const {
+    double bytes = eb * tokens * h;
+    double gather = tpGroup.time(CollectiveKind::AllGather, bytes,
+                                 params.collectiveEfficiency);
+    double scatter = tpGroup.time(CollectiveKind::ReduceScatter, bytes,
+                                  params.collectiveEfficiency);
+    double reduce = tpGroup.time(CollectiveKind::AllReduce, bytes,
+                                 params.collectiveEfficiency);
+    double perGemm = c.sequenceParallel ? gather + scatter : reduce;
+    lc.tpForwardS = layer.rowParallelGemms * perGemm;
+    // A parallel residual: the first branch's output reduction runs during
+    // the second branch, and with sequence parallelism the second branch's
+    // input gather during the first (the same in a recomputed forward).
+    // With sequence parallelism, backward gathers the first branch's
+    // output gradient during the second's backward. A full recomputation
+    // that skips the branches' output projections and their reductions
+    // overlaps only the second branch's input gather.
+    double recomputeHiddenS = 0;
+    if (layer.parallelBranches.size() == 2 && params.overlapTensorParallel) {
+      auto branchTime = [&](const LayerProfile::Branch &branch,
+                            bool recomputed) {
+        double time = branch.attention ? lc.attentionForwardS : 0;
+        for (size_t i : branch.gemms)
+          if (!recomputed || !skipUnread() || !layer.gemms[i].unreadByBackward)
+            time += gemmTimes[i];
+        return time;
+      };
+      double first = branchTime(layer.parallelBranches[0], false);
+      double second = branchTime(layer.parallelBranches[1], false);
+      if (c.sequenceParallel)
+        recomputeHiddenS =
+            std::min(gather, branchTime(layer.parallelBranches[0], true));
+      lc.tpForwardHiddenS = c.sequenceParallel ? std::min(gather, first) +
+                                                     std::min(scatter, second)
+                                               : std::min(reduce, second);
+      // Backward: the branches' norms run first in forward, so the second
+      // branch's input-gradient reduction (scatter) runs during the first
+      // branch's backward.
+      lc.tpBackwardHiddenS =
+          c.sequenceParallel
+              ? std::min(gather, 2 * second) + std::min(scatter, 2 * first)
+              : std::min(reduce, 2 * first);
     }
+    if (c.regathersInputs())
+      lc.tpRegatherS = layer.rowParallelGemms * gather;
+    // A full recomputation runs them again, but the reductions of the
+    // GEMMs it skips (their input gathers stay).
+    if (c.recompute == Recompute::Full) {
+      int64_t skipped = skipUnread() ? layer.unreadRowParallelGemms() : 0;
+      lc.tpRecomputeS =
+          lc.tpForwardS - skipped * (c.sequenceParallel ? scatter : reduce);
+      lc.tpRecomputeHiddenS = skipped ? recomputeHiddenS : lc.tpForwardHiddenS;
+    }
+  }
 
+  /// The parameters on this device, tensor by tensor in backward's order,
+  /// and the activations kept for backward.
+  void costParamsAndActivations(const LayerProfile &layer,
+                                LayerCost &lc) const {
+    const double t = c.tp, kv = kvParts(layer);
     lc.params =
         (layer.params - layer.keyValueParams - layer.replicatedParams) / t +
-        layer.keyValueParams / kvParts + layer.replicatedParams;
+        layer.keyValueParams / kv + layer.replicatedParams;
     double others = lc.params;
     for (const GemmProfile &g : llvm::reverse(layer.gemms)) {
-      double weight = double(g.n) * double(g.k) / (g.keyValue ? kvParts : t);
+      double weight = double(g.n) * double(g.k) / (g.keyValue ? kv : t);
       lc.tensorParams.push_back(weight);
       others -= weight;
     }
@@ -631,6 +655,9 @@ struct LayerCoster {
     // Kept tensors; unfused attention also keeps its softmax output
     // (Korthikanti et al.'s 5as/h term, without dropout), flash attention
     // each query row's log-sum-exp (f32), unless recomputed.
+    double context = layer.window ? std::min<double>(s, layer.window) : s;
+    double localHeads = layer.heads / t;
+    double scores = b * localHeads * s * context;
     double tensors =
         eb * tokens * (layer.savedBoundary / sp + layer.savedSharded / t);
     lc.fullBytes = tensors + (params.flashAttention ? 4 * b * localHeads * s
@@ -638,7 +665,6 @@ struct LayerCoster {
     lc.keptBytes = c.recompute == Recompute::Full        ? eb * tokens * h / sp
                    : c.recompute == Recompute::Selective ? tensors
                                                          : lc.fullBytes;
-    return lc;
   }
 };
 

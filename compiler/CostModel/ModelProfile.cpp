@@ -30,105 +30,113 @@ bool isSharded(Value v, const llvm::DenseSet<Operation *> &columnGemms) {
          isa<tfm::RotaryOp, tfm::AttentionOp>(def) || tfm::isActivation(def);
 }
 
-LayerProfile profileBlock(tfm::BlockOp block) {
-  LayerProfile layer;
-  llvm::DenseSet<Operation *> columnGemms;
-  llvm::DenseSet<Value> saved;
-  auto save = [&](Value v) {
+/// A block's profile, built op by op.
+class BlockProfiler {
+public:
+  LayerProfile run(tfm::BlockOp block);
+
+private:
+  /// Counts a value kept for backward once, by where it lives.
+  void save(Value v) {
     if (!saved.insert(v).second)
       return;
     (isSharded(v, columnGemms) ? layer.savedSharded : layer.savedBoundary) +=
         width(v);
-  };
+  }
+  /// An elementwise op's memory traffic (parameters aside).
+  void traffic(Operation *op);
+  void profileLinear(tfm::LinearOp linear);
+  void profileAttention(tfm::AttentionOp attention);
+  void profileNorm(Operation *norm);
+  void markUnreadByBackward(tfm::BlockOp block);
+  void findParallelBranches();
+
   struct Traffic {
     Operation *op;
     double elements;
     bool sharded;
   };
+  LayerProfile layer;
+  llvm::DenseSet<Operation *> columnGemms;
+  llvm::DenseSet<Value> saved;
   SmallVector<Traffic> elementwiseOps;
-  auto traffic = [&](Operation *op) {
-    double elements = 0;
-    for (Value v : op->getOperands())
-      if (!v.getDefiningOp<tfm::ParamOp>())
-        elements += width(v);
-    for (Value v : op->getResults())
-      elements += width(v);
-    bool sharded = isSharded(op->getResult(0), columnGemms);
-    (sharded ? layer.shardedTraffic : layer.boundaryTraffic) += elements;
-    elementwiseOps.push_back({op, elements, sharded});
-  };
-
   SmallVector<Operation *> gemmOps, rowGemms;
   Operation *attentionOp = nullptr;
-  // The spans of norms over tensor-parallel values (a head, or more).
+  /// The spans of norms over tensor-parallel values (a head, or more).
   SmallVector<int64_t> shardedNormSpans;
-  block.getBody().walk([&](Operation *op) {
-    if (auto param = dyn_cast<tfm::ParamOp>(op)) {
-      layer.params += param.getNumElements();
-    } else if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
-      bool row = isRowParallel(linear);
-      gemmOps.push_back(linear);
-      if (row)
-        rowGemms.push_back(linear);
-      auto weight = linear.getWeight().getType();
-      // Named after the weight: "layers.3.attn.q.weight" -> "attn.q".
-      std::string name = "linear";
-      if (auto param = linear.getWeight().getDefiningOp<tfm::ParamOp>()) {
-        llvm::StringRef n = param.getParamName();
-        n.consume_back(".weight");
-        if (n.consume_front("layers."))
-          n = n.split('.').second;
-        name = n.str();
-      }
-      bool keyValue = !row && feedsKeyOrValue(linear.getResult());
-      layer.gemms.push_back(
-          {name, weight.getDimSize(0), weight.getDimSize(1), row, keyValue});
-      if (keyValue) {
-        layer.keyValueParams += weight.getNumElements();
-        if (Value bias = linear.getBias())
-          layer.keyValueParams +=
-              cast<RankedTensorType>(bias.getType()).getNumElements();
-      }
-      if (row && linear.getBias()) // added once, after the reduction
-        layer.replicatedParams +=
-            cast<RankedTensorType>(linear.getBias().getType()).getNumElements();
-      if (!row)
-        columnGemms.insert(linear);
-      save(linear.getInput());
-    } else if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
-      attentionOp = attention;
-      layer.heads = attention.getNumHeads();
-      layer.kvHeads = attention.getNumKvHeads();
-      layer.headDim = width(attention.getQuery()) / layer.heads;
-      layer.window = attention.getWindow().value_or(0);
-      // Flash-style attention keeps its inputs; its output is kept by the
-      // projection that reads it.
-      save(attention.getQuery());
-      save(attention.getKey());
-      save(attention.getValue());
-    } else if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(op)) {
-      traffic(op);
-      save(op->getOperand(0));
-      if (isSharded(op->getOperand(0), columnGemms))
-        shardedNormSpans.push_back(
-            cast<RankedTensorType>(op->getOperand(1).getType()).getDimSize(0));
-      for (Value v : op->getOperands().drop_front())
-        layer.replicatedParams +=
-            cast<RankedTensorType>(v.getType()).getNumElements();
-    } else if (tfm::isActivation(op)) {
-      traffic(op);
-      for (Value v : op->getOperands())
-        save(v);
-    } else if (isa<tfm::AddOp, tfm::RotaryOp>(op)) {
-      traffic(op);
-    }
-  });
+};
 
-  layer.rowParallelGemms = int64_t(rowGemms.size());
-  layer.normSpansHeads = llvm::any_of(
-      shardedNormSpans, [&](int64_t span) { return span > layer.headDim; });
-  // What the backward reads: the values kept for it, and what ops that
-  // produce them read. A GEMM outside that adds only to the block's result.
+void BlockProfiler::traffic(Operation *op) {
+  double elements = 0;
+  for (Value v : op->getOperands())
+    if (!v.getDefiningOp<tfm::ParamOp>())
+      elements += width(v);
+  for (Value v : op->getResults())
+    elements += width(v);
+  bool sharded = isSharded(op->getResult(0), columnGemms);
+  (sharded ? layer.shardedTraffic : layer.boundaryTraffic) += elements;
+  elementwiseOps.push_back({op, elements, sharded});
+}
+
+void BlockProfiler::profileLinear(tfm::LinearOp linear) {
+  bool row = isRowParallel(linear);
+  gemmOps.push_back(linear);
+  if (row)
+    rowGemms.push_back(linear);
+  auto weight = linear.getWeight().getType();
+  // Named after the weight: "layers.3.attn.q.weight" -> "attn.q".
+  std::string name = "linear";
+  if (auto param = linear.getWeight().getDefiningOp<tfm::ParamOp>()) {
+    llvm::StringRef n = param.getParamName();
+    n.consume_back(".weight");
+    if (n.consume_front("layers."))
+      n = n.split('.').second;
+    name = n.str();
+  }
+  bool keyValue = !row && feedsKeyOrValue(linear.getResult());
+  layer.gemms.push_back(
+      {name, weight.getDimSize(0), weight.getDimSize(1), row, keyValue});
+  if (keyValue) {
+    layer.keyValueParams += weight.getNumElements();
+    if (Value bias = linear.getBias())
+      layer.keyValueParams +=
+          cast<RankedTensorType>(bias.getType()).getNumElements();
+  }
+  if (row && linear.getBias()) // added once, after the reduction
+    layer.replicatedParams +=
+        cast<RankedTensorType>(linear.getBias().getType()).getNumElements();
+  if (!row)
+    columnGemms.insert(linear);
+  save(linear.getInput());
+}
+
+void BlockProfiler::profileAttention(tfm::AttentionOp attention) {
+  attentionOp = attention;
+  layer.heads = attention.getNumHeads();
+  layer.kvHeads = attention.getNumKvHeads();
+  layer.headDim = width(attention.getQuery()) / layer.heads;
+  layer.window = attention.getWindow().value_or(0);
+  // Flash-style attention keeps its inputs; its output is kept by the
+  // projection that reads it.
+  save(attention.getQuery());
+  save(attention.getKey());
+  save(attention.getValue());
+}
+
+void BlockProfiler::profileNorm(Operation *norm) {
+  traffic(norm);
+  save(norm->getOperand(0));
+  if (isSharded(norm->getOperand(0), columnGemms))
+    shardedNormSpans.push_back(
+        cast<RankedTensorType>(norm->getOperand(1).getType()).getDimSize(0));
+  for (Value v : norm->getOperands().drop_front())
+    layer.replicatedParams +=
+        cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+/// What the backward reads: the values kept for it, and what ops that
+/// produce them read. A GEMM outside that adds only to the block's result.
+void BlockProfiler::markUnreadByBackward(tfm::BlockOp block) {
   llvm::DenseSet<Operation *> readByBackward;
   for (Operation &op : llvm::reverse(block.getBody().front()))
     if (llvm::any_of(op.getResults(), [&](Value result) {
@@ -144,32 +152,63 @@ LayerProfile profileBlock(tfm::BlockOp block) {
     if (!readByBackward.contains(t.op))
       (t.sharded ? layer.unreadShardedTraffic : layer.unreadBoundaryTraffic) +=
           t.elements;
-  // Two row-parallel GEMMs neither of which depends on the other: the
-  // branches of a parallel residual.
-  if (rowGemms.size() == 2) {
-    // The block is isolated from above: its ops' slices stay inside it.
-    auto slice = [](Operation *root) {
-      BackwardSliceOptions options;
-      options.inclusive = true;
-      options.omitBlockArguments = true;
-      llvm::SetVector<Operation *> ops;
-      (void)getBackwardSlice(root, &ops, options);
-      return ops;
-    };
-    llvm::SetVector<Operation *> first = slice(rowGemms[0]),
-                                 second = slice(rowGemms[1]);
-    if (!first.contains(rowGemms[1]) && !second.contains(rowGemms[0])) {
-      for (const llvm::SetVector<Operation *> &ops : {first, second}) {
-        LayerProfile::Branch branch;
-        for (auto [i, gemm] : llvm::enumerate(gemmOps))
-          if (ops.contains(gemm))
-            branch.gemms.push_back(i);
-        branch.attention = attentionOp && ops.contains(attentionOp);
-        layer.parallelBranches.push_back(std::move(branch));
-      }
-    }
+}
+
+/// Two row-parallel GEMMs neither of which depends on the other: the
+/// branches of a parallel residual.
+void BlockProfiler::findParallelBranches() {
+  if (rowGemms.size() != 2)
+    return;
+  // The block is isolated from above: its ops' slices stay inside it.
+  auto slice = [](Operation *root) {
+    BackwardSliceOptions options;
+    options.inclusive = true;
+    options.omitBlockArguments = true;
+    llvm::SetVector<Operation *> ops;
+    (void)getBackwardSlice(root, &ops, options);
+    return ops;
+  };
+  llvm::SetVector<Operation *> first = slice(rowGemms[0]),
+                               second = slice(rowGemms[1]);
+  if (first.contains(rowGemms[1]) || second.contains(rowGemms[0]))
+    return;
+  for (const llvm::SetVector<Operation *> &ops : {first, second}) {
+    LayerProfile::Branch branch;
+    for (auto [i, gemm] : llvm::enumerate(gemmOps))
+      if (ops.contains(gemm))
+        branch.gemms.push_back(i);
+    branch.attention = attentionOp && ops.contains(attentionOp);
+    layer.parallelBranches.push_back(std::move(branch));
   }
+}
+
+LayerProfile BlockProfiler::run(tfm::BlockOp block) {
+  block.getBody().walk([&](Operation *op) {
+    if (auto param = dyn_cast<tfm::ParamOp>(op))
+      layer.params += param.getNumElements();
+    else if (auto linear = dyn_cast<tfm::LinearOp>(op))
+      profileLinear(linear);
+    else if (auto attention = dyn_cast<tfm::AttentionOp>(op))
+      profileAttention(attention);
+    else if (isa<tfm::RmsNormOp, tfm::LayerNormOp>(op))
+      profileNorm(op);
+    else if (tfm::isActivation(op)) {
+      traffic(op);
+      for (Value v : op->getOperands())
+        save(v);
+    } else if (isa<tfm::AddOp, tfm::RotaryOp>(op))
+      traffic(op);
+  });
+  layer.rowParallelGemms = int64_t(rowGemms.size());
+  layer.normSpansHeads = llvm::any_of(
+      shardedNormSpans, [&](int64_t span) { return span > layer.headDim; });
+  markUnreadByBackward(block);
+  findParallelBranches();
   return layer;
+}
+
+LayerProfile profileBlock(tfm::BlockOp block) {
+  return BlockProfiler().run(block);
 }
 
 } // namespace

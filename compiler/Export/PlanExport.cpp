@@ -321,6 +321,133 @@ std::vector<int64_t> groupMembers(llvm::StringRef name, const ParallelConfig &c,
   return members;
 }
 
+namespace {
+
+/// The parameters, once each in program order, with every buffer that
+/// holds them; and the dtype they are trained in.
+struct ExportedParameters {
+  Array parameters;
+  std::optional<std::string> dtype;
+};
+
+Object parameterJson(exec::BufferOp buf, RankedTensorType local) {
+  SmallVector<int64_t> global(local.getShape());
+  int64_t dim = buf.getShardingDim().value_or(0);
+  int64_t parts = buf.getShardingParts().value_or(1);
+  if (buf.getShardingDim())
+    global[dim] =
+        buf.getPaddedFrom() ? *buf.getPaddedFrom() : global[dim] * parts;
+  Object p{
+      {"name", buf.getParam()->str()},
+      {"global_shape", shapeJson(global)},
+      {"local_shape", shapeJson(local.getShape())},
+      {"dtype", dtypeName(local.getElementType())},
+      {"init", buf.getInit() ? buf.getInit()->str() : "zeros"},
+      {"tp_dim", buf.getShardingDim() ? JsonValue(dim) : JsonValue(nullptr)},
+      {"tp_parts", parts},
+      {"holders", Array()}};
+  if (auto std = buf.getInitStd())
+    p["init_std"] = std->convertToDouble();
+  if (auto padded = buf.getPaddedFrom())
+    p["padded_from"] = static_cast<int64_t>(*padded);
+  if (auto layer = buf.getLayer())
+    p["layer"] = static_cast<int64_t>(*layer);
+  return p;
+}
+
+ExportedParameters parametersJson(ModuleOp module) {
+  ExportedParameters exported;
+  llvm::StringMap<Object> parameters;
+  std::vector<std::string> order;
+  for (auto program : module.getOps<exec::ProgramOp>())
+    for (auto buf : program.getBody().front().getOps<exec::BufferOp>()) {
+      if (buf.getKind() != exec::BufferKind::param &&
+          buf.getKind() != exec::BufferKind::param_shard)
+        continue;
+      auto local =
+          buf.getKind() == exec::BufferKind::param_shard
+              ? cast<RankedTensorType>(
+                    buf->getAttrOfType<TypeAttr>("local_type").getValue())
+              : buf.getTensorType();
+      exported.dtype = dtypeName(local.getElementType());
+      std::string name = buf.getParam()->str();
+      auto [it, inserted] = parameters.try_emplace(name);
+      if (inserted) {
+        order.push_back(name);
+        it->second = parameterJson(buf, local);
+      }
+      it->second.getArray("holders")->push_back(
+          Object{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
+                 {"buffer", buf.getSymName()},
+                 {"dp_shard", buf.getDpShard()}});
+    }
+  exported.parameters.reserve(order.size());
+  for (const std::string &name : order)
+    exported.parameters.push_back(std::move(parameters[name]));
+  return exported;
+}
+
+/// The mesh axes always; tied and tp_kv where a collective uses them.
+Object allGroupsJson(ModuleOp module, const ParallelConfig &config,
+                     int64_t kvParts) {
+  llvm::StringSet<> used = {"tp", "dp", "pp", "world"};
+  module.walk([&](exec::CollectiveOp c) { used.insert(c.getGroup()); });
+  Object groups;
+  for (StringRef name : {"tp", "dp", "pp", "world", "tied", "tp_kv"})
+    if (used.contains(name))
+      groups[name] = groupsJson(name, config, kvParts);
+  return groups;
+}
+
+Array devicesJson(const ParallelConfig &config, const Topology &topology) {
+  Array devices;
+  for (int64_t r = 0; r < config.numDevices(); ++r) {
+    int64_t p = r / (config.dp * config.tp);
+    int64_t d = (r / config.tp) % config.dp, t = r % config.tp;
+    devices.push_back(Object{{"rank", r},
+                             {"node", topology.nodeOf(r)},
+                             {"local_device", r % topology.devicesPerNode},
+                             {"pp", p},
+                             {"dp", d},
+                             {"tp", t}});
+  }
+  return devices;
+}
+
+/// Optimizer settings: the spec's (as imported), or the defaults.
+Object optimizerJson(ModuleOp module) {
+  OptimizerConfig defaults;
+  Object optimizer{{"lr", defaults.lr},
+                   {"min_lr", defaults.minLr},
+                   {"warmup_steps", defaults.warmupSteps},
+                   {"decay_steps", defaults.decaySteps},
+                   {"decay", defaults.decay},
+                   {"beta1", defaults.beta1},
+                   {"beta2", defaults.beta2},
+                   {"eps", defaults.eps},
+                   {"weight_decay", defaults.weightDecay},
+                   {"clip_norm", defaults.clipNorm}};
+  if (auto given =
+          module->getAttrOfType<DictionaryAttr>(tfm::kOptimizerAttrName))
+    for (NamedAttribute n : given)
+      optimizer[n.getName().getValue()] = toJson(n.getValue());
+  return optimizer;
+}
+
+/// The unpadded vocabulary, as the loss sees it (synthetic data draws
+/// tokens below it).
+int64_t lossVocabSize(ModuleOp module) {
+  int64_t vocabSize = 0;
+  module.walk([&](exec::KernelOp k) {
+    if (k.getName() == "ce_max")
+      if (auto v = k.getParamsAttr().getAs<IntegerAttr>("vocab_size"))
+        vocabSize = v.getInt();
+  });
+  return vocabSize;
+}
+
+} // namespace
+
 llvm::Expected<Object> exportPlan(ModuleOp module) {
   auto strategy =
       module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);
@@ -342,122 +469,28 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
         "the strategy needs %lld devices but topology '%s' has %lld",
         (long long)config.numDevices(), topology.name.c_str(),
         (long long)topology.numDevices());
-
-  int64_t numLayers = 0;
-  for (int64_t n : config.stageLayers)
-    numLayers += n;
   Array programs;
-  int64_t kvParts = keyValueParts(module, config);
-  llvm::StringMap<Object> parameters;
-  std::vector<std::string> parameterOrder;
-  std::optional<std::string> dtype;
   for (auto program : module.getOps<exec::ProgramOp>()) {
     if (program.getBody().front().getOps<exec::ScheduleOp>().empty())
       return llvm::createStringError(
           "exec.program @%s has no schedule; run exec-schedule-pipeline",
           program.getSymName().str().c_str());
     programs.push_back(programJson(program));
-    for (auto buf : program.getBody().front().getOps<exec::BufferOp>()) {
-      if (buf.getKind() != exec::BufferKind::param &&
-          buf.getKind() != exec::BufferKind::param_shard)
-        continue;
-      auto local =
-          buf.getKind() == exec::BufferKind::param_shard
-              ? cast<RankedTensorType>(
-                    buf->getAttrOfType<TypeAttr>("local_type").getValue())
-              : buf.getTensorType();
-      dtype = dtypeName(local.getElementType());
-      std::string name = buf.getParam()->str();
-      SmallVector<int64_t> global(local.getShape());
-      int64_t dim = buf.getShardingDim().value_or(0);
-      int64_t parts = buf.getShardingParts().value_or(1);
-      if (buf.getShardingDim())
-        global[dim] =
-            buf.getPaddedFrom() ? *buf.getPaddedFrom() : global[dim] * parts;
-      Object holder{{"pp_rank", static_cast<int64_t>(program.getPpRank())},
-                    {"buffer", buf.getSymName()},
-                    {"dp_shard", buf.getDpShard()}};
-      auto [it, inserted] = parameters.try_emplace(name);
-      if (inserted) {
-        parameterOrder.push_back(name);
-        Object p{{"name", name},
-                 {"global_shape", shapeJson(global)},
-                 {"local_shape", shapeJson(local.getShape())},
-                 {"dtype", dtypeName(local.getElementType())},
-                 {"init", buf.getInit() ? buf.getInit()->str() : "zeros"},
-                 {"tp_dim",
-                  buf.getShardingDim() ? JsonValue(dim) : JsonValue(nullptr)},
-                 {"tp_parts", parts},
-                 {"holders", Array()}};
-        if (auto std = buf.getInitStd())
-          p["init_std"] = std->convertToDouble();
-        if (auto padded = buf.getPaddedFrom())
-          p["padded_from"] = static_cast<int64_t>(*padded);
-        if (auto layer = buf.getLayer())
-          p["layer"] = static_cast<int64_t>(*layer);
-        it->second = std::move(p);
-      }
-      it->second.getArray("holders")->push_back(std::move(holder));
-    }
   }
-
-  // The unpadded vocabulary, as the loss sees it (synthetic data draws
-  // tokens below it).
-  int64_t vocabSize = 0;
-  module.walk([&](exec::KernelOp k) {
-    if (k.getName() == "ce_max")
-      if (auto v = k.getParamsAttr().getAs<IntegerAttr>("vocab_size"))
-        vocabSize = v.getInt();
-  });
-  // The mesh axes always; tied and tp_kv where a collective uses them.
-  llvm::StringSet<> used = {"tp", "dp", "pp", "world"};
-  module.walk([&](exec::CollectiveOp c) { used.insert(c.getGroup()); });
-  Object groups;
-  for (StringRef name : {"tp", "dp", "pp", "world", "tied", "tp_kv"})
-    if (used.contains(name))
-      groups[name] = groupsJson(name, config, kvParts);
-  Array devices;
-  for (int64_t r = 0; r < config.numDevices(); ++r) {
-    int64_t p = r / (config.dp * config.tp);
-    int64_t d = (r / config.tp) % config.dp, t = r % config.tp;
-    devices.push_back(Object{{"rank", r},
-                             {"node", topology.nodeOf(r)},
-                             {"local_device", r % topology.devicesPerNode},
-                             {"pp", p},
-                             {"dp", d},
-                             {"tp", t}});
-  }
-  Array params;
-  params.reserve(parameterOrder.size());
-  for (const std::string &name : parameterOrder)
-    params.push_back(std::move(parameters[name]));
-
-  // Optimizer settings: the spec's (as imported), or the defaults.
-  OptimizerConfig defaults;
-  Object optimizer{{"lr", defaults.lr},
-                   {"min_lr", defaults.minLr},
-                   {"warmup_steps", defaults.warmupSteps},
-                   {"decay_steps", defaults.decaySteps},
-                   {"decay", defaults.decay},
-                   {"beta1", defaults.beta1},
-                   {"beta2", defaults.beta2},
-                   {"eps", defaults.eps},
-                   {"weight_decay", defaults.weightDecay},
-                   {"clip_norm", defaults.clipNorm}};
-  if (auto given =
-          module->getAttrOfType<DictionaryAttr>(tfm::kOptimizerAttrName))
-    for (NamedAttribute n : given)
-      optimizer[n.getName().getValue()] = toJson(n.getValue());
-
+  int64_t numLayers = 0;
+  for (int64_t n : config.stageLayers)
+    numLayers += n;
+  int64_t kvParts = keyValueParts(module, config);
+  ExportedParameters parameters = parametersJson(module);
   Object plan{{"format", "partita-plan"},
               {"version", kPlanFormatVersion},
               {"model", model.getValue()},
               {"training", Object{{"seq_len", seqLen.getInt()},
-                                  {"vocab_size", vocabSize},
+                                  {"vocab_size", lossVocabSize(module)},
                                   {"global_batch", config.globalBatch()},
                                   {"micro_batch_size", config.microBatchSize},
                                   {"num_micro_batches", config.numMicroBatches},
-                                  {"dtype", dtype.value_or("f32")}}},
+                                  {"dtype", parameters.dtype.value_or("f32")}}},
               {"strategy", strategyJson(config, numLayers)},
               {"mesh", Object{{"world_size", config.numDevices()},
                               {"dp", config.dp},
@@ -469,10 +502,10 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
                                   {"nodes", topology.nodes},
                                   {"devices_per_node", topology.devicesPerNode},
                                   {"device", topology.device.kind}}},
-              {"devices", std::move(devices)},
-              {"groups", std::move(groups)},
-              {"optimizer", std::move(optimizer)},
-              {"parameters", std::move(params)},
+              {"devices", devicesJson(config, topology)},
+              {"groups", allGroupsJson(module, config, kvParts)},
+              {"optimizer", optimizerJson(module)},
+              {"parameters", std::move(parameters.parameters)},
               {"programs", std::move(programs)}};
   if (auto predicted = module->getAttrOfType<DictionaryAttr>("dist.predicted"))
     plan["predicted"] = toJson(predicted);

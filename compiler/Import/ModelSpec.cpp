@@ -109,18 +109,11 @@ double yarnMagnitude(double factor, double mscale) {
   return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
 }
 
-/// The scaling of rope_scaling's object `r`, or of HF's rope_parameters,
-/// whose other keys (`alsoRead`) the caller has read. `outerOriginalMax` is
-/// an HF config's top-level original_max_position_embeddings (Phi-3 keeps
-/// it there), which transformers 5 moves into the rope parameters. Every
-/// default a later field of the config cannot change is resolved here, as
-/// transformers resolves it: cfg.maxPositionEmbeddings is read before.
-void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
-                           llvm::ArrayRef<StringRef> alsoRead = {},
-                           std::optional<int64_t> outerOriginalMax = {}) {
+/// The scaling's kind: rope_type (newer) or type (older); configs saved by
+/// newer versions carry both. None where it is missing or wrong.
+std::optional<std::string> readRopeType(ObjectReader &r,
+                                        const ModelConfig &cfg) {
   using N = ObjectReader::Need;
-  // HF spells the kind "rope_type" (newer) or "type" (older); configs saved
-  // by newer versions carry both.
   constexpr StringRef kinds[] = {"default",  "linear",  "llama3", "yarn",
                                  "longrope", "dynamic", "su"};
   std::optional<std::string> type;
@@ -140,28 +133,23 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
   // Phi-3's first configs name LongRoPE "su"; HF's Phi-3 reads it so.
   if (type && *type == "su") {
     if (cfg.architecture == "Phi3ForCausalLM")
-      type = "longrope";
-    else
-      r.errors().add(r.where(r.has("rope_type") ? "rope_type" : "type"),
-                     "\"su\" is Phi-3's old name for longrope; give "
-                     "\"longrope\"");
+      return std::string("longrope");
+    r.errors().add(r.where(r.has("rope_type") ? "rope_type" : "type"),
+                   "\"su\" is Phi-3's old name for longrope; give "
+                   "\"longrope\"");
   }
-  if (!type || *type == "default") {
-    llvm::SmallVector<StringRef> known(alsoRead);
-    known.push_back("factor");
-    r.rejectUnknownKeys(known);
-    return;
-  }
-  RopeScaling scaling;
-  bool longrope = *type == "longrope";
-  std::optional<double> factor =
-      r.number("factor", longrope ? N::Optional : N::Required, 1.0);
-  if (factor)
-    scaling.factor = *factor;
-  if (*type == "dynamic") {
+  return type;
+}
+
+/// The pretrained length a scaling of `type` stretches.
+void readPretrainedLength(ObjectReader &r, const ModelConfig &cfg,
+                          StringRef type, RopeScaling &scaling,
+                          std::optional<int64_t> outerOriginalMax) {
+  using N = ObjectReader::Need;
+  StringRef key = "original_max_position_embeddings";
+  if (type == "dynamic") {
     // transformers' dynamic NTK takes max_position_embeddings as the
     // pretrained length, whatever else the config says.
-    StringRef key = "original_max_position_embeddings";
     std::optional<int64_t> given = r.integer(key, N::Optional, 1, kMaxDim);
     if (!given)
       given = outerOriginalMax;
@@ -177,93 +165,136 @@ void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
                          llvm::Twine(cfg.maxPositionEmbeddings) +
                          ", which transformers' dynamic scaling takes as the "
                          "pretrained length");
-  } else if (*type != "linear") {
-    // The pretrained length: rope_scaling's, else the top-level one, else
-    // (yarn and longrope, as transformers 5) max_position_embeddings.
-    StringRef key = "original_max_position_embeddings";
-    bool needed = *type == "llama3" && !outerOriginalMax;
-    std::optional<int64_t> inner =
-        r.integer(key, needed ? N::Required : N::Optional, 1, kMaxDim);
-    if (inner && outerOriginalMax && *inner != *outerOriginalMax)
-      r.errors().add(r.where(key), "disagrees with the top-level " + key.str() +
-                                       " " + llvm::Twine(*outerOriginalMax));
-    if (std::optional<int64_t> given = inner ? inner : outerOriginalMax)
-      scaling.originalMaxPositions = *given;
-    else if (*type != "llama3")
-      scaling.originalMaxPositions = cfg.maxPositionEmbeddings;
-    if (scaling.originalMaxPositions == 0 && *type != "llama3")
-      r.errors().add(r.where(key), "required field is missing (and there "
-                                   "is no max_position_embeddings to take "
-                                   "it from)");
+    return;
   }
+  if (type == "linear")
+    return;
+  // rope_scaling's, else the top-level one, else (yarn and longrope, as
+  // transformers 5) max_position_embeddings.
+  bool needed = type == "llama3" && !outerOriginalMax;
+  std::optional<int64_t> inner =
+      r.integer(key, needed ? N::Required : N::Optional, 1, kMaxDim);
+  if (inner && outerOriginalMax && *inner != *outerOriginalMax)
+    r.errors().add(r.where(key), "disagrees with the top-level " + key.str() +
+                                     " " + llvm::Twine(*outerOriginalMax));
+  if (std::optional<int64_t> given = inner ? inner : outerOriginalMax)
+    scaling.originalMaxPositions = *given;
+  else if (type != "llama3")
+    scaling.originalMaxPositions = cfg.maxPositionEmbeddings;
+  if (scaling.originalMaxPositions == 0 && type != "llama3")
+    r.errors().add(r.where(key), "required field is missing (and there "
+                                 "is no max_position_embeddings to take "
+                                 "it from)");
+}
+
+void readLlama3Scaling(ObjectReader &r, RopeScaling &scaling) {
+  using N = ObjectReader::Need;
+  scaling.kind = RopeScaling::Kind::Llama3;
+  if (auto v = r.number("low_freq_factor", N::Required, 0.0, 1e308, true))
+    scaling.lowFreqFactor = *v;
+  if (auto v = r.number("high_freq_factor", N::Required, 0.0, 1e308, true))
+    scaling.highFreqFactor = *v;
+  if (scaling.highFreqFactor <= scaling.lowFreqFactor)
+    r.errors().add(r.where("high_freq_factor"),
+                   "must be greater than low_freq_factor");
+}
+
+void readYarnScaling(ObjectReader &r, RopeScaling &scaling,
+                     std::optional<double> attentionFactor) {
+  using N = ObjectReader::Need;
+  scaling.kind = RopeScaling::Kind::Yarn;
+  if (auto v = r.number("beta_fast", N::Optional, 0.0, 1e308, true))
+    scaling.betaFast = *v;
+  if (auto v = r.number("beta_slow", N::Optional, 0.0, 1e308, true))
+    scaling.betaSlow = *v;
+  if (scaling.betaFast < scaling.betaSlow)
+    r.errors().add(r.where("beta_fast"), "must be at least beta_slow (" +
+                                             formatNumber(scaling.betaSlow) +
+                                             "), got " +
+                                             formatNumber(scaling.betaFast));
+  if (auto v = r.boolean("truncate", N::Optional))
+    scaling.truncate = *v;
+  // DeepSeek's pair: the magnitude is their ratio when both are nonzero.
+  std::optional<double> mscale = r.number("mscale", N::Optional, 0.0);
+  std::optional<double> mscaleAllDim =
+      r.number("mscale_all_dim", N::Optional, 0.0);
+  if (attentionFactor)
+    scaling.attentionFactor = *attentionFactor;
+  else if (mscale && mscaleAllDim && *mscale != 0 && *mscaleAllDim != 0)
+    scaling.attentionFactor = yarnMagnitude(scaling.factor, *mscale) /
+                              yarnMagnitude(scaling.factor, *mscaleAllDim);
+  else
+    scaling.attentionFactor = yarnMagnitude(scaling.factor, 1.0);
+}
+
+void readLongRopeScaling(ObjectReader &r, const ModelConfig &cfg,
+                         RopeScaling &scaling, bool factorGiven,
+                         std::optional<double> attentionFactor) {
+  using N = ObjectReader::Need;
+  scaling.kind = RopeScaling::Kind::LongRope;
+  if (auto v = r.positiveNumbers("short_factor", N::Required))
+    scaling.shortFactor.assign(v->begin(), v->end());
+  if (auto v = r.positiveNumbers("long_factor", N::Required))
+    scaling.longFactor.assign(v->begin(), v->end());
+  if (!scaling.shortFactor.empty() && !scaling.longFactor.empty() &&
+      scaling.shortFactor.size() != scaling.longFactor.size())
+    r.errors().add(r.where("long_factor"),
+                   "has " + llvm::Twine(scaling.longFactor.size()) +
+                       " factors; short_factor has " +
+                       llvm::Twine(scaling.shortFactor.size()));
+  // Without a factor, the context's growth over the pretrained length.
+  int64_t original = scaling.originalMaxPositions;
+  if (!factorGiven)
+    scaling.factor = original > 0 && cfg.maxPositionEmbeddings > original
+                         ? double(cfg.maxPositionEmbeddings) / double(original)
+                         : 1.0;
+  if (attentionFactor)
+    scaling.attentionFactor = *attentionFactor;
+  else if (scaling.factor > 1.0 && original > 1)
+    scaling.attentionFactor =
+        std::sqrt(1.0 + std::log(scaling.factor) / std::log(double(original)));
+  else if (scaling.factor > 1.0 && original == 1)
+    r.errors().add(r.where("original_max_position_embeddings"),
+                   "1 leaves LongRoPE's default attention factor "
+                   "undefined; give attention_factor");
+}
+
+/// The scaling of rope_scaling's object `r`, or of HF's rope_parameters,
+/// whose other keys (`alsoRead`) the caller has read. `outerOriginalMax` is
+/// an HF config's top-level original_max_position_embeddings (Phi-3 keeps
+/// it there), which transformers 5 moves into the rope parameters. Every
+/// default a later field of the config cannot change is resolved here, as
+/// transformers resolves it: cfg.maxPositionEmbeddings is read before.
+void readRopeScalingObject(ObjectReader &r, ModelConfig &cfg,
+                           llvm::ArrayRef<StringRef> alsoRead = {},
+                           std::optional<int64_t> outerOriginalMax = {}) {
+  using N = ObjectReader::Need;
+  std::optional<std::string> type = readRopeType(r, cfg);
+  if (!type || *type == "default") {
+    llvm::SmallVector<StringRef> known(alsoRead);
+    known.push_back("factor");
+    r.rejectUnknownKeys(known);
+    return;
+  }
+  RopeScaling scaling;
+  bool longrope = *type == "longrope";
+  std::optional<double> factor =
+      r.number("factor", longrope ? N::Optional : N::Required, 1.0);
+  if (factor)
+    scaling.factor = *factor;
+  readPretrainedLength(r, cfg, *type, scaling, outerOriginalMax);
   std::optional<double> attentionFactor;
   if (*type == "yarn" || longrope)
     attentionFactor =
         r.number("attention_factor", N::Optional, 0.0, 1e308, true);
-  if (*type == "llama3") {
-    scaling.kind = RopeScaling::Kind::Llama3;
-    if (auto v = r.number("low_freq_factor", N::Required, 0.0, 1e308, true))
-      scaling.lowFreqFactor = *v;
-    if (auto v = r.number("high_freq_factor", N::Required, 0.0, 1e308, true))
-      scaling.highFreqFactor = *v;
-    if (scaling.highFreqFactor <= scaling.lowFreqFactor)
-      r.errors().add(r.where("high_freq_factor"),
-                     "must be greater than low_freq_factor");
-  } else if (*type == "yarn") {
-    scaling.kind = RopeScaling::Kind::Yarn;
-    if (auto v = r.number("beta_fast", N::Optional, 0.0, 1e308, true))
-      scaling.betaFast = *v;
-    if (auto v = r.number("beta_slow", N::Optional, 0.0, 1e308, true))
-      scaling.betaSlow = *v;
-    if (scaling.betaFast < scaling.betaSlow)
-      r.errors().add(r.where("beta_fast"), "must be at least beta_slow (" +
-                                               formatNumber(scaling.betaSlow) +
-                                               "), got " +
-                                               formatNumber(scaling.betaFast));
-    if (auto v = r.boolean("truncate", N::Optional))
-      scaling.truncate = *v;
-    // DeepSeek's pair: the magnitude is their ratio when both are nonzero.
-    std::optional<double> mscale = r.number("mscale", N::Optional, 0.0);
-    std::optional<double> mscaleAllDim =
-        r.number("mscale_all_dim", N::Optional, 0.0);
-    if (attentionFactor)
-      scaling.attentionFactor = *attentionFactor;
-    else if (mscale && mscaleAllDim && *mscale != 0 && *mscaleAllDim != 0)
-      scaling.attentionFactor = yarnMagnitude(scaling.factor, *mscale) /
-                                yarnMagnitude(scaling.factor, *mscaleAllDim);
-    else
-      scaling.attentionFactor = yarnMagnitude(scaling.factor, 1.0);
-  } else if (*type == "dynamic") {
+  if (*type == "llama3")
+    readLlama3Scaling(r, scaling);
+  else if (*type == "yarn")
+    readYarnScaling(r, scaling, attentionFactor);
+  else if (*type == "dynamic")
     scaling.kind = RopeScaling::Kind::Dynamic;
-  } else if (longrope) {
-    scaling.kind = RopeScaling::Kind::LongRope;
-    if (auto v = r.positiveNumbers("short_factor", N::Required))
-      scaling.shortFactor.assign(v->begin(), v->end());
-    if (auto v = r.positiveNumbers("long_factor", N::Required))
-      scaling.longFactor.assign(v->begin(), v->end());
-    if (!scaling.shortFactor.empty() && !scaling.longFactor.empty() &&
-        scaling.shortFactor.size() != scaling.longFactor.size())
-      r.errors().add(r.where("long_factor"),
-                     "has " + llvm::Twine(scaling.longFactor.size()) +
-                         " factors; short_factor has " +
-                         llvm::Twine(scaling.shortFactor.size()));
-    // Without a factor, the context's growth over the pretrained length.
-    int64_t original = scaling.originalMaxPositions;
-    if (!factor)
-      scaling.factor =
-          original > 0 && cfg.maxPositionEmbeddings > original
-              ? double(cfg.maxPositionEmbeddings) / double(original)
-              : 1.0;
-    if (attentionFactor)
-      scaling.attentionFactor = *attentionFactor;
-    else if (scaling.factor > 1.0 && original > 1)
-      scaling.attentionFactor = std::sqrt(1.0 + std::log(scaling.factor) /
-                                                    std::log(double(original)));
-    else if (scaling.factor > 1.0 && original == 1)
-      r.errors().add(r.where("original_max_position_embeddings"),
-                     "1 leaves LongRoPE's default attention factor "
-                     "undefined; give attention_factor");
-  }
+  else if (longrope)
+    readLongRopeScaling(r, cfg, scaling, factor.has_value(), attentionFactor);
   r.rejectUnknownKeys(alsoRead);
   cfg.ropeScaling = scaling;
 }
@@ -403,16 +434,50 @@ void readGpt2(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
 }
 
-/// Llama, Mistral, Qwen2, Qwen3 and Phi-3 share one layout: pre-RMSNorm,
-/// rotary, GQA and a SwiGLU MLP (Phi-3 fuses q, k, v and gate, up into one
-/// weight each, the same maps); they differ in biases, defaults, sliding
-/// windows and Qwen3's query/key norms. StarCoder2 keeps the layout with
-/// LayerNorm and a tanh-GELU MLP, all of it biased. Gemma keeps it with a
-/// GeGLU MLP, norm weights offset from one and embeddings scaled by
-/// sqrt(hidden_size). OLMo-2 normalises the sublayers' outputs rather than
-/// their inputs, and its query and key projections whole.
-void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
-                     FieldSources &src) {
+/// HF's defaults, per architecture, for what a config of the Llama family
+/// leaves out, and the keys it names them by.
+struct LlamaFamilyDefaults {
+  llvm::StringLiteral arch;
+  /// Key/value heads: 0 for one per query head.
+  int64_t kvHeads;
+  /// Head size: 0 for hidden_size / num_attention_heads.
+  int64_t headDim;
+  llvm::StringLiteral activationKey, activation;
+  bool gated;
+  NormKind norm;
+  llvm::StringLiteral epsKey;
+  double normEps;
+  bool tieEmbeddings;
+  /// Whether HF rotates part of each head (partial_rotary_factor).
+  bool partialRotary;
+};
+
+// clang-format off
+constexpr LlamaFamilyDefaults kLlamaFamily[] = {
+  // arch                     kv  head  activation key        activation           gated  norm                 eps key         eps   tied   partial
+  {"LlamaForCausalLM",         0,    0, "hidden_act",        "silu",              true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-6, false, false},
+  {"MistralForCausalLM",       8,    0, "hidden_act",        "silu",              true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-6, false, false},
+  {"Qwen2ForCausalLM",        32,    0, "hidden_act",        "silu",              true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-6, false, false},
+  {"Qwen3ForCausalLM",        32,  128, "hidden_act",        "silu",              true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-6, false, false},
+  {"Phi3ForCausalLM",          0,    0, "hidden_act",        "silu",              true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-5, false, true},
+  {"Starcoder2ForCausalLM",    2,    0, "hidden_act",        "gelu_pytorch_tanh", false, NormKind::LayerNorm, "norm_epsilon", 1e-5, true,  false},
+  // Gemma's HF code ignores hidden_act for hidden_activation, and takes the
+  // tanh GELU when that is null or absent.
+  {"GemmaForCausalLM",        16,  256, "hidden_activation", "gelu_pytorch_tanh", true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-6, true,  false},
+  {"Olmo2ForCausalLM",         0,    0, "hidden_act",        "silu",              true,  NormKind::RmsNorm,   "rms_norm_eps", 1e-5, false, false},
+};
+// clang-format on
+
+const LlamaFamilyDefaults &llamaFamilyDefaults(StringRef arch) {
+  for (const LlamaFamilyDefaults &d : kLlamaFamily)
+    if (d.arch == arch)
+      return d;
+  llvm_unreachable("readLlamaFamily reads only the Llama family");
+}
+
+/// The sizes, heads and activation, with `d`'s defaults.
+void readLlamaFamilyShape(ObjectReader &r, const LlamaFamilyDefaults &d,
+                          ModelConfig &cfg, FieldSources &src) {
   using N = ObjectReader::Need;
   readInto(r, "vocab_size", "vocab_size", cfg.vocabSize, src, N::Required);
   readInto(r, "hidden_size", "hidden_size", cfg.hiddenSize, src, N::Required);
@@ -422,55 +487,37 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
            N::Required, 1, kMaxLayers);
   readInto(r, "num_attention_heads", "num_heads", cfg.numHeads, src,
            N::Required);
-  // HF's defaults where a config leaves them out: Qwen2's and Qwen3's
-  // classes default to 32 key/value heads, Mistral's to 8 and StarCoder2's
-  // to 2, Gemma's to 16 (Llama's and Phi-3's to the query heads), and
-  // Qwen3's head_dim to 128 and Gemma's to 256 whatever the width.
-  bool qwen = arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM";
-  bool starcoder2 = arch == "Starcoder2ForCausalLM";
-  bool phi3 = arch == "Phi3ForCausalLM";
-  bool gemma = arch == "GemmaForCausalLM";
-  bool olmo2 = arch == "Olmo2ForCausalLM";
-  if (qwen)
-    cfg.numKVHeads = 32;
-  else if (gemma)
-    cfg.numKVHeads = 16;
-  else if (arch == "MistralForCausalLM")
-    cfg.numKVHeads = 8;
-  else if (starcoder2)
-    cfg.numKVHeads = 2;
+  cfg.numKVHeads = d.kvHeads;
   if (r.isNull("num_key_value_heads"))
     cfg.numKVHeads = 0; // an explicit null means one per query head
   src["num_kv_heads"] = r.where("num_key_value_heads"); // also the default
   readInto(r, "num_key_value_heads", "num_kv_heads", cfg.numKVHeads, src,
            N::Optional);
-  if (arch == "Qwen3ForCausalLM") {
-    cfg.headDim = 128;
-    // Qwen3's attention takes head_dim as it is: transformers cannot build
-    // a Qwen3 model with a null one, so no width can be inferred for it.
-    if (r.isNull("head_dim"))
-      r.errors().add(r.where("head_dim"),
-                     "Qwen3 needs a head size; null builds no model in "
-                     "transformers (omit it for the default, 128)");
-  }
-  if (gemma)
-    cfg.headDim = 256;
+  // Qwen3's attention takes head_dim as it is: transformers cannot build a
+  // Qwen3 model with a null one, so no width can be inferred for it.
+  if (d.arch == "Qwen3ForCausalLM" && r.isNull("head_dim"))
+    r.errors().add(r.where("head_dim"),
+                   "Qwen3 needs a head size; null builds no model in "
+                   "transformers (omit it for the default, 128)");
+  if (d.headDim)
+    cfg.headDim = d.headDim;
   readInto(r, "head_dim", "head_dim", cfg.headDim, src, N::Optional);
   readInto(r, "max_position_embeddings", "max_position_embeddings",
            cfg.maxPositionEmbeddings, src, N::Optional);
-  // Gemma's HF code ignores hidden_act for hidden_activation, and takes
-  // the tanh GELU when that is null or absent.
-  if (auto a = hfActivation(r, gemma ? "hidden_activation" : "hidden_act",
-                            starcoder2 || gemma ? "gelu_pytorch_tanh" : "silu",
-                            /*gated=*/!starcoder2))
+  if (auto a = hfActivation(r, d.activationKey, d.activation, d.gated))
     cfg.activation = *a;
-  cfg.norm = starcoder2 ? NormKind::LayerNorm : NormKind::RmsNorm;
-  cfg.normBias = starcoder2;
-  // HF's defaults
-  cfg.normEps = phi3 || starcoder2 || olmo2 ? 1e-5 : 1e-6;
-  if (auto eps = r.number(starcoder2 ? "norm_epsilon" : "rms_norm_eps",
-                          N::Optional, 0.0, 1.0, true))
+  cfg.norm = d.norm;
+  cfg.normBias = d.norm == NormKind::LayerNorm;
+  cfg.normEps = d.normEps;
+  if (auto eps = r.number(d.epsKey, N::Optional, 0.0, 1.0, true))
     cfg.normEps = *eps;
+}
+
+/// Rotary embeddings: the base, the rotated part of each head and the
+/// scaling.
+void readLlamaFamilyRotary(ObjectReader &r, const LlamaFamilyDefaults &d,
+                           ModelConfig &cfg, FieldSources &src) {
+  using N = ObjectReader::Need;
   cfg.position = PositionEmbedding::Rope;
   if (auto theta = r.number("rope_theta", N::Optional, 0.0, 1e308, true))
     cfg.ropeTheta = *theta;
@@ -478,7 +525,7 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
   // cannot run a config with a partial factor.
   if (auto fraction =
           r.number("partial_rotary_factor", N::Optional, 0.0, 1.0, true)) {
-    if (phi3) {
+    if (d.partialRotary) {
       cfg.rotaryFraction = *fraction;
       src["rotary_fraction"] = r.where("partial_rotary_factor");
     } else if (*fraction != 1.0) {
@@ -489,70 +536,79 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       r.integer("original_max_position_embeddings", N::Optional, 1, kMaxDim);
   readRopeScaling(r, "rope_scaling", cfg, src, outerOriginalMax);
   readRopeParameters(r, cfg, src, "rope_theta",
-                     phi3 ? "partial_rotary_factor" : "", outerOriginalMax);
+                     d.partialRotary ? "partial_rotary_factor" : "",
+                     outerOriginalMax);
   // Phi-3's HF code takes LongRoPE only.
-  if (phi3 && cfg.ropeScaling &&
+  if (d.arch == "Phi3ForCausalLM" && cfg.ropeScaling &&
       cfg.ropeScaling->kind != RopeScaling::Kind::LongRope)
     r.errors().add(src["rope_scaling"],
                    "Phi-3 takes no rotary scaling but longrope");
-  cfg.tieEmbeddings = starcoder2 || gemma;
-  readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
-  // HF initialises every linear of these models with initializer_range.
-  cfg.scaledOutputInit = false;
+}
 
-  if (qwen) {
-    if (arch == "Qwen2ForCausalLM") {
-      cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
-    } else {
-      cfg.qkNorm = true;
-      bool attentionBias = false;
-      readBool(r, "attention_bias", attentionBias);
-      cfg.qkvBias = cfg.attnOutBias = attentionBias;
-    }
-    // Both keep a sliding_window value even when it is switched off; when
-    // on, the layers layer_types names use it, or without it those from
-    // max_window_layers up (HF's defaults: a window of 4096 from layer 28).
-    bool useWindow = false;
-    readBool(r, "use_sliding_window", useWindow);
-    std::optional<std::vector<std::string>> types = r.eachOneOf(
-        "layer_types", N::Optional, {"full_attention", "sliding_attention"});
-    if (!useWindow) {
-      // HF has no window then to give the layers that layer_types says
-      // slide, and cannot run them.
-      if (types && llvm::is_contained(*types, "sliding_attention"))
-        r.errors().add(r.where("layer_types"),
-                       "names sliding_attention layers, but "
-                       "use_sliding_window is false");
-    } else {
-      cfg.slidingWindow = 4096;
-      if (r.isNull("sliding_window"))
-        cfg.slidingWindow.reset();
-      readSlidingWindow(r, cfg, src, N::Optional);
-      cfg.slidingWindowFromLayer = 28;
-      readInto(r, "max_window_layers", "max_window_layers",
-               cfg.slidingWindowFromLayer, src, N::Optional, 0, kMaxLayers);
-      if (types) {
-        src["layer_types"] = r.where("layer_types");
-        if (int64_t(types->size()) != cfg.numLayers)
-          r.errors().add(r.where("layer_types"),
-                         "names " + llvm::Twine(types->size()) +
-                             " layers; num_hidden_layers is " +
-                             llvm::Twine(cfg.numLayers));
-        for (const std::string &type : *types)
-          cfg.slidingLayers.push_back(type == "sliding_attention");
-      }
-    }
-  } else if (phi3 || starcoder2) {
+/// Qwen2's and Qwen3's biases, query/key norms and sliding windows.
+void readQwenAttention(ObjectReader &r, StringRef arch, ModelConfig &cfg,
+                       FieldSources &src) {
+  using N = ObjectReader::Need;
+  if (arch == "Qwen2ForCausalLM") {
+    cfg.qkvBias = true; // Qwen2 biases q, k and v but not the output.
+  } else {
+    cfg.qkNorm = true;
+    bool attentionBias = false;
+    readBool(r, "attention_bias", attentionBias);
+    cfg.qkvBias = cfg.attnOutBias = attentionBias;
+  }
+  // Both keep a sliding_window value even when it is switched off; when
+  // on, the layers layer_types names use it, or without it those from
+  // max_window_layers up (HF's defaults: a window of 4096 from layer 28).
+  bool useWindow = false;
+  readBool(r, "use_sliding_window", useWindow);
+  std::optional<std::vector<std::string>> types = r.eachOneOf(
+      "layer_types", N::Optional, {"full_attention", "sliding_attention"});
+  if (!useWindow) {
+    // HF has no window then to give the layers that layer_types says
+    // slide, and cannot run them.
+    if (types && llvm::is_contained(*types, "sliding_attention"))
+      r.errors().add(r.where("layer_types"),
+                     "names sliding_attention layers, but "
+                     "use_sliding_window is false");
+    return;
+  }
+  cfg.slidingWindow = 4096;
+  if (r.isNull("sliding_window"))
+    cfg.slidingWindow.reset();
+  readSlidingWindow(r, cfg, src, N::Optional);
+  cfg.slidingWindowFromLayer = 28;
+  readInto(r, "max_window_layers", "max_window_layers",
+           cfg.slidingWindowFromLayer, src, N::Optional, 0, kMaxLayers);
+  if (!types)
+    return;
+  src["layer_types"] = r.where("layer_types");
+  if (int64_t(types->size()) != cfg.numLayers)
+    r.errors().add(r.where("layer_types"),
+                   "names " + llvm::Twine(types->size()) +
+                       " layers; num_hidden_layers is " +
+                       llvm::Twine(cfg.numLayers));
+  for (const std::string &type : *types)
+    cfg.slidingLayers.push_back(type == "sliding_attention");
+}
+
+/// The other architectures' biases, windows and layout.
+void readLlamaFamilyVariant(ObjectReader &r, StringRef arch, ModelConfig &cfg,
+                            FieldSources &src) {
+  using N = ObjectReader::Need;
+  if (arch == "Phi3ForCausalLM" || arch == "Starcoder2ForCausalLM") {
     // Their window, where they have one, covers every layer.
     if (r.has("sliding_window"))
       readSlidingWindow(r, cfg, src, N::Required);
-    if (starcoder2) {
+    if (arch == "Starcoder2ForCausalLM") {
       bool bias = true;
       readBool(r, "use_bias", bias);
       cfg.qkvBias = cfg.attnOutBias = cfg.mlpBias = bias;
       cfg.initStd = 0.018042; // HF's default initializer_range for it
     }
-  } else if (arch == "MistralForCausalLM") {
+    return;
+  }
+  if (arch == "MistralForCausalLM") {
     // HF's default is a 4096-token window; an explicit null means none.
     if (r.isNull("sliding_window"))
       cfg.slidingWindow.reset();
@@ -560,19 +616,43 @@ void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
       readSlidingWindow(r, cfg, src, N::Required);
     else
       cfg.slidingWindow = 4096;
-  } else { // Llama, Gemma and OLMo-2
-    bool attentionBias = false;
-    readBool(r, "attention_bias", attentionBias);
-    cfg.qkvBias = cfg.attnOutBias = attentionBias;
-    if (gemma) {
-      cfg.normUnitOffset = true;
-      cfg.embeddingScaleSqrtHidden = true;
-    } else if (olmo2) {
-      cfg.qkNorm = cfg.qkNormOverProjection = cfg.postNorm = true;
-    } else {
-      readBool(r, "mlp_bias", cfg.mlpBias);
-    }
+    return;
   }
+  // Llama, Gemma and OLMo-2.
+  bool attentionBias = false;
+  readBool(r, "attention_bias", attentionBias);
+  cfg.qkvBias = cfg.attnOutBias = attentionBias;
+  if (arch == "GemmaForCausalLM") {
+    cfg.normUnitOffset = true;
+    cfg.embeddingScaleSqrtHidden = true;
+  } else if (arch == "Olmo2ForCausalLM") {
+    cfg.qkNorm = cfg.qkNormOverProjection = cfg.postNorm = true;
+  } else {
+    readBool(r, "mlp_bias", cfg.mlpBias);
+  }
+}
+
+/// Llama, Mistral, Qwen2, Qwen3 and Phi-3 share one layout: pre-RMSNorm,
+/// rotary, GQA and a SwiGLU MLP (Phi-3 fuses q, k, v and gate, up into one
+/// weight each, the same maps); they differ in biases, defaults, sliding
+/// windows and Qwen3's query/key norms. StarCoder2 keeps the layout with
+/// LayerNorm and a tanh-GELU MLP, all of it biased. Gemma keeps it with a
+/// GeGLU MLP, norm weights offset from one and embeddings scaled by
+/// sqrt(hidden_size). OLMo-2 normalises the sublayers' outputs rather than
+/// their inputs, and its query and key projections whole.
+void readLlamaFamily(ObjectReader &r, StringRef arch, ModelConfig &cfg,
+                     FieldSources &src) {
+  const LlamaFamilyDefaults &defaults = llamaFamilyDefaults(arch);
+  readLlamaFamilyShape(r, defaults, cfg, src);
+  readLlamaFamilyRotary(r, defaults, cfg, src);
+  cfg.tieEmbeddings = defaults.tieEmbeddings;
+  readBool(r, "tie_word_embeddings", cfg.tieEmbeddings);
+  // HF initialises every linear of these models with initializer_range.
+  cfg.scaledOutputInit = false;
+  if (arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM")
+    readQwenAttention(r, arch, cfg, src);
+  else
+    readLlamaFamilyVariant(r, arch, cfg, src);
 }
 
 void readGptNeoX(ObjectReader &r, ModelConfig &cfg, FieldSources &src) {

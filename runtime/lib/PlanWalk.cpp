@@ -817,26 +817,28 @@ std::optional<PlanProblem> walkProgramSteps(const Plan &plan,
   return std::nullopt;
 }
 
-std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
-  if (plan.pp < 2)
-    return std::nullopt;
-  struct Event {
-    enum Kind { Send, Recv, Start, Await } kind;
-    int64_t peer = 0; // a message's pipeline rank
-    std::string group;
-    int64_t ordinal = 0; // of the collective over the group, from 1
-    /// The launch (a wait for an asynchronous collective's Await), and
-    /// when it runs: for messages made only if the ranks get stuck.
-    int phase = 0;
-    size_t index = 0;
-    int64_t microBatch = 0, step = 0;
-  };
+namespace {
+
+/// What a pipeline rank does that another rank must meet.
+struct PipelineEvent {
+  enum Kind { Send, Recv, Start, Await } kind;
+  int64_t peer = 0; // a message's pipeline rank
+  std::string group;
+  int64_t ordinal = 0; // of the collective over the group, from 1
+  /// The launch (a wait for an asynchronous collective's Await), and when
+  /// it runs: for messages made only if the ranks get stuck.
+  int phase = 0;
+  size_t index = 0;
+  int64_t microBatch = 0, step = 0;
+};
+/// By program, each group name's pipeline ranks in its group of the
+/// program's ranks (one rank stands for all: they run in step), where the
+/// group spans several.
+using CrossStageGroups = std::vector<std::map<std::string, std::set<int64_t>>>;
+
+CrossStageGroups crossStageGroups(const Plan &plan) {
   int64_t pp = int64_t(plan.programs.size());
-  std::vector<std::vector<Event>> events(static_cast<size_t>(pp));
-  // By program, each group name's pipeline ranks in its group of the
-  // program's ranks (one rank stands for all: they run in step).
-  std::vector<std::map<std::string, std::set<int64_t>>> spans(
-      static_cast<size_t>(pp));
+  CrossStageGroups spans(static_cast<size_t>(pp));
   for (int64_t p = 0; p < pp; ++p) {
     int64_t rank = plan.programs[size_t(p)].ppRank * plan.dp * plan.tp;
     for (const auto &[name, lists] : plan.groups)
@@ -849,49 +851,64 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
             spans[size_t(p)][name] = stages;
         }
   }
-  for (int64_t p = 0; p < pp; ++p) {
-    const Program &program = plan.programs[size_t(p)];
-    std::map<std::string, int64_t> started;
-    std::map<int, std::pair<std::string, int64_t>> pending; // by output
-    for (int64_t step = 1; step <= 2; ++step) {
-      auto visit = [&](int phaseIndex, int64_t microBatch) {
-        const Phase &phase = program.phases[size_t(phaseIndex)];
-        for (size_t k = 0; k < phase.launches.size(); ++k) {
-          const Launch &l = phase.launches[k];
-          if (!l.runsIn(microBatch, plan.numMicroBatches))
+  return spans;
+}
+
+/// Program p's events over two steps: its sends and receives, and the
+/// starts and ends of its collectives over groups that span stages.
+std::vector<PipelineEvent> pipelineEvents(const Plan &plan, int64_t p,
+                                          const CrossStageGroups &spans) {
+  int64_t pp = int64_t(plan.programs.size());
+  const Program &program = plan.programs[size_t(p)];
+  std::vector<PipelineEvent> out;
+  std::map<std::string, int64_t> started;
+  std::map<int, std::pair<std::string, int64_t>> pending; // by output
+  for (int64_t step = 1; step <= 2; ++step) {
+    auto visit = [&](int phaseIndex, int64_t microBatch) {
+      const Phase &phase = program.phases[size_t(phaseIndex)];
+      for (size_t k = 0; k < phase.launches.size(); ++k) {
+        const Launch &l = phase.launches[k];
+        if (!l.runsIn(microBatch, plan.numMicroBatches))
+          continue;
+        auto add = [&](PipelineEvent::Kind kind, int64_t peer,
+                       const std::string &group, int64_t ordinal) {
+          out.push_back(
+              {kind, peer, group, ordinal, phaseIndex, k, microBatch, step});
+        };
+        if (l.op == Launch::Op::Send || l.op == Launch::Op::Recv) {
+          add(l.op == Launch::Op::Send ? PipelineEvent::Send
+                                       : PipelineEvent::Recv,
+              (program.ppRank + (l.toNext ? 1 : pp - 1)) % pp, "", 0);
+        } else if (l.op == Launch::Op::Collective &&
+                   spans[size_t(p)].count(l.group)) {
+          int64_t ordinal = ++started[l.group];
+          add(PipelineEvent::Start, 0, l.group, ordinal);
+          if (l.async)
+            pending[l.output] = {l.group, ordinal};
+          else
+            add(PipelineEvent::Await, 0, l.group, ordinal);
+        } else if (l.op == Launch::Op::Wait) {
+          auto it = pending.find(l.input);
+          if (it == pending.end())
             continue;
-          std::vector<Event> &out = events[size_t(p)];
-          auto add = [&](Event::Kind kind, int64_t peer,
-                         const std::string &group, int64_t ordinal) {
-            out.push_back(
-                {kind, peer, group, ordinal, phaseIndex, k, microBatch, step});
-          };
-          if (l.op == Launch::Op::Send || l.op == Launch::Op::Recv) {
-            add(l.op == Launch::Op::Send ? Event::Send : Event::Recv,
-                (program.ppRank + (l.toNext ? 1 : pp - 1)) % pp, "", 0);
-          } else if (l.op == Launch::Op::Collective &&
-                     spans[size_t(p)].count(l.group)) {
-            int64_t ordinal = ++started[l.group];
-            add(Event::Start, 0, l.group, ordinal);
-            if (l.async)
-              pending[l.output] = {l.group, ordinal};
-            else
-              add(Event::Await, 0, l.group, ordinal);
-          } else if (l.op == Launch::Op::Wait) {
-            auto it = pending.find(l.input);
-            if (it == pending.end())
-              continue;
-            add(Event::Await, 0, it->second.first, it->second.second);
-            pending.erase(it);
-          }
+          add(PipelineEvent::Await, 0, it->second.first, it->second.second);
+          pending.erase(it);
         }
-      };
-      for (const Run &run : program.schedule)
-        visit(run.phase, run.microBatch);
-      visit(program.stepPhase, 0);
-    }
+      }
+    };
+    for (const Run &run : program.schedule)
+      visit(run.phase, run.microBatch);
+    visit(program.stepPhase, 0);
   }
-  // Every rank goes as far as it can, until none can go on.
+  return out;
+}
+
+/// Every rank goes as far as it can, until none can go on: where each
+/// stopped.
+std::vector<size_t>
+advanceAll(const std::vector<std::vector<PipelineEvent>> &events,
+           const CrossStageGroups &spans) {
+  int64_t pp = int64_t(events.size());
   std::vector<size_t> next(static_cast<size_t>(pp), 0);
   std::map<std::pair<int64_t, int64_t>, int64_t> unreceived; // (from, to)
   std::map<std::pair<int64_t, std::string>, int64_t> startedBy;
@@ -899,18 +916,18 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
     moved = false;
     for (int64_t p = 0; p < pp; ++p)
       for (; next[size_t(p)] < events[size_t(p)].size(); ++next[size_t(p)]) {
-        const Event &e = events[size_t(p)][next[size_t(p)]];
-        if (e.kind == Event::Send) {
+        const PipelineEvent &e = events[size_t(p)][next[size_t(p)]];
+        if (e.kind == PipelineEvent::Send) {
           ++unreceived[{p, e.peer}];
-        } else if (e.kind == Event::Recv) {
+        } else if (e.kind == PipelineEvent::Recv) {
           int64_t &waiting = unreceived[{e.peer, p}];
           if (waiting == 0)
             break;
           --waiting;
-        } else if (e.kind == Event::Start) {
+        } else if (e.kind == PipelineEvent::Start) {
           startedBy[{p, e.group}] = e.ordinal;
         } else {
-          const std::set<int64_t> &members = spans[size_t(p)][e.group];
+          const std::set<int64_t> &members = spans[size_t(p)].at(e.group);
           if (std::any_of(members.begin(), members.end(), [&](int64_t q) {
                 return startedBy[{q, e.group}] < e.ordinal;
               }))
@@ -919,31 +936,49 @@ std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
         moved = true;
       }
   }
-  std::string stuck;
-  std::string at;
+  return next;
+}
+
+/// What pipeline rank p waits for at event `e`.
+std::string describeWait(const Plan &plan, int64_t p, const PipelineEvent &e,
+                         const std::string &where) {
+  const Launch &l =
+      plan.programs[size_t(p)].phases[size_t(e.phase)].launches[e.index];
+  std::string what =
+      e.kind == PipelineEvent::Recv
+          ? "receives " +
+                plan.programs[size_t(p)].buffers[size_t(l.input)].name +
+                " from pipeline rank " + std::to_string(e.peer)
+      : l.op == Launch::Op::Wait
+          ? "waits for the asynchronous collective over " + e.group
+          : "waits for the collective over " + e.group;
+  return "pipeline rank " + std::to_string(p) + " at " + where + ", which " +
+         what + ", micro-batch " + std::to_string(e.microBatch) + " of step " +
+         std::to_string(e.step);
+}
+
+} // namespace
+
+std::optional<PlanProblem> findPipelineDeadlock(const Plan &plan) {
+  if (plan.pp < 2)
+    return std::nullopt;
+  int64_t pp = int64_t(plan.programs.size());
+  CrossStageGroups spans = crossStageGroups(plan);
+  std::vector<std::vector<PipelineEvent>> events;
   for (int64_t p = 0; p < pp; ++p)
-    if (next[size_t(p)] < events[size_t(p)].size()) {
-      const Event &e = events[size_t(p)][next[size_t(p)]];
-      const Launch &l =
-          plan.programs[size_t(p)].phases[size_t(e.phase)].launches[e.index];
-      std::string where =
-          launchPath("/programs/" + std::to_string(p), e.phase, e.index);
-      if (at.empty())
-        at = where;
-      std::string when = ", micro-batch " + std::to_string(e.microBatch) +
-                         " of step " + std::to_string(e.step);
-      stuck +=
-          (stuck.empty() ? "" : "; ") + std::string("pipeline rank ") +
-          std::to_string(p) + " at " + where + ", which " +
-          (e.kind == Event::Recv
-               ? "receives " +
-                     plan.programs[size_t(p)].buffers[size_t(l.input)].name +
-                     " from pipeline rank " + std::to_string(e.peer)
-           : l.op == Launch::Op::Wait
-               ? "waits for the asynchronous collective over " + e.group
-               : "waits for the collective over " + e.group) +
-          when;
-    }
+    events.push_back(pipelineEvents(plan, p, spans));
+  std::vector<size_t> next = advanceAll(events, spans);
+  std::string stuck, at;
+  for (int64_t p = 0; p < pp; ++p) {
+    if (next[size_t(p)] == events[size_t(p)].size())
+      continue;
+    const PipelineEvent &e = events[size_t(p)][next[size_t(p)]];
+    std::string where =
+        launchPath("/programs/" + std::to_string(p), e.phase, e.index);
+    if (at.empty())
+      at = where;
+    stuck += (stuck.empty() ? "" : "; ") + describeWait(plan, p, e, where);
+  }
   if (stuck.empty())
     return std::nullopt;
   return PlanProblem{at, "the pipeline ranks would wait for each other until "

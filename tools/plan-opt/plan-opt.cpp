@@ -406,6 +406,94 @@ int runScaling(llvm::StringRef inputFile, DialectRegistry &registry) {
   return EXIT_SUCCESS;
 }
 
+/// The compile pipeline's options, from the command line.
+void setCompileOptions(partita::CompilePipelineOptions &options,
+                       bool writesPlan, llvm::StringRef outputFile) {
+  options.topology = topologyFlag;
+  if (strategyFlag.getNumOccurrences())
+    options.strategy = strategyFlag;
+  options.costReport = costReportFlag;
+  options.costParams = costParamsFlag;
+  options.search = !noSearchFlag;
+  options.report = reportFlag;
+  options.objective = objectiveFlag;
+  options.memoryCapGib = memoryCapFlag;
+  options.allowTpAcrossNodes = tpAcrossNodesFlag;
+  options.freeGlobalBatch = freeBatchFlag;
+  if (writesPlan)
+    options.plan = outputFile.str();
+  options.trace = traceFlag;
+  options.overlap = overlapFlag;
+  options.confirm = confirmFlag;
+  options.allowUnfit = allowUnfitFlag;
+}
+
+/// The model spec imported (JSON) or the IR read, or an error printed.
+std::unique_ptr<llvm::MemoryBuffer> readInput(llvm::StringRef inputFile,
+                                              DialectRegistry &registry,
+                                              int argc, char **argv) {
+  if (isJsonPath(inputFile))
+    return importToBuffer(inputFile, registry,
+                          summarizesOnly(namedPasses(argc, argv)));
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
+  if (!input)
+    llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
+  return input;
+}
+
+/// Flags that contradict each other or are out of range, reported; false
+/// where there are any.
+bool checkFlags() {
+  if (confirmFlag < 0) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt")
+        << "--confirm must be 0 or more candidates, got " << confirmFlag
+        << "\n";
+    return false;
+  }
+  // The search report comes from the search: asked for with --no-search it
+  // would silently never be written.
+  if (noSearchFlag && !reportFlag.empty()) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt")
+        << "--report writes the search's report, and --no-search skips the "
+           "search; use --cost-report for the cost of the given strategy\n";
+    return false;
+  }
+  return true;
+}
+
+/// Runs the passes on `input` and writes the IR to `outputFile`, or, where
+/// the export pass writes the plan, nothing.
+int runPasses(std::unique_ptr<llvm::MemoryBuffer> input,
+              DialectRegistry &registry, MlirOptMainConfig &config,
+              llvm::StringRef outputFile, bool writesPlan) {
+  // The export pass writes the file; the IR goes nowhere, as bytecode,
+  // which MLIR writes about twice as fast as text.
+  if (writesPlan)
+    return failed(MlirOptMain(llvm::nulls(), std::move(input), registry,
+                              config.emitBytecode(true)))
+               ? EXIT_FAILURE
+               : EXIT_SUCCESS;
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config))) {
+    // The run's own error is the one to report; a failed write as well
+    // would otherwise abort in the stream's destructor.
+    output->os().clear_error();
+    return EXIT_FAILURE;
+  }
+  if (llvm::Error error = partita::keepWritten(*output)) {
+    llvm::WithColor::error(llvm::errs(), "plan-opt")
+        << llvm::toString(std::move(error)) << "\n";
+    return EXIT_FAILURE;
+  }
+  return EXIT_SUCCESS;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -448,20 +536,10 @@ int main(int argc, char **argv) {
       printOp && printOp->getNumOccurrences() == 0)
     *printOp = false;
 
-  std::unique_ptr<llvm::MemoryBuffer> input;
-  if (isJsonPath(inputFile)) {
-    input = importToBuffer(inputFile, registry,
-                           summarizesOnly(namedPasses(argc, argv)));
-    if (!input)
-      return EXIT_FAILURE;
-  } else {
-    std::string error;
-    input = openInputFile(inputFile, &error);
-    if (!input) {
-      llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
-      return EXIT_FAILURE;
-    }
-  }
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      readInput(inputFile, registry, argc, argv);
+  if (!input)
+    return EXIT_FAILURE;
 
   // A model spec runs the compile pipeline unless the command line names
   // passes; --topology applies to any pipeline.
@@ -470,20 +548,8 @@ int main(int argc, char **argv) {
   // `-o plan.json` compiles on to the executable plan and writes it there.
   bool writesPlan = runCompilePipeline && isJsonPath(outputFile);
   warnIgnoredFlags(isJsonPath(inputFile), runCompilePipeline, writesPlan);
-  if (confirmFlag < 0) {
-    llvm::WithColor::error(llvm::errs(), "plan-opt")
-        << "--confirm must be 0 or more candidates, got " << confirmFlag
-        << "\n";
+  if (!checkFlags())
     return EXIT_FAILURE;
-  }
-  // The search report comes from the search: asked for with --no-search it
-  // would silently never be written.
-  if (noSearchFlag && !reportFlag.empty()) {
-    llvm::WithColor::error(llvm::errs(), "plan-opt")
-        << "--report writes the search's report, and --no-search skips the "
-           "search; use --cost-report for the cost of the given strategy\n";
-    return EXIT_FAILURE;
-  }
   if (runCompilePipeline || topologyFlag.getNumOccurrences()) {
     MlirOptMainConfig userConfig = config;
     config.setPassPipelineSetupFn([=](PassManager &pm) -> LogicalResult {
@@ -492,51 +558,11 @@ int main(int argc, char **argv) {
         return userConfig.setupPassPipeline(pm);
       }
       partita::CompilePipelineOptions options;
-      options.topology = topologyFlag;
-      if (strategyFlag.getNumOccurrences())
-        options.strategy = strategyFlag;
-      options.costReport = costReportFlag;
-      options.costParams = costParamsFlag;
-      options.search = !noSearchFlag;
-      options.report = reportFlag;
-      options.objective = objectiveFlag;
-      options.memoryCapGib = memoryCapFlag;
-      options.allowTpAcrossNodes = tpAcrossNodesFlag;
-      options.freeGlobalBatch = freeBatchFlag;
-      if (writesPlan)
-        options.plan = outputFile;
-      options.trace = traceFlag;
-      options.overlap = overlapFlag;
-      options.confirm = confirmFlag;
-      options.allowUnfit = allowUnfitFlag;
+      setCompileOptions(options, writesPlan, outputFile);
       partita::buildCompilePipeline(pm, options);
       return success();
     });
   }
 
-  // The export pass writes the file; the IR goes nowhere, as bytecode,
-  // which MLIR writes about twice as fast as text.
-  if (writesPlan)
-    return failed(MlirOptMain(llvm::nulls(), std::move(input), registry,
-                              config.emitBytecode(true)))
-               ? EXIT_FAILURE
-               : EXIT_SUCCESS;
-  std::string error;
-  auto output = openOutputFile(outputFile, &error);
-  if (!output) {
-    llvm::WithColor::error(llvm::errs(), "plan-opt") << error << "\n";
-    return EXIT_FAILURE;
-  }
-  if (failed(MlirOptMain(output->os(), std::move(input), registry, config))) {
-    // The run's own error is the one to report; a failed write as well
-    // would otherwise abort in the stream's destructor.
-    output->os().clear_error();
-    return EXIT_FAILURE;
-  }
-  if (llvm::Error error = partita::keepWritten(*output)) {
-    llvm::WithColor::error(llvm::errs(), "plan-opt")
-        << llvm::toString(std::move(error)) << "\n";
-    return EXIT_FAILURE;
-  }
-  return EXIT_SUCCESS;
+  return runPasses(std::move(input), registry, config, outputFile, writesPlan);
 }
