@@ -23,6 +23,7 @@ namespace partita {
 using namespace mlir;
 using exec::BufferKind;
 using exec::CollectiveKind;
+using exec::Group;
 
 namespace {
 
@@ -93,7 +94,7 @@ private:
   bool columnParallelOutput(StringAttr value) {
     return llvm::any_of(writers.lookup(value), [&](Operation *w) {
       auto k = dyn_cast<exec::KernelOp>(w);
-      if (!k || k.getName() != "linear")
+      if (!k || k.getKernel() != plan::Kernel::Linear)
         return false;
       std::optional<int64_t> dim = buffer(refs(k.getIns())[1]).getShardingDim();
       return dim && *dim == 0;
@@ -116,10 +117,10 @@ private:
   }
 
   // Launch helpers (at the builder's insertion point).
-  exec::KernelOp kernel(StringRef name, ArrayRef<StringAttr> ins,
+  exec::KernelOp kernel(plan::Kernel kernel, ArrayRef<StringAttr> ins,
                         ArrayRef<StringAttr> outs, ArrayRef<bool> accumulate,
                         DictionaryAttr params);
-  void collective(CollectiveKind kind, StringRef group, StringAttr in,
+  void collective(CollectiveKind kind, Group group, StringAttr in,
                   StringAttr out, std::optional<int64_t> dim,
                   bool accumulate = false);
 
@@ -235,7 +236,8 @@ StringAttr BackwardBuilder::addParamBuffer(const Twine &name, Type type,
   return attr;
 }
 
-exec::KernelOp BackwardBuilder::kernel(StringRef name, ArrayRef<StringAttr> ins,
+exec::KernelOp BackwardBuilder::kernel(plan::Kernel kernel,
+                                       ArrayRef<StringAttr> ins,
                                        ArrayRef<StringAttr> outs,
                                        ArrayRef<bool> accumulate,
                                        DictionaryAttr params) {
@@ -246,13 +248,13 @@ exec::KernelOp BackwardBuilder::kernel(StringRef name, ArrayRef<StringAttr> ins,
     outRefs.push_back(sym(out));
   bool any = llvm::is_contained(accumulate, true);
   return exec::KernelOp::create(
-      b, program.getLoc(), name, b.getArrayAttr(inRefs),
+      b, program.getLoc(), kernel, b.getArrayAttr(inRefs),
       b.getArrayAttr(outRefs),
       any ? b.getDenseBoolArrayAttr(accumulate) : DenseBoolArrayAttr(),
       params && !params.empty() ? params : DictionaryAttr());
 }
 
-void BackwardBuilder::collective(CollectiveKind kind, StringRef group,
+void BackwardBuilder::collective(CollectiveKind kind, Group group,
                                  StringAttr in, StringAttr out,
                                  std::optional<int64_t> dim, bool accumulate) {
   exec::CollectiveOp::create(b, program.getLoc(), kind, group, sym(in),
@@ -283,7 +285,7 @@ std::pair<StringAttr, bool> BackwardBuilder::gradOut(StringAttr value) {
 
 bool BackwardBuilder::isColumnRead(Operation *reader, StringAttr value) {
   auto k = dyn_cast<exec::KernelOp>(reader);
-  if (!k || k.getName() != "linear" ||
+  if (!k || k.getKernel() != plan::Kernel::Linear ||
       cast<FlatSymbolRefAttr>(k.getIns()[0]).getAttr() != value)
     return false;
   exec::BufferOp weight =
@@ -310,10 +312,10 @@ void BackwardBuilder::finishGradient(StringAttr value) {
   if (partialWritten.contains(value)) {
     StringAttr partial = partialGrads.lookup(value);
     // The linears' share, reduced, joins the rest of the gradient.
-    collective(CollectiveKind::all_reduce, "tp", partial, partial,
+    collective(CollectiveKind::all_reduce, Group::tp, partial, partial,
                std::nullopt);
     auto [grad, accumulate] = gradOut(value);
-    kernel("copy", {partial}, {grad}, {accumulate}, {});
+    kernel(plan::Kernel::Copy, {partial}, {grad}, {accumulate}, {});
     return;
   }
   if (!gradIn(value))
@@ -323,8 +325,8 @@ void BackwardBuilder::finishGradient(StringAttr value) {
     return c && c.getKind() == CollectiveKind::all_gather;
   });
   if (hasColumnReader(value) && !gathered)
-    collective(CollectiveKind::all_reduce, "tp", grads[value], grads[value],
-               std::nullopt);
+    collective(CollectiveKind::all_reduce, Group::tp, grads[value],
+               grads[value], std::nullopt);
 }
 
 /// With sequence parallelism a linear's input is the all-gather of a
@@ -338,8 +340,8 @@ StringAttr BackwardBuilder::backwardInput(StringAttr value) {
   exec::CollectiveOp gather;
   for (Operation *w : writers.lookup(value))
     if (auto c = dyn_cast<exec::CollectiveOp>(w))
-      if (c.getKind() == CollectiveKind::all_gather && c.getGroup() == "tp" &&
-          c.getDim())
+      if (c.getKind() == CollectiveKind::all_gather &&
+          c.getGroup() == Group::tp && c.getDim())
         gather = c;
   if (!gather)
     return value;
@@ -351,7 +353,7 @@ StringAttr BackwardBuilder::backwardInput(StringAttr value) {
   if (!again) {
     again = addBuffer(value.getValue() + ".regathered", buffer(value).getType(),
                       BufferKind::activation);
-    collective(CollectiveKind::all_gather, "tp", shard, again,
+    collective(CollectiveKind::all_gather, Group::tp, shard, again,
                *gather.getDim());
   }
   return again;
@@ -372,10 +374,10 @@ LogicalResult BackwardBuilder::backwardOf(Operation *op) {
     return success();
   }
   auto k = cast<exec::KernelOp>(op);
-  StringRef name = k.getName();
-  if (name == "ce_max" || name == "ce_stats")
+  if (k.getKernel() == plan::Kernel::CeMax ||
+      k.getKernel() == plan::Kernel::CeStats)
     return success(); // differentiated with ce_loss
-  if (name == "ce_loss") {
+  if (k.getKernel() == plan::Kernel::CeLoss) {
     backwardOfCrossEntropy(k);
     return success();
   }
@@ -398,7 +400,7 @@ void BackwardBuilder::backwardOfSend(exec::SendOp send) {
       addBuffer("d." + value.getValue() + ".recv", buffer(value).getType(),
                 BufferKind::activation_grad);
   exec::RecvOp::create(b, send.getLoc(), sym(tmp), exec::Peer::next);
-  kernel("copy", {tmp}, {grad}, {true}, {});
+  kernel(plan::Kernel::Copy, {tmp}, {grad}, {true}, {});
 }
 
 LogicalResult BackwardBuilder::backwardOfRecv(exec::RecvOp recv) {
@@ -422,10 +424,11 @@ void BackwardBuilder::backwardOfCollective(exec::CollectiveOp c) {
   // whose gradients are partial sums: those are reduce-scattered.)
   bool partialOut = hasColumnReader(out) && !hasMixedReaders(out);
   if (received(in) && !partialOut) {
-    kernel("shard_slice", {dOut}, {dIn}, {accumulate},
+    kernel(plan::Kernel::ShardSlice, {dOut}, {dIn}, {accumulate},
            b.getDictionaryAttr(
                {b.getNamedAttr("dim", b.getI64IntegerAttr(*c.getDim())),
-                b.getNamedAttr("group", c.getGroupAttr())}));
+                b.getNamedAttr(
+                    "group", b.getStringAttr(stringifyGroup(c.getGroup())))}));
     return;
   }
   CollectiveKind adjoint = c.getKind() == CollectiveKind::all_gather
@@ -444,7 +447,7 @@ void BackwardBuilder::backwardOfCrossEntropy(exec::KernelOp loss) {
   SmallVector<Operation *> statsWriters = writers.lookup(ins[1]);
   auto stats = llvm::find_if(statsWriters, [](Operation *w) {
     return isa<exec::KernelOp>(w) &&
-           cast<exec::KernelOp>(w).getName() == "ce_stats";
+           cast<exec::KernelOp>(w).getKernel() == plan::Kernel::CeStats;
   });
   auto statsKernel = cast<exec::KernelOp>(*stats);
   SmallVector<StringAttr> statsIns = refs(statsKernel.getIns());
@@ -452,53 +455,56 @@ void BackwardBuilder::backwardOfCrossEntropy(exec::KernelOp loss) {
   SmallVector<NamedAttribute> merged(statsKernel.getParamsAttr().getValue());
   DictionaryAttr params = loss.getParamsAttr();
   merged.append(params.getValue().begin(), params.getValue().end());
-  kernel("ce_bwd", {statsIns[0], ins[0], ins[1], statsIns[2]}, {dLogits},
-         {accumulate}, b.getDictionaryAttr(merged));
+  kernel(plan::Kernel::CeBwd, {statsIns[0], ins[0], ins[1], statsIns[2]},
+         {dLogits}, {accumulate}, b.getDictionaryAttr(merged));
 }
 
 bool BackwardBuilder::backwardOfDataMovement(exec::KernelOp k, StringAttr dy) {
-  StringRef name = k.getName();
+  using plan::Kernel;
   SmallVector<StringAttr> ins = refs(k.getIns());
   DictionaryAttr params = k.getParamsAttr();
-  auto gradKernel = [&](StringRef backward, ArrayRef<StringAttr> bwdIns,
+  auto gradKernel = [&](Kernel backward, ArrayRef<StringAttr> bwdIns,
                         StringAttr of, DictionaryAttr bwdParams) {
     auto [g, accumulate] = gradOut(of);
     kernel(backward, bwdIns, {g}, {accumulate}, bwdParams);
   };
-  if (name == "add" || name == "copy") {
+  switch (k.getKernel()) {
+  case Kernel::Add:
+  case Kernel::Copy:
     for (StringAttr in : ins)
-      gradKernel("copy", {dy}, in, {});
+      gradKernel(Kernel::Copy, {dy}, in, {});
     return true;
-  }
-  if (name == "embedding") {
-    gradKernel("embedding_bwd", {dy, ins[1]}, ins[0], params);
+  case Kernel::Embedding:
+    gradKernel(Kernel::EmbeddingBwd, {dy, ins[1]}, ins[0], params);
     return true;
-  }
-  if (name == "position_embedding") {
-    gradKernel("copy", {dy}, ins[0], {});
-    gradKernel("position_embedding_bwd", {dy}, ins[1], {});
+  case Kernel::PositionEmbedding:
+    gradKernel(Kernel::Copy, {dy}, ins[0], {});
+    gradKernel(Kernel::PositionEmbeddingBwd, {dy}, ins[1], {});
     return true;
-  }
-  if (name == "shard_slice") {
+  case Kernel::ShardSlice: {
     auto [dx, accumulate] = gradOut(ins[0]);
-    collective(CollectiveKind::all_gather,
-               params.getAs<StringAttr>("group").getValue(), dy, dx,
-               params.getAs<IntegerAttr>("dim").getInt(), accumulate);
+    collective(
+        CollectiveKind::all_gather,
+        *exec::symbolizeGroup(params.getAs<StringAttr>("group").getValue()), dy,
+        dx, params.getAs<IntegerAttr>("dim").getInt(), accumulate);
     return true;
   }
-  return false;
+  default:
+    return false;
+  }
 }
 
 LogicalResult BackwardBuilder::backwardOfKernel(exec::KernelOp k,
                                                 StringAttr dy) {
-  StringRef name = k.getName();
+  plan::Kernel forward = k.getKernel();
   SmallVector<StringAttr> ins = refs(k.getIns()), outs = refs(k.getOuts());
-  if (name == "attention" && config.recompute == Recompute::Selective)
+  if (forward == plan::Kernel::Attention &&
+      config.recompute == Recompute::Selective)
     recomputed.insert(b.clone(*k)); // the core's output, not kept
-  std::optional<plan::Kernel> forward = plan::kernelNamed(name);
-  const plan::KernelInfo *info = forward ? &plan::info(*forward) : nullptr;
-  if (!info || !info->backward)
-    return k.emitOpError("kernel '") << name << "' has no backward rule";
+  const plan::KernelInfo *info = &plan::info(forward);
+  if (!info->backward)
+    return k.emitOpError("kernel '")
+           << k.getKernelName() << "' has no backward rule";
   // Backward kernels read the output gradient, then what the registry says
   // they read again of their forward (norms and linears their input and
   // weight; attention also its outputs, the log-sum-exp where kept), and
@@ -512,7 +518,7 @@ LogicalResult BackwardBuilder::backwardOfKernel(exec::KernelOp k,
       continue; // an optional operand the forward went without
     StringAttr value = from[saved.forwardOperand];
     // A linear's input may be gathered again rather than kept.
-    bool linearInput = *forward == plan::Kernel::Linear && !saved.ofOutput &&
+    bool linearInput = forward == plan::Kernel::Linear && !saved.ofOutput &&
                        saved.forwardOperand == 0;
     bwdIns.push_back(linearInput ? backwardInput(value) : value);
   }
@@ -534,7 +540,7 @@ LogicalResult BackwardBuilder::backwardOfKernel(exec::KernelOp k,
     gs.push_back(g);
     acc.push_back(accumulate);
   }
-  kernel(backward.name, bwdIns, gs, acc, k.getParamsAttr());
+  kernel(*info->backward, bwdIns, gs, acc, k.getParamsAttr());
   notePartialParams(k);
   return success();
 }
@@ -542,15 +548,17 @@ LogicalResult BackwardBuilder::backwardOfKernel(exec::KernelOp k,
 void BackwardBuilder::notePartialParams(exec::KernelOp k) {
   // Norm weights and biases on sequence shards see only this rank's
   // tokens; a per-head norm's weight only this rank's heads.
-  StringRef name = k.getName();
+  plan::Kernel forward = k.getKernel();
   if (config.tp == 1 ||
-      (name != "rms_norm" && name != "layer_norm" && name != "bias_add"))
+      (forward != plan::Kernel::RmsNorm && forward != plan::Kernel::LayerNorm &&
+       forward != plan::Kernel::BiasAdd))
     return;
   SmallVector<StringAttr> ins = refs(k.getIns());
   auto type = buffer(ins[0]).getTensorType();
   bool sequenceShard = config.sequenceParallel && type.getRank() == 3 &&
                        type.getDimSize(1) < seqLen;
-  bool perHead = name != "bias_add" && columnParallelOutput(ins[0]);
+  bool perHead =
+      forward != plan::Kernel::BiasAdd && columnParallelOutput(ins[0]);
   if (sequenceShard || perHead)
     for (StringAttr in : llvm::drop_begin(ins))
       tpPartialParams.insert(in);
@@ -566,7 +574,7 @@ void BackwardBuilder::gatherParams(ArrayRef<Operation *> launches) {
     for (StringAttr in : refs(k.getIns())) {
       if (!isParam(in) || !gatheredParams.insert(in).second)
         continue;
-      collective(CollectiveKind::all_gather, "dp",
+      collective(CollectiveKind::all_gather, Group::dp,
                  b.getStringAttr(in.getValue() + ".shard"), in, std::nullopt);
       backwardGathers.push_back(
           cast<exec::CollectiveOp>(*std::prev(b.getInsertionPoint())));
@@ -627,14 +635,14 @@ void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
     // reduce the sum over micro-batches, in the last micro-batch's run.
     StringAttr shard = b.getStringAttr("grad_shard." + param.getValue());
     if (zero >= 2)
-      collective(CollectiveKind::reduce_scatter, "dp", grads[param], shard,
+      collective(CollectiveKind::reduce_scatter, Group::dp, grads[param], shard,
                  std::nullopt, /*accumulate=*/true);
     else if (zero == 1)
-      collective(CollectiveKind::reduce_scatter, "dp", grads[param], shard,
+      collective(CollectiveKind::reduce_scatter, Group::dp, grads[param], shard,
                  std::nullopt);
     else
-      collective(CollectiveKind::all_reduce, "dp", grads[param], grads[param],
-                 std::nullopt);
+      collective(CollectiveKind::all_reduce, Group::dp, grads[param],
+                 grads[param], std::nullopt);
     Operation *scatter = &*std::prev(b.getInsertionPoint());
     if (zero < 2)
       cast<exec::CollectiveOp>(scatter).setLastMicroBatch(true);
@@ -791,11 +799,12 @@ void BackwardBuilder::buildStep() {
         zero >= 1 ? b.getStringAttr("grad_shard." + param.getValue()) : grad;
     auto modelParallelSums = [&](StringAttr g) {
       if (buf.getTied() && config.pp > 1)
-        collective(CollectiveKind::all_reduce, "tied", g, g, std::nullopt);
+        collective(CollectiveKind::all_reduce, Group::tied, g, g, std::nullopt);
       if (tpPartialParams.contains(param))
-        collective(CollectiveKind::all_reduce, "tp", g, g, std::nullopt);
+        collective(CollectiveKind::all_reduce, Group::tp, g, g, std::nullopt);
       if (buf.getShardingParts() && *buf.getShardingParts() < config.tp)
-        collective(CollectiveKind::all_reduce, "tp_kv", g, g, std::nullopt);
+        collective(CollectiveKind::all_reduce, Group::tp_kv, g, g,
+                   std::nullopt);
     };
     modelParallelSums(form);
     trained.push_back(param);
@@ -813,13 +822,14 @@ void BackwardBuilder::buildStep() {
   StringAttr sumsq = addBuffer("grad_sumsq", scalarType, BufferKind::scalar);
   StringAttr clip =
       addBuffer("clip_coefficient", scalarType, BufferKind::scalar);
-  kernel("grad_sumsq", gradForms, {sumsq}, {false},
+  kernel(plan::Kernel::GradSumsq, gradForms, {sumsq}, {false},
          b.getDictionaryAttr(
              {b.getNamedAttr("weights", b.getArrayAttr(weights))}));
   int64_t world = config.dp * config.tp * config.pp;
   if (world > 1)
-    collective(CollectiveKind::all_reduce, "world", sumsq, sumsq, std::nullopt);
-  kernel("clip_coefficient", {sumsq}, {clip}, {false}, {});
+    collective(CollectiveKind::all_reduce, Group::world, sumsq, sumsq,
+               std::nullopt);
+  kernel(plan::Kernel::ClipCoefficient, {sumsq}, {clip}, {false}, {});
 
   for (auto [param, form] : llvm::zip_equal(trained, gradForms)) {
     exec::BufferOp buf = buffer(param);
@@ -845,17 +855,19 @@ void BackwardBuilder::buildStep() {
       ins.push_back(w);
       outs.push_back(w);
     }
-    kernel("adamw", ins, outs, SmallVector<bool>(outs.size(), false),
+    kernel(plan::Kernel::AdamW, ins, outs,
+           SmallVector<bool>(outs.size(), false),
            b.getDictionaryAttr(
                {b.getNamedAttr("weight_decay", b.getBoolAttr(decay)),
                 b.getNamedAttr("dp_shard",
                                b.getBoolAttr(zero == 1 || zero == 2))}));
     if (zero == 1 || zero == 2)
-      collective(CollectiveKind::all_gather, "dp", param, param, std::nullopt);
+      collective(CollectiveKind::all_gather, Group::dp, param, param,
+                 std::nullopt);
   }
   StringAttr loss = b.getStringAttr("loss");
   if (buffer(loss) && config.dp > 1)
-    collective(CollectiveKind::all_reduce, "dp", loss, loss, std::nullopt);
+    collective(CollectiveKind::all_reduce, Group::dp, loss, loss, std::nullopt);
 }
 
 LogicalResult BackwardBuilder::run() {

@@ -51,7 +51,7 @@ private:
   FlatSymbolRefAttr param(tfm::ParamOp op);
   /// Launches `name`; its output buffer is named after `base` (default:
   /// the kernel).
-  exec::KernelOp kernel(StringRef name, ArrayRef<Value> ins, Value out,
+  exec::KernelOp kernel(plan::Kernel kernel, ArrayRef<Value> ins, Value out,
                         ArrayRef<NamedAttribute> params = {},
                         StringRef base = {});
   void collective(exec::CollectiveKind kind, dist::MeshAxisAttr axis, Value in,
@@ -69,8 +69,9 @@ private:
     shape[1] /= config.tp;
     return RankedTensorType::get(shape, t.getElementType());
   }
-  StringAttr groupName(dist::MeshAxisAttr axis) {
-    return b.getStringAttr(dist::stringifyMeshAxis(axis.getValue()));
+  /// The mesh axis's group (the dist and exec enums share names).
+  exec::Group groupOf(dist::MeshAxisAttr axis) {
+    return *exec::symbolizeGroup(dist::stringifyMeshAxis(axis.getValue()));
   }
   NamedAttribute param(StringRef name, Attribute value) {
     return b.getNamedAttr(name, value);
@@ -173,15 +174,16 @@ FlatSymbolRefAttr StageLowering::ref(Value v) {
   return it != buffers.end() ? it->second : activation(v, "value");
 }
 
-exec::KernelOp StageLowering::kernel(StringRef name, ArrayRef<Value> ins,
+exec::KernelOp StageLowering::kernel(plan::Kernel kernel, ArrayRef<Value> ins,
                                      Value out, ArrayRef<NamedAttribute> params,
                                      StringRef base) {
   SmallVector<Attribute> inRefs;
   for (Value v : ins)
     inRefs.push_back(ref(v));
-  FlatSymbolRefAttr outRef = activation(out, base.empty() ? name : base);
+  FlatSymbolRefAttr outRef =
+      activation(out, base.empty() ? StringRef(plan::name(kernel)) : base);
   auto launch = exec::KernelOp::create(
-      b, out.getLoc(), name, b.getArrayAttr(inRefs), b.getArrayAttr({outRef}),
+      b, out.getLoc(), kernel, b.getArrayAttr(inRefs), b.getArrayAttr({outRef}),
       nullptr, params.empty() ? nullptr : b.getDictionaryAttr(params));
   tagLayer(launch);
   return launch;
@@ -199,15 +201,16 @@ void StageLowering::collective(exec::CollectiveKind kind,
     buffers[out] = output;
   } else if (kind == exec::CollectiveKind::all_reduce) {
     output = activation(out, "all_reduce");
-    exec::KernelOp::create(b, out.getLoc(), "copy", b.getArrayAttr({input}),
-                           b.getArrayAttr({output}), nullptr, nullptr);
+    exec::KernelOp::create(b, out.getLoc(), plan::Kernel::Copy,
+                           b.getArrayAttr({input}), b.getArrayAttr({output}),
+                           nullptr, nullptr);
     input = output;
   } else {
     output = activation(out, exec::stringifyCollectiveKind(kind));
   }
-  auto launch = exec::CollectiveOp::create(
-      b, out.getLoc(), kind, groupName(axis).getValue(), input, output,
-      exec::Reduction::sum, dim, false);
+  auto launch =
+      exec::CollectiveOp::create(b, out.getLoc(), kind, groupOf(axis), input,
+                                 output, exec::Reduction::sum, dim, false);
   launch.setAsync(async);
   tagLayer(launch);
 }
@@ -251,7 +254,7 @@ LogicalResult StageLowering::lowerSend(dist::SendOp send) {
     sent = newBuffer(whole.getValue().str() + ".slice", *slice,
                      exec::BufferKind::activation);
     exec::KernelOp::create(
-        b, send.getLoc(), "shard_slice", b.getArrayAttr({whole}),
+        b, send.getLoc(), plan::Kernel::ShardSlice, b.getArrayAttr({whole}),
         b.getArrayAttr({sent}), nullptr,
         b.getDictionaryAttr({param("dim", b.getI64IntegerAttr(1)),
                              param("group", b.getStringAttr("tp"))}));
@@ -273,8 +276,8 @@ LogicalResult StageLowering::lowerRecv(dist::RecvOp recv) {
                                          *slice, exec::BufferKind::activation);
   exec::RecvOp::create(b, recv.getLoc(), received, exec::Peer::prev);
   exec::CollectiveOp::create(b, recv.getLoc(), exec::CollectiveKind::all_gather,
-                             "tp", received, whole, exec::Reduction::sum, 1,
-                             false);
+                             exec::Group::tp, received, whole,
+                             exec::Reduction::sum, 1, false);
   return success();
 }
 
@@ -286,7 +289,7 @@ LogicalResult StageLowering::lowerEmbedding(Value table, Value tokens,
       param("vocab_parts", b.getI64IntegerAttr(parts))};
   if (scale.getValueAsDouble() != 1.0)
     params.push_back(param("scale", scale));
-  kernel("embedding", {table, tokens}, result, params);
+  kernel(plan::Kernel::Embedding, {table, tokens}, result, params);
   return success();
 }
 
@@ -295,8 +298,8 @@ LogicalResult StageLowering::lowerRmsNorm(tfm::RmsNormOp norm) {
   SmallVector<NamedAttribute> params = {param("eps", norm.getEpsAttr())};
   if (norm.getWeightOffset().convertToDouble() != 0.0)
     params.push_back(param("weight_offset", norm.getWeightOffsetAttr()));
-  kernel("rms_norm", {norm.getInput(), norm.getWeight()}, norm.getResult(),
-         params);
+  kernel(plan::Kernel::RmsNorm, {norm.getInput(), norm.getWeight()},
+         norm.getResult(), params);
   return success();
 }
 
@@ -339,7 +342,7 @@ LogicalResult StageLowering::lowerRotary(tfm::RotaryOp rotary) {
           param("frequency_factors",
                 b.getF64ArrayAttr(scaling.frequencyFactors(seqLen))));
   }
-  kernel("rotary", {rotary.getInput()}, rotary.getResult(), params);
+  kernel(plan::Kernel::Rotary, {rotary.getInput()}, rotary.getResult(), params);
   return success();
 }
 
@@ -359,7 +362,7 @@ LogicalResult StageLowering::lowerAttention(tfm::AttentionOp attention) {
                                         qType.getDimSize(1)},
                                        b.getF32Type());
   exec::KernelOp launch =
-      kernel("attention",
+      kernel(plan::Kernel::Attention,
              {attention.getQuery(), attention.getKey(), attention.getValue()},
              o, params);
   auto oRef = cast<FlatSymbolRefAttr>(launch.getOuts()[0]);
@@ -391,15 +394,15 @@ LogicalResult StageLowering::lowerCrossEntropy(Operation *op) {
       newBuffer("loss.max", rows, exec::BufferKind::activation);
   FlatSymbolRefAttr statsRef =
       newBuffer("loss.stats", stats, exec::BufferKind::activation);
-  StringRef tp = "tp";
-  exec::KernelOp::create(b, op->getLoc(), "ce_max", b.getArrayAttr({logitsRef}),
-                         b.getArrayAttr({maxRef}), nullptr,
-                         b.getDictionaryAttr(vocabParams));
+  exec::Group tp = exec::Group::tp;
+  exec::KernelOp::create(b, op->getLoc(), plan::Kernel::CeMax,
+                         b.getArrayAttr({logitsRef}), b.getArrayAttr({maxRef}),
+                         nullptr, b.getDictionaryAttr(vocabParams));
   if (parts > 1)
     exec::CollectiveOp::create(
         b, op->getLoc(), exec::CollectiveKind::all_reduce, tp, maxRef, maxRef,
         exec::Reduction::max, std::nullopt, false);
-  exec::KernelOp::create(b, op->getLoc(), "ce_stats",
+  exec::KernelOp::create(b, op->getLoc(), plan::Kernel::CeStats,
                          b.getArrayAttr({logitsRef, maxRef, labelsRef}),
                          b.getArrayAttr({statsRef}), nullptr,
                          b.getDictionaryAttr(vocabParams));
@@ -412,7 +415,7 @@ LogicalResult StageLowering::lowerCrossEntropy(Operation *op) {
   FlatSymbolRefAttr lossRef =
       newBuffer("loss", op->getResult(0).getType(), exec::BufferKind::scalar);
   exec::KernelOp::create(
-      b, op->getLoc(), "ce_loss", b.getArrayAttr({maxRef, statsRef}),
+      b, op->getLoc(), plan::Kernel::CeLoss, b.getArrayAttr({maxRef, statsRef}),
       b.getArrayAttr({lossRef}), b.getDenseBoolArrayAttr({true}),
       b.getDictionaryAttr(
           {param("scale", b.getF64FloatAttr(1.0 / globalTokens))}));
@@ -454,9 +457,11 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](dist::ShardSliceOp slice) {
-        return done(kernel("shard_slice", {slice.getInput()}, slice.getResult(),
-                           {param("dim", b.getI64IntegerAttr(slice.getDim())),
-                            param("group", groupName(slice.getAxisAttr()))}));
+        return done(kernel(
+            plan::Kernel::ShardSlice, {slice.getInput()}, slice.getResult(),
+            {param("dim", b.getI64IntegerAttr(slice.getDim())),
+             param("group", b.getStringAttr(dist::stringifyMeshAxis(
+                                slice.getAxisAttr().getValue())))}));
       })
       .Case([&](tfm::EmbeddingOp emb) {
         return lowerEmbedding(emb.getTable(), emb.getTokens(), emb.getResult(),
@@ -467,7 +472,7 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
                               config.tp, emb.getScaleAttr());
       })
       .Case([&](tfm::PositionEmbeddingOp pos) {
-        return done(kernel("position_embedding",
+        return done(kernel(plan::Kernel::PositionEmbedding,
                            {pos.getInput(), pos.getTable()}, pos.getResult()));
       })
       .Case([&](tfm::RmsNormOp norm) { return lowerRmsNorm(norm); })
@@ -475,44 +480,50 @@ LogicalResult StageLowering::lowerOp(Operation *op) {
         SmallVector<Value> ins = {norm.getInput(), norm.getWeight()};
         if (norm.getBias())
           ins.push_back(norm.getBias());
-        return done(kernel("layer_norm", ins, norm.getResult(),
+        return done(kernel(plan::Kernel::LayerNorm, ins, norm.getResult(),
                            {param("eps", norm.getEpsAttr())}));
       })
       .Case([&](tfm::LinearOp linear) {
         SmallVector<Value> ins = {linear.getInput(), linear.getWeight()};
         if (linear.getBias())
           ins.push_back(linear.getBias());
-        return done(kernel("linear", ins, linear.getResult()));
+        return done(kernel(plan::Kernel::Linear, ins, linear.getResult()));
       })
       .Case([&](tfm::LmHeadOp head) {
-        return done(kernel("linear", {head.getInput(), head.getWeight()},
+        return done(kernel(plan::Kernel::Linear,
+                           {head.getInput(), head.getWeight()},
                            head.getResult(), {}, "lm_head"));
       })
       .Case([&](tfm::BiasAddOp bias) {
-        return done(kernel("bias_add", {bias.getInput(), bias.getBias()},
+        return done(kernel(plan::Kernel::BiasAdd,
+                           {bias.getInput(), bias.getBias()},
                            bias.getResult()));
       })
       .Case([&](tfm::RotaryOp rotary) { return lowerRotary(rotary); })
       .Case(
           [&](tfm::AttentionOp attention) { return lowerAttention(attention); })
       .Case([&](tfm::GeluOp gelu) {
-        return done(kernel("gelu", {gelu.getInput()}, gelu.getResult(),
+        return done(kernel(plan::Kernel::Gelu, {gelu.getInput()},
+                           gelu.getResult(),
                            {approximate(gelu.getApproximate())}));
       })
       .Case([&](tfm::SiluOp silu) {
-        return done(kernel("silu", {silu.getInput()}, silu.getResult()));
+        return done(
+            kernel(plan::Kernel::Silu, {silu.getInput()}, silu.getResult()));
       })
       .Case([&](tfm::SwigluOp swiglu) {
-        return done(kernel("swiglu", {swiglu.getGate(), swiglu.getUp()},
+        return done(kernel(plan::Kernel::Swiglu,
+                           {swiglu.getGate(), swiglu.getUp()},
                            swiglu.getResult()));
       })
       .Case([&](tfm::GegluOp geglu) {
-        return done(kernel("geglu", {geglu.getGate(), geglu.getUp()},
-                           geglu.getResult(),
+        return done(kernel(plan::Kernel::Geglu,
+                           {geglu.getGate(), geglu.getUp()}, geglu.getResult(),
                            {approximate(geglu.getApproximate())}));
       })
       .Case([&](tfm::AddOp add) {
-        return done(kernel("add", SmallVector<Value>(add.getInputs()),
+        return done(kernel(plan::Kernel::Add,
+                           SmallVector<Value>(add.getInputs()),
                            add.getResult()));
       })
       .Case<tfm::CrossEntropyOp, dist::VocabCrossEntropyOp>(

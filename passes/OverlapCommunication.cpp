@@ -99,7 +99,7 @@ void formBuckets(exec::PhaseOp phase, double limit, int64_t &nextBucket) {
   };
   for (Operation &op : llvm::make_early_inc_range(phase.getBody().front())) {
     auto c = dyn_cast<exec::CollectiveOp>(op);
-    if (c && c.getGroup() == "dp") {
+    if (c && c.getGroup() == exec::Group::dp) {
       bool parameter = gathersParameter(c);
       double moved = collectiveBytes(c);
       if (!bucket.empty() &&
@@ -223,8 +223,8 @@ bool PhaseOverlapper::passable(Operation *prev, exec::CollectiveOp c,
                    [&](exec::CollectiveOp m) { return conflicts(prev, m); }))
     return false;
   if (auto other = dyn_cast<exec::CollectiveOp>(prev))
-    return needed && other.getGroup() != "tied" &&
-           other.getGroup() != "world" &&
+    return needed && other.getGroup() != exec::Group::tied &&
+           other.getGroup() != exec::Group::world &&
            (llvm::all_of(
                 bucketOf(other),
                 [&](exec::CollectiveOp m) { return neededLater(m, needed); }) ||
@@ -256,14 +256,14 @@ Operation *PhaseOverlapper::earliestStart(exec::CollectiveOp c,
 }
 
 void PhaseOverlapper::overlap(exec::CollectiveOp c) {
-  GroupTally &t = tally[c.getGroup().str()];
+  GroupTally &t = tally[exec::stringifyGroup(c.getGroup()).str()];
   // Waited for in the next step's forward, or made async with its wait
   // already placed (dist-overlap-collectives).
   if (c.getAsync()) {
     ++t.async;
     return;
   }
-  if (c.getGroup() == "tied" || c.getGroup() == "world") {
+  if (c.getGroup() == exec::Group::tied || c.getGroup() == exec::Group::world) {
     ++t.syncWhy["its group spans ranks of other programs"];
     return;
   }
@@ -316,8 +316,8 @@ void carryGathersToNextStep(exec::ProgramOp program, exec::PhaseOp step,
   for (auto c : step.getBody().front().getOps<exec::CollectiveOp>()) {
     exec::BufferOp param = program.lookupBuffer(c.getOutputAttr().getAttr());
     if (c.getKind() != exec::CollectiveKind::all_gather ||
-        c.getGroup() != "dp" || c.getInput() != c.getOutput() || !param ||
-        param.getKind() != exec::BufferKind::param)
+        c.getGroup() != exec::Group::dp || c.getInput() != c.getOutput() ||
+        !param || param.getKind() != exec::BufferKind::param)
       continue;
     Operation *firstRead = firstReads.lookup(c.getOutput());
     if (!firstRead)

@@ -449,7 +449,7 @@ Communicators communicatorsOf(exec::ProgramOp program,
   };
   program.walk([&](Operation *op) {
     if (auto c = dyn_cast<exec::CollectiveOp>(op))
-      groups.insert(c.getGroup());
+      groups.insert(exec::stringifyGroup(c.getGroup()));
     else if (auto send = dyn_cast<exec::SendOp>(op)) {
       int64_t peer = peerStage(send.getPeer());
       directions.insert({peer, true});

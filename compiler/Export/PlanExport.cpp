@@ -99,7 +99,7 @@ Object launchJson(Operation *op) {
   if (auto k = dyn_cast<exec::KernelOp>(op)) {
     Object out{{"op", "kernel"},
                {"stream", "compute"},
-               {"kernel", k.getName()},
+               {"kernel", k.getKernelName()},
                {"ins", toJson(k.getIns())},
                {"outs", toJson(k.getOuts())}};
     if (auto acc = k.getAccumulate()) {
@@ -117,7 +117,7 @@ Object launchJson(Operation *op) {
     Object out{{"op", "collective"},
                {"stream", "comm"},
                {"collective", exec::stringifyCollectiveKind(c.getKind())},
-               {"group", c.getGroup()},
+               {"group", exec::stringifyGroup(c.getGroup())},
                {"input", c.getInput()},
                {"output", c.getOutput()},
                {"reduction", exec::stringifyReduction(c.getReduction())}};
@@ -391,7 +391,9 @@ ExportedParameters parametersJson(ModuleOp module) {
 Object allGroupsJson(ModuleOp module, const ParallelConfig &config,
                      int64_t kvParts) {
   llvm::StringSet<> used = {"tp", "dp", "pp", "world"};
-  module.walk([&](exec::CollectiveOp c) { used.insert(c.getGroup()); });
+  module.walk([&](exec::CollectiveOp c) {
+    used.insert(exec::stringifyGroup(c.getGroup()));
+  });
   Object groups;
   for (StringRef name : {"tp", "dp", "pp", "world", "tied", "tp_kv"})
     if (used.contains(name))
@@ -439,7 +441,7 @@ Object optimizerJson(ModuleOp module) {
 int64_t lossVocabSize(ModuleOp module) {
   int64_t vocabSize = 0;
   module.walk([&](exec::KernelOp k) {
-    if (k.getName() == "ce_max")
+    if (k.getKernel() == plan::Kernel::CeMax)
       if (auto v = k.getParamsAttr().getAs<IntegerAttr>("vocab_size"))
         vocabSize = v.getInt();
   });

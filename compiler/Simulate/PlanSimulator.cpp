@@ -157,11 +157,7 @@ void Simulator::span(RankState &r, llvm::StringRef stream, std::string name,
 
 llvm::Expected<double> Simulator::kernelTime(RankState &r,
                                              exec::KernelOp kernel) {
-  llvm::StringRef name = kernel.getName();
-  std::optional<plan::Kernel> known = plan::kernelNamed(name);
-  if (!known)
-    return fail("exec.program @" + r.program.getSymName() +
-                ": unknown kernel '" + name + "'");
+  plan::Kernel known = kernel.getKernel();
   std::vector<std::vector<int64_t>> shapes;
   for (mlir::Attribute ref : kernel.getIns()) {
     mlir::RankedTensorType t =
@@ -176,10 +172,11 @@ llvm::Expected<double> Simulator::kernelTime(RankState &r,
       params.window = window.getInt();
   }
   std::optional<plan::KernelWork> work =
-      plan::kernelWork(*known, shapes, params);
+      plan::kernelWork(known, shapes, params);
   if (!work)
     return fail("exec.program @" + r.program.getSymName() + ": kernel '" +
-                name + "' needs num_heads and [batch, seq, width] inputs");
+                kernel.getKernelName() +
+                "' needs num_heads and [batch, seq, width] inputs");
   if (!work->memoryBound()) {
     auto typed = r.buffers.lookup(
         llvm::cast<mlir::FlatSymbolRefAttr>(kernel.getIns()[work->typedBy])
@@ -247,7 +244,7 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
     llvm::Expected<double> time = kernelTime(r, kernel);
     if (!time)
       return time.takeError();
-    span(r, "compute", kernel.getName().str(), r.computeFree, *time);
+    span(r, "compute", kernel.getKernelName().str(), r.computeFree, *time);
     r.computeFree += *time;
     r.stats.computeBusyS += *time;
   } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op);
@@ -260,7 +257,7 @@ llvm::Expected<Simulator::Step> Simulator::advance(RankState &r) {
   } else if (auto collective = llvm::dyn_cast<exec::CollectiveOp>(op)) {
     // A group's comm stream runs its collectives in launch order; the compute
     // stream waits for a synchronous one at once, for an async one at its wait.
-    std::string groupName = collective.getGroup().str();
+    std::string groupName = exec::stringifyGroup(collective.getGroup()).str();
     double commFree = issueCollective(r, r.launches, r.next, r.computeFree);
     if (collective.getAsync()) {
       r.inFlight[collective.getOutput().str()] = {commFree, groupName};
@@ -334,7 +331,7 @@ double Simulator::issueCollective(RankState &r,
     return b ? b.getInt() : -1;
   };
   int64_t bucket = bucketOf(collective);
-  std::string groupName = collective.getGroup().str();
+  std::string groupName = exec::stringifyGroup(collective.getGroup()).str();
   double &commFree = r.commFree[groupName];
   if (bucket >= 0 && at > 0 && bucketOf(launches[at - 1]) == bucket)
     return commFree; // timed with the bucket's first member
@@ -343,13 +340,14 @@ double Simulator::issueCollective(RankState &r,
        bucket >= 0 && i < launches.size() && bucketOf(launches[i]) == bucket;
        ++i, ++members)
     size += moved(llvm::cast<exec::CollectiveOp>(launches[i]));
-  const CollectiveGroup &g = group(r, collective.getGroup());
+  const CollectiveGroup &g =
+      group(r, exec::stringifyGroup(collective.getGroup()));
   double time =
       g.size() > 1 ? g.time(kind, size, params.collectiveEfficiency) : 0;
   double start = std::max(notBefore, commFree);
   commFree = start + time;
   std::string name = (exec::stringifyCollectiveKind(collective.getKind()) +
-                      " " + collective.getGroup())
+                      " " + exec::stringifyGroup(collective.getGroup()))
                          .str();
   if (members > 1)
     name += " (bucket of " + std::to_string(int64_t(members)) + ")";
@@ -369,8 +367,9 @@ void Simulator::carryFromLastStep(RankState &r) {
       carried.push_back(c);
   for (size_t i = 0; i < carried.size(); ++i) {
     auto c = llvm::cast<exec::CollectiveOp>(carried[i]);
-    r.inFlight[c.getOutput().str()] = {issueCollective(r, carried, i, 0),
-                                       c.getGroup().str()};
+    r.inFlight[c.getOutput().str()] = {
+        issueCollective(r, carried, i, 0),
+        exec::stringifyGroup(c.getGroup()).str()};
   }
 }
 

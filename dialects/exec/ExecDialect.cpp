@@ -4,17 +4,100 @@
 #include "partita/plan/Kernels.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace partita::exec;
 
+//===----------------------------------------------------------------------===//
+// Kernels and groups by name
+//===----------------------------------------------------------------------===//
+
+/// A kernel as its registry name, a quoted string: `"linear"`.
+static ParseResult parseKernelName(AsmParser &parser,
+                                   partita::plan::Kernel &kernel) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseString(&name))
+    return failure();
+  std::optional<partita::plan::Kernel> known = partita::plan::kernelNamed(name);
+  if (!known)
+    return parser.emitError(loc, "unknown kernel '") << name << "'";
+  kernel = *known;
+  return success();
+}
+
+static void printKernelName(AsmPrinter &printer, partita::plan::Kernel kernel) {
+  printer << '"' << partita::plan::name(kernel) << '"';
+}
+
+static ParseResult parseKernelName(OpAsmParser &parser, KernelAttr &kernel) {
+  partita::plan::Kernel value;
+  if (parseKernelName(static_cast<AsmParser &>(parser), value))
+    return failure();
+  kernel = KernelAttr::get(parser.getContext(), value);
+  return success();
+}
+
+static void printKernelName(OpAsmPrinter &printer, Operation *,
+                            KernelAttr kernel) {
+  printKernelName(static_cast<AsmPrinter &>(printer), kernel.getKernel());
+}
+
+/// A group as its name in plan.json, a quoted string: `"tp"`.
+static ParseResult parseGroupName(OpAsmParser &parser, GroupAttr &group) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseString(&name))
+    return failure();
+  std::optional<Group> known = symbolizeGroup(name);
+  if (!known) {
+    InFlightDiagnostic error = parser.emitError(loc, "unknown group '")
+                               << name << "'; expected ";
+    for (uint32_t g = 0; g <= getMaxEnumValForGroup(); ++g)
+      error << (g == 0                         ? ""
+                : g == getMaxEnumValForGroup() ? " or "
+                                               : ", ")
+            << stringifyGroup(Group(g));
+    return error;
+  }
+  group = GroupAttr::get(parser.getContext(), *known);
+  return success();
+}
+
+static void printGroupName(OpAsmPrinter &printer, Operation *,
+                           GroupAttr group) {
+  printer << '"' << stringifyGroup(group.getValue()) << '"';
+}
+
+Attribute KernelAttr::parse(AsmParser &parser, Type) {
+  partita::plan::Kernel kernel;
+  if (parser.parseLess() || parseKernelName(parser, kernel) ||
+      parser.parseGreater())
+    return {};
+  return KernelAttr::get(parser.getContext(), kernel);
+}
+
+void KernelAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  printKernelName(printer, getKernel());
+  printer << '>';
+}
+
 #include "dialects/exec/ExecDialect.cpp.inc"
 #include "dialects/exec/ExecEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/exec/ExecAttrs.cpp.inc"
 
 void ExecDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/exec/ExecAttrs.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/exec/ExecOps.cpp.inc"
@@ -273,11 +356,7 @@ LogicalResult PhaseOp::verify() {
 }
 
 LogicalResult KernelOp::verify() {
-  std::optional<partita::plan::Kernel> kernel =
-      partita::plan::kernelNamed(getName());
-  if (!kernel)
-    return emitOpError("unknown kernel '") << getName() << "'";
-  const partita::plan::KernelInfo &signature = partita::plan::info(*kernel);
+  const partita::plan::KernelInfo &signature = partita::plan::info(getKernel());
   if (failed(checkCount(*this, "inputs", getIns().size(), signature.minIns,
                         signature.maxIns)) ||
       failed(checkCount(*this, "outputs", getOuts().size(), signature.minOuts,
@@ -291,11 +370,6 @@ LogicalResult KernelOp::verify() {
 }
 
 LogicalResult CollectiveOp::verify() {
-  static constexpr llvm::StringLiteral groups[] = {"tp", "dp", "world", "tied",
-                                                   "tp_kv"};
-  if (!llvm::is_contained(groups, getGroup()))
-    return emitOpError("unknown group '")
-           << getGroup() << "'; expected tp, dp, world, tied or tp_kv";
   if (getKind() == CollectiveKind::all_reduce) {
     if (getInput() != getOutput())
       return emitOpError("all_reduce is in place: input and output must be "

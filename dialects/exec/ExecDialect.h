@@ -11,8 +11,13 @@
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "partita/plan/Kernels.h"
+
 #include "dialects/exec/ExecDialect.h.inc"
 #include "dialects/exec/ExecEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/exec/ExecAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/exec/ExecOps.h.inc"

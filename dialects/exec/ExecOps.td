@@ -19,6 +19,7 @@ include "mlir/IR/RegionKindInterface.td"
 def Exec_Dialect : Dialect {
   let name = "exec";
   let cppNamespace = "::partita::exec";
+  let useDefaultAttributePrinterParser = 1;
   let summary = "Per-rank programs of kernels, collectives and buffers";
   let description = [{
     One `exec.program` per pipeline rank: every data- and tensor-parallel
@@ -79,6 +80,17 @@ def Exec_CollectiveKind : I32EnumAttr<"CollectiveKind",
   let cppNamespace = "::partita::exec";
 }
 
+// The groups plan.json declares (its "groups"), which collectives run over.
+def Exec_Group : I32EnumAttr<"Group", "a mesh group", [
+    I32EnumAttrCase<"tp", 0>,
+    I32EnumAttrCase<"tp_kv", 1>,
+    I32EnumAttrCase<"dp", 2>,
+    I32EnumAttrCase<"pp", 3>,
+    I32EnumAttrCase<"tied", 4>,
+    I32EnumAttrCase<"world", 5>]> {
+  let cppNamespace = "::partita::exec";
+}
+
 def Exec_Reduction : I32EnumAttr<"Reduction", "how a collective combines", [
     I32EnumAttrCase<"sum", 0>,
     I32EnumAttrCase<"max", 1>]> {
@@ -89,6 +101,19 @@ def Exec_Peer : I32EnumAttr<"Peer", "the neighbouring pipeline rank", [
     I32EnumAttrCase<"next", 0>,
     I32EnumAttrCase<"prev", 1>]> {
   let cppNamespace = "::partita::exec";
+}
+
+// A kernel of the registry, whose list lives in plan/Kernels.cpp alone:
+// printed and parsed by its registry name.
+def Exec_KernelAttr : AttrDef<Exec_Dialect, "Kernel"> {
+  let mnemonic = "kernel";
+  let summary = "a kernel of the registry (plan/Kernels.h)";
+  let parameters = (ins "::partita::plan::Kernel":$kernel);
+  let hasCustomAssemblyFormat = 1;
+  let returnType = "::partita::plan::Kernel";
+  let convertFromStorage = "$_self.getKernel()";
+  let constBuilderCall =
+      "::partita::exec::KernelAttr::get($_builder.getContext(), $0)";
 }
 
 def Exec_BufferRefs : TypedArrayAttrBase<FlatSymbolRefAttr,
@@ -179,19 +204,25 @@ def Exec_PhaseOp : Exec_Op<"phase", [NoTerminator, SingleBlock,
 def Exec_KernelOp : Exec_Op<"kernel", [HasParent<"PhaseOp">]> {
   let summary = "launches a kernel on the compute stream";
   let description = [{
-    Runs kernel `name` (one of those listed in docs/plan-format.md) reading
+    Runs `kernel` (one of the registry's, listed in docs/plan-format.md) reading
     `ins` and writing `outs`; `params` are the kernel's parameters. An
     output listed in `accumulate` is added to instead of overwritten.
   }];
-  let arguments = (ins StrAttr:$name, Exec_BufferRefs:$ins,
+  let arguments = (ins Exec_KernelAttr:$kernel, Exec_BufferRefs:$ins,
                        Exec_BufferRefs:$outs,
                        OptionalAttr<DenseBoolArrayAttr>:$accumulate,
                        OptionalAttr<DictionaryAttr>:$params);
   let assemblyFormat = [{
-    $name `ins` $ins `outs` $outs (`accumulate` $accumulate^)?
-    (`params` $params^)? attr-dict
+    custom<KernelName>($kernel) `ins` $ins `outs` $outs
+    (`accumulate` $accumulate^)? (`params` $params^)? attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The kernel's registry name.
+    llvm::StringRef getKernelName() {
+      return ::partita::plan::name(getKernel());
+    }
+  }];
 }
 
 def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
@@ -222,27 +253,28 @@ def Exec_CollectiveOp : Exec_Op<"collective", [HasParent<"PhaseOp">]> {
     parameter gathers then overlap the next step's first layers. Nothing
     after it in the step phase may touch its buffers.
   }];
-  let arguments = (ins Exec_CollectiveKind:$kind, StrAttr:$group,
+  let arguments = (ins Exec_CollectiveKind:$kind, Exec_Group:$group,
                        FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
                        DefaultValuedAttr<Exec_Reduction, "Reduction::sum">:$reduction,
                        OptionalAttr<I64Attr>:$dim, UnitAttr:$accumulate,
                        UnitAttr:$async, UnitAttr:$last_micro_batch,
                        UnitAttr:$next_step);
   let assemblyFormat = [{
-    $kind $group $input `->` $output (`reduce` $reduction^)?
+    $kind custom<GroupName>($group) $input `->` $output
+    (`reduce` $reduction^)?
     (`dim` $dim^)? (`accumulate` $accumulate^)? (`async` $async^)?
     (`last_micro_batch` $last_micro_batch^)? (`next_step` $next_step^)?
     attr-dict
   }];
   let builders = [
-    OpBuilder<(ins "CollectiveKind":$kind, "llvm::StringRef":$group,
+    OpBuilder<(ins "CollectiveKind":$kind, "Group":$group,
                    "mlir::FlatSymbolRefAttr":$input,
                    "mlir::FlatSymbolRefAttr":$output,
                    "Reduction":$reduction, "std::optional<int64_t>":$dim,
                    "bool":$accumulate), [{
       build($_builder, $_state,
             CollectiveKindAttr::get($_builder.getContext(), kind),
-            $_builder.getStringAttr(group), input, output,
+            GroupAttr::get($_builder.getContext(), group), input, output,
             ReductionAttr::get($_builder.getContext(), reduction),
             dim ? $_builder.getI64IntegerAttr(*dim) : mlir::IntegerAttr(),
             accumulate ? $_builder.getUnitAttr() : mlir::UnitAttr(),

@@ -32,7 +32,11 @@ struct Trainer::CollectiveMove {
                  : nullptr),
         work16(reinterpret_cast<uint16_t *>(work)), acc(l.accumulateOutput),
         asBf16(trainer.movesAsBf16(l)),
-        gather(l.collective == Launch::Collective::AllGather) {}
+        gather(l.collective == Launch::Collective::AllGather),
+        inSpec(trainer.program.buffers[l.input]),
+        outSpec(trainer.program.buffers[l.output]),
+        in(trainer.storage(l.input, microBatch)),
+        out(trainer.storage(l.output, microBatch)) {}
 
   /// Columns [first, first + n) of one row of shards of `shard` elements,
   /// at column `at` of a chunk of n columns: this rank's starts at inAt
@@ -83,6 +87,9 @@ private:
   float *work;
   uint16_t *work16;
   bool acc, asBf16, gather;
+  /// The first launch's buffers: the whole run's, but for a bucket's.
+  const BufferSpec &inSpec, &outSpec;
+  Storage &in, &out;
 };
 
 /// Slices of a buffer as f32: copied (bf16 widened) into the workspace,
@@ -223,7 +230,7 @@ void Trainer::CollectiveMove::reduceScatterColumns(
 /// workspace, reduced as one and copied back.
 void Trainer::CollectiveMove::allReduceColumns(const std::vector<Piece> &pieces,
                                                int64_t n) {
-  int64_t bytes = trainer.program.buffers[l.input].elementBytes();
+  int64_t bytes = inSpec.elementBytes();
   auto *side = reinterpret_cast<char *>(work);
   auto at = [&](const Piece &p) {
     return static_cast<char *>(p.in->data()) + p.first * bytes;
@@ -334,10 +341,6 @@ void Trainer::CollectiveMove::byColumns() {
 /// [g][n][inner]; the output rows are [n][g][inner].
 void Trainer::CollectiveMove::allGatherRows(int64_t first, int64_t n) {
   int64_t inner = run.chunking.columns;
-  const BufferSpec &inSpec = trainer.program.buffers[l.input];
-  const BufferSpec &outSpec = trainer.program.buffers[l.output];
-  Storage &in = trainer.storage(l.input, microBatch);
-  Storage &out = trainer.storage(l.output, microBatch);
   if (asBf16) {
     // Gathered from the rows as they are; block k of each row goes to its
     // place in the output rows.
@@ -373,10 +376,6 @@ void Trainer::CollectiveMove::allGatherRows(int64_t first, int64_t n) {
 /// rank's rows as they are.
 void Trainer::CollectiveMove::reduceScatterRows(int64_t first, int64_t n) {
   int64_t inner = run.chunking.columns;
-  const BufferSpec &inSpec = trainer.program.buffers[l.input];
-  const BufferSpec &outSpec = trainer.program.buffers[l.output];
-  Storage &in = trainer.storage(l.input, microBatch);
-  Storage &out = trainer.storage(l.output, microBatch);
   if (asBf16) {
     for (int64_t k = 0; k < g; ++k)
       device.copyRows(work16 + k * n * inner, inner * 2,

@@ -46,8 +46,9 @@ Volume planVolume(mlir::ModuleOp module, int64_t microBatches) {
       for (mlir::Operation &op : phase.getBody().front()) {
         if (auto c = llvm::dyn_cast<exec::CollectiveOp>(op)) {
           bool gather = c.getKind() == exec::CollectiveKind::all_gather;
-          std::string group =
-              c.getGroup() == "tp_kv" ? "tp" : c.getGroup().str();
+          std::string group = c.getGroup() == exec::Group::tp_kv
+                                  ? "tp"
+                                  : exec::stringifyGroup(c.getGroup()).str();
           volume[group] += (c.getLastMicroBatch() ? 1 : runs) *
                            bytes[gather ? c.getOutput() : c.getInput()];
         } else if (auto s = llvm::dyn_cast<exec::SendOp>(op)) {
@@ -116,7 +117,7 @@ double planDataParallelCalls(mlir::ModuleOp module, int64_t microBatches,
       for (auto c : phase.getBody().front().getOps<exec::CollectiveOp>()) {
         exec::BufferKind input =
             program.lookupBuffer(c.getInputAttr().getAttr()).getKind();
-        if (c.getGroup() != "dp" ||
+        if (c.getGroup() != exec::Group::dp ||
             (gathers ? c.getKind() != exec::CollectiveKind::all_gather ||
                            phase.getKind() != exec::PhaseKind::step
                      : input != exec::BufferKind::param_grad))

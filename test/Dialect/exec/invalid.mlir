@@ -63,7 +63,7 @@ exec.program @p pp_rank 0 {
 exec.program @p pp_rank 0 {
   exec.buffer @x : tensor<4xf32> activation
   exec.phase forward chunk 0 {
-    // expected-error @+1 {{unknown group 'row'; expected tp, dp, world, tied or tp_kv}}
+    // expected-error @+1 {{unknown group 'row'; expected tp, tp_kv, dp, pp, tied or world}}
     exec.collective all_reduce "row" @x -> @x
   }
 }
@@ -356,5 +356,26 @@ exec.program @p pp_rank 0 {
   }
   exec.phase step {
     exec.collective all_gather "dp" @w -> @w async next_step
+  }
+}
+
+// -----
+
+// The generic form spells the kernel as its attribute, by registry name.
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{unknown kernel 'conv2d'}}
+    "exec.kernel"() <{ins = [@x], kernel = #exec.kernel<"conv2d">, outs = [@x]}> : () -> ()
+  }
+}
+
+// -----
+
+exec.program @p pp_rank 0 {
+  exec.buffer @x : tensor<4xf32> activation
+  exec.phase forward chunk 0 {
+    // expected-error @+1 {{'exec.kernel' op takes 1 inputs, got 2}}
+    "exec.kernel"() <{ins = [@x, @x], kernel = #exec.kernel<"silu">, outs = [@x]}> : () -> ()
   }
 }
