@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace partita {
 #define GEN_PASS_DEF_DISTPARTITIONTENSORS
@@ -43,6 +44,13 @@ private:
   LogicalResult checkShapes();
   LogicalResult rewrite(Block &block);
   LogicalResult rewriteOp(Operation *op);
+  LogicalResult rewriteBlock(tfm::BlockOp block);
+  void rewriteLinear(tfm::LinearOp linear);
+  void rewriteEmbedding(tfm::EmbeddingOp embedding);
+  void rewritePositionEmbedding(tfm::PositionEmbeddingOp position);
+  void rewriteLmHead(tfm::LmHeadOp head);
+  void rewriteCrossEntropy(tfm::CrossEntropyOp loss);
+  void keepFirstOperandShape(Operation *op);
   /// The parts a column-parallel projection's output is cut into: t, or
   /// the key/value heads when tp exceeds them.
   int64_t columnParts(tfm::LinearOp linear);
@@ -165,127 +173,157 @@ LogicalResult Partitioner::rewrite(Block &block) {
 }
 
 LogicalResult Partitioner::rewriteOp(Operation *op) {
-  Location loc = op->getLoc();
   builder.setInsertionPointAfter(op);
-  if (auto block = dyn_cast<tfm::BlockOp>(op)) {
-    Block &body = block.getBody().front();
-    for (auto [arg, input] : llvm::zip(body.getArguments(), block.getInputs()))
-      arg.setType(input.getType());
-    if (failed(rewrite(body)))
-      return failure();
-    for (auto [result, value] :
-         llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
-      result.setType(value.getType());
-    return success();
-  }
-  if (isa<tfm::ParamOp, tfm::YieldOp>(op))
-    return success(); // parameters are shaped by their users
-  if (auto linear = dyn_cast<tfm::LinearOp>(op)) {
-    Value result = linear.getResult();
-    result.setType(withDim(result.getType(), 0, mbs));
-    if (t == 1)
-      return success();
-    if (!isRowParallel(linear)) {
-      if (sp)
-        linear.getInputMutable().assign(gathered(linear.getInput()));
-      int64_t parts = columnParts(linear);
-      shard(linear.getWeight(), 0, parts);
-      if (linear.getBias())
-        shard(linear.getBias(), 0, parts);
-      result.setType(withDim(result.getType(), -1, lastDim(result) / parts));
-      return success();
-    }
-    // Row-parallel: partial sums, reduced over tp, then the bias once.
-    shard(linear.getWeight(), 1, t);
-    Value bias = linear.getBias();
-    if (bias)
-      linear.getBiasMutable().clear();
-    Value reduced = reduce(result, loc);
-    Value out =
-        bias ? tfm::BiasAddOp::create(builder, loc, reduced, bias).getResult()
-             : reduced;
-    result.replaceAllUsesExcept(out, reduced.getDefiningOp());
-    return success();
-  }
-  if (auto rotary = dyn_cast<tfm::RotaryOp>(op)) {
-    Value input = rotary.getInput();
-    int64_t headDim = lastDim(rotary.getResult()) / rotary.getNumHeads();
-    rotary.setNumHeads(lastDim(input) / headDim);
-    rotary.getResult().setType(cast<RankedTensorType>(input.getType()));
-    return success();
-  }
-  if (auto attention = dyn_cast<tfm::AttentionOp>(op)) {
-    int64_t heads = attention.getNumHeads();
-    int64_t headDim = lastDim(attention.getResult()) / heads;
-    attention.setNumHeads(lastDim(attention.getQuery()) / headDim);
-    attention.setNumKvHeads(lastDim(attention.getKey()) / headDim);
-    attention.getResult().setType(attention.getQuery().getType());
-    return success();
-  }
-  if (auto embedding = dyn_cast<tfm::EmbeddingOp>(op)) {
-    Value result = embedding.getResult();
-    result.setType(withDim(result.getType(), 0, mbs));
-    if (t == 1)
-      return success();
-    shard(embedding.getTable(), 0, t);
-    auto local = dist::VocabEmbeddingOp::create(
-        builder, loc, result.getType(), embedding.getTable(),
-        embedding.getTokens(), tpAxis(), embedding.getScaleAttr());
-    // Learned positions are added to the full sequence before it is split.
-    bool positionsFollow = llvm::any_of(result.getUsers(), [](Operation *u) {
-      return isa<tfm::PositionEmbeddingOp>(u);
-    });
-    Value out = positionsFollow ? allReduce(local, loc) : reduce(local, loc);
-    result.replaceAllUsesWith(out);
-    embedding.erase();
-    return success();
-  }
-  if (auto position = dyn_cast<tfm::PositionEmbeddingOp>(op)) {
-    Value result = position.getResult();
-    result.setType(cast<RankedTensorType>(position.getInput().getType()));
-    if (!sp)
-      return success();
-    Type shard =
-        withDim(result.getType(), 1,
-                cast<RankedTensorType>(result.getType()).getDimSize(1) / t);
-    auto slice = dist::ShardSliceOp::create(
-        builder, loc, shard, result, tpAxis(), builder.getI64IntegerAttr(1));
-    result.replaceAllUsesExcept(slice, slice);
-    return success();
-  }
-  if (auto head = dyn_cast<tfm::LmHeadOp>(op)) {
-    if (sp)
-      head.getInputMutable().assign(gathered(head.getInput()));
-    shard(head.getWeight(), 0, t);
-    Value result = head.getResult();
-    vocab = lastDim(result);
-    result.setType(
-        withDim(withDim(result.getType(), 0, mbs), -1, (vocab + t - 1) / t));
-    return success();
-  }
-  if (auto loss = dyn_cast<tfm::CrossEntropyOp>(op)) {
-    if (t == 1)
-      return success();
-    IntegerAttr padded =
-        vocab % t != 0 ? builder.getI64IntegerAttr(vocab) : IntegerAttr();
-    auto local = dist::VocabCrossEntropyOp::create(
-        builder, loc, loss.getType(), loss.getLogits(), loss.getLabels(),
-        tpAxis(), padded);
-    loss.getResult().replaceAllUsesWith(local.getResult());
-    loss.erase();
-    return success();
-  }
-  // Norms, adds, activations, position embeddings: the shape of their
-  // first operand (the batch is already local there).
-  if (op->getNumResults() == 1 && op->getNumOperands() >= 1) {
-    Value result = op->getResult(0);
-    Type first = op->getOperand(0).getType();
-    if (isa<tfm::RmsNormOp, tfm::LayerNormOp, tfm::AddOp, tfm::BiasAddOp,
-            dist::AllReduceOp>(op) ||
-        tfm::isActivation(op))
-      result.setType(first);
-  }
+  auto done = [](auto) { return success(); };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](tfm::BlockOp block) { return rewriteBlock(block); })
+      // Parameters are shaped by their users.
+      .Case<tfm::ParamOp, tfm::YieldOp>(done)
+      .Case([&](tfm::LinearOp linear) {
+        rewriteLinear(linear);
+        return success();
+      })
+      .Case([&](tfm::RotaryOp rotary) {
+        Value input = rotary.getInput();
+        int64_t headDim = lastDim(rotary.getResult()) / rotary.getNumHeads();
+        rotary.setNumHeads(lastDim(input) / headDim);
+        rotary.getResult().setType(cast<RankedTensorType>(input.getType()));
+        return success();
+      })
+      .Case([&](tfm::AttentionOp attention) {
+        int64_t heads = attention.getNumHeads();
+        int64_t headDim = lastDim(attention.getResult()) / heads;
+        attention.setNumHeads(lastDim(attention.getQuery()) / headDim);
+        attention.setNumKvHeads(lastDim(attention.getKey()) / headDim);
+        attention.getResult().setType(attention.getQuery().getType());
+        return success();
+      })
+      .Case([&](tfm::EmbeddingOp e) {
+        rewriteEmbedding(e);
+        return success();
+      })
+      .Case([&](tfm::PositionEmbeddingOp position) {
+        rewritePositionEmbedding(position);
+        return success();
+      })
+      .Case([&](tfm::LmHeadOp head) {
+        rewriteLmHead(head);
+        return success();
+      })
+      .Case([&](tfm::CrossEntropyOp loss) {
+        rewriteCrossEntropy(loss);
+        return success();
+      })
+      .Default([&](Operation *other) {
+        keepFirstOperandShape(other);
+        return success();
+      });
+}
+
+LogicalResult Partitioner::rewriteBlock(tfm::BlockOp block) {
+  Block &body = block.getBody().front();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), block.getInputs()))
+    arg.setType(input.getType());
+  if (failed(rewrite(body)))
+    return failure();
+  for (auto [result, value] :
+       llvm::zip(block.getResults(), body.getTerminator()->getOperands()))
+    result.setType(value.getType());
   return success();
+}
+
+void Partitioner::rewriteLinear(tfm::LinearOp linear) {
+  Value result = linear.getResult();
+  result.setType(withDim(result.getType(), 0, mbs));
+  if (t == 1)
+    return;
+  if (!isRowParallel(linear)) {
+    if (sp)
+      linear.getInputMutable().assign(gathered(linear.getInput()));
+    int64_t parts = columnParts(linear);
+    shard(linear.getWeight(), 0, parts);
+    if (linear.getBias())
+      shard(linear.getBias(), 0, parts);
+    result.setType(withDim(result.getType(), -1, lastDim(result) / parts));
+    return;
+  }
+  // Row-parallel: partial sums, reduced over tp, then the bias once.
+  shard(linear.getWeight(), 1, t);
+  Value bias = linear.getBias();
+  if (bias)
+    linear.getBiasMutable().clear();
+  Location loc = linear.getLoc();
+  Value reduced = reduce(result, loc);
+  Value out =
+      bias ? tfm::BiasAddOp::create(builder, loc, reduced, bias).getResult()
+           : reduced;
+  result.replaceAllUsesExcept(out, reduced.getDefiningOp());
+}
+
+void Partitioner::rewriteEmbedding(tfm::EmbeddingOp embedding) {
+  Value result = embedding.getResult();
+  result.setType(withDim(result.getType(), 0, mbs));
+  if (t == 1)
+    return;
+  shard(embedding.getTable(), 0, t);
+  Location loc = embedding.getLoc();
+  auto local = dist::VocabEmbeddingOp::create(
+      builder, loc, result.getType(), embedding.getTable(),
+      embedding.getTokens(), tpAxis(), embedding.getScaleAttr());
+  // Learned positions are added to the full sequence before it is split.
+  bool positionsFollow = llvm::any_of(result.getUsers(), [](Operation *u) {
+    return isa<tfm::PositionEmbeddingOp>(u);
+  });
+  Value out = positionsFollow ? allReduce(local, loc) : reduce(local, loc);
+  result.replaceAllUsesWith(out);
+  embedding.erase();
+}
+
+void Partitioner::rewritePositionEmbedding(tfm::PositionEmbeddingOp position) {
+  Value result = position.getResult();
+  result.setType(cast<RankedTensorType>(position.getInput().getType()));
+  if (!sp)
+    return;
+  Type shard =
+      withDim(result.getType(), 1,
+              cast<RankedTensorType>(result.getType()).getDimSize(1) / t);
+  auto slice =
+      dist::ShardSliceOp::create(builder, position.getLoc(), shard, result,
+                                 tpAxis(), builder.getI64IntegerAttr(1));
+  result.replaceAllUsesExcept(slice, slice);
+}
+
+void Partitioner::rewriteLmHead(tfm::LmHeadOp head) {
+  if (sp)
+    head.getInputMutable().assign(gathered(head.getInput()));
+  shard(head.getWeight(), 0, t);
+  Value result = head.getResult();
+  vocab = lastDim(result);
+  result.setType(
+      withDim(withDim(result.getType(), 0, mbs), -1, (vocab + t - 1) / t));
+}
+
+void Partitioner::rewriteCrossEntropy(tfm::CrossEntropyOp loss) {
+  if (t == 1)
+    return;
+  IntegerAttr padded =
+      vocab % t != 0 ? builder.getI64IntegerAttr(vocab) : IntegerAttr();
+  auto local = dist::VocabCrossEntropyOp::create(
+      builder, loss.getLoc(), loss.getType(), loss.getLogits(),
+      loss.getLabels(), tpAxis(), padded);
+  loss.getResult().replaceAllUsesWith(local.getResult());
+  loss.erase();
+}
+
+/// Norms, adds, activations: the shape of their first operand (the batch
+/// is already local there).
+void Partitioner::keepFirstOperandShape(Operation *op) {
+  if (op->getNumResults() != 1 || op->getNumOperands() < 1)
+    return;
+  if (isa<tfm::RmsNormOp, tfm::LayerNormOp, tfm::AddOp, tfm::BiasAddOp,
+          dist::AllReduceOp>(op) ||
+      tfm::isActivation(op))
+    op->getResult(0).setType(op->getOperand(0).getType());
 }
 
 struct DistPartitionTensorsPass
