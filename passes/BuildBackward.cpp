@@ -126,6 +126,7 @@ private:
 
   // Differentiation of one forward phase.
   LogicalResult differentiate(exec::PhaseOp forward);
+  void indexForward(ArrayRef<Operation *> launches);
   /// The gradient buffer to write for `value` and whether to add to it;
   /// null for tokens and labels.
   std::pair<StringAttr, bool> gradOut(StringAttr value);
@@ -653,7 +654,9 @@ void BackwardBuilder::scatterGradients(llvm::SetVector<StringAttr> &touched,
   touched = std::move(pending);
 }
 
-LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
+/// Who reads and writes each buffer of the forward phase, and how many of
+/// its reads each parameter has left to differentiate.
+void BackwardBuilder::indexForward(ArrayRef<Operation *> launches) {
   writers.clear();
   readers.clear();
   pendingReads.clear();
@@ -661,9 +664,6 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
   written.clear();
   finished.clear();
   partialWritten.clear();
-  SmallVector<Operation *> launches;
-  for (Operation &op : forward.getBody().front())
-    launches.push_back(&op);
   for (Operation *op : launches) {
     if (auto k = dyn_cast<exec::KernelOp>(op)) {
       for (StringAttr in : refs(k.getIns())) {
@@ -683,6 +683,13 @@ LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
       writers[r.getBufferAttr().getAttr()].push_back(op);
     }
   }
+}
+
+LogicalResult BackwardBuilder::differentiate(exec::PhaseOp forward) {
+  SmallVector<Operation *> launches;
+  for (Operation &op : forward.getBody().front())
+    launches.push_back(&op);
+  indexForward(launches);
 
   // A layer's launches, in order; a launch outside the layers is a segment
   // of its own.

@@ -680,6 +680,31 @@ private:
       given;
 };
 
+/// Each parameter buffer a rank holds is updated at most once a step
+/// (adamw runs in the step phase only: kernelParameterError). The
+/// gradients the updates apply, which the global gradient norm counts once
+/// each.
+std::multiset<int> checkUpdates(Reader &r, const Program &program,
+                                const std::string &at) {
+  std::vector<int> updates(program.buffers.size(), 0);
+  std::multiset<int> applied;
+  for (const Phase &phase : program.phases)
+    for (const Launch &l : phase.launches)
+      if (l.op == Launch::Op::Kernel && l.kernel == Kernel::AdamW) {
+        ++updates[l.outs[0]];
+        applied.insert(l.ins[1]);
+      }
+  for (size_t k = 0; k < program.buffers.size(); ++k) {
+    const BufferSpec &b = program.buffers[k];
+    if (updates[k] > 1)
+      r.fail(at + "/buffers/" + std::to_string(k),
+             b.name + " is updated by " + std::to_string(updates[k]) +
+                 " adamw launches a step; a parameter by one (or none, "
+                 "when nothing differentiates it)");
+  }
+  return applied;
+}
+
 /// What a program must agree on with the rest of the plan: its inputs'
 /// sizes, its schedule's micro-batches, and its launches against their
 /// buffers (kernels: KernelShapes.cpp; collectives: the group's size).
@@ -738,25 +763,7 @@ void checkParameterBuffers(Reader &r, const Plan &plan) {
         r.fail(bat + "/param", b.name + " is parameter " + named->name +
                                    "'s buffer, not " + b.param + "'s");
     }
-    // Each parameter buffer the rank holds is updated at most once a step
-    // (adamw runs in the step phase only: kernelParameterError), and the
-    // global gradient norm counts each gradient the updates apply once.
-    std::vector<int> updates(program.buffers.size(), 0);
-    std::multiset<int> applied;
-    for (const Phase &phase : program.phases)
-      for (const Launch &l : phase.launches)
-        if (l.op == Launch::Op::Kernel && l.kernel == Kernel::AdamW) {
-          ++updates[l.outs[0]];
-          applied.insert(l.ins[1]);
-        }
-    for (size_t k = 0; k < program.buffers.size(); ++k) {
-      const BufferSpec &b = program.buffers[k];
-      if (updates[k] > 1)
-        r.fail(at + "/buffers/" + std::to_string(k),
-               b.name + " is updated by " + std::to_string(updates[k]) +
-                   " adamw launches a step; a parameter by one (or none, "
-                   "when nothing differentiates it)");
-    }
+    std::multiset<int> applied = checkUpdates(r, program, at);
     // Then each kernel against the parameters it touches.
     for (size_t i = 0; i < program.phases.size(); ++i)
       for (size_t j = 0; j < program.phases[i].launches.size(); ++j) {
