@@ -349,6 +349,10 @@ private:
              "an all_reduce runs in place: it cannot add to its output");
     launch.async = r.optional(l, lat, "async", false);
     launch.lastMicroBatch = r.optional(l, lat, "last_micro_batch", false);
+    launch.nextStep = r.optional(l, lat, "next_step", false);
+    if (launch.nextStep && !launch.async)
+      r.fail(lat + "/next_step", "a next_step collective is async: the next "
+                                 "step's forward waits for it");
   }
 
   Reader &r;
@@ -371,6 +375,53 @@ void readSchedule(Reader &r, const json &p, const std::string &path,
     if (run.phase < 0)
       r.fail(at, "no " + kind + " phase of chunk " + std::to_string(chunk));
     program.schedule.push_back(run);
+  }
+}
+
+/// An async collective of the step phase is waited for later in that
+/// phase, or else, marked next_step, by a first_micro_batch wait in a
+/// forward phase; no other collective is next_step.
+void checkNextStep(Reader &r, const Program &program, const std::string &path) {
+  auto waitedIn = [&](const Phase &phase, size_t from, int buffer,
+                      bool firstMicroBatch) {
+    for (size_t k = from; k < phase.launches.size(); ++k) {
+      const Launch &w = phase.launches[k];
+      if (w.op == Launch::Op::Wait && w.input == buffer &&
+          w.firstMicroBatch == firstMicroBatch)
+        return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < program.phases.size(); ++i) {
+    const Phase &phase = program.phases[i];
+    for (size_t j = 0; j < phase.launches.size(); ++j) {
+      const Launch &l = phase.launches[j];
+      if (l.op != Launch::Op::Collective || !l.async)
+        continue;
+      std::string lat = path + "/phases/" + std::to_string(i) + "/launches/" +
+                        std::to_string(j);
+      const std::string &name = program.buffers[size_t(l.output)].name;
+      if (l.nextStep && phase.kind != "step")
+        r.fail(lat + "/next_step", "only a collective of the step phase "
+                                   "waits for the next step");
+      if (phase.kind != "step")
+        continue;
+      bool here = waitedIn(phase, j + 1, l.output, false);
+      bool next = std::any_of(
+          program.phases.begin(), program.phases.end(), [&](const Phase &f) {
+            return f.kind == "forward" && waitedIn(f, 0, l.output, true);
+          });
+      if (l.nextStep && (here || !next))
+        r.fail(lat + "/next_step",
+               "the collective into " + name + " is " +
+                   (here ? "waited for later in the step phase"
+                         : "waited for by no first_micro_batch wait of a "
+                           "forward phase"));
+      if (!l.nextStep && !here)
+        r.fail(lat, "the async collective into " + name +
+                        " is waited for neither later in the step phase "
+                        "nor, with next_step, in the next step's forward");
+    }
   }
 }
 
@@ -419,6 +470,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
   }
   if (program.stepPhase < 0)
     r.fail(path, "the program has no step phase");
+  checkNextStep(r, program, path);
   readSchedule(r, p, path, program);
   return program;
 }
@@ -1157,6 +1209,17 @@ ParameterSpec readParameter(Reader &r, const json &p, const std::string &at,
                  std::to_string(global) +
                  (split ? " in " + std::to_string(spec.tpParts) + " parts"
                         : std::string()));
+  }
+  // The unpadded rows of a vocabulary split in parts that do not divide it.
+  if (p.contains("padded_from")) {
+    int64_t from = r.integer(p, at, "padded_from");
+    bool split =
+        spec.tpDim >= 0 && spec.tpDim < int64_t(spec.globalShape.size());
+    if (!split || from != spec.globalShape[size_t(spec.tpDim)] ||
+        from % spec.tpParts == 0)
+      r.fail(at + "/padded_from",
+             "expected the unpadded rows along tp_dim, given only where "
+             "tp_parts does not divide them");
   }
   const json &holders = r.array(p, at, "holders");
   for (size_t k = 0; k < holders.size(); ++k) {

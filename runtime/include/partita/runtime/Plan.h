@@ -124,6 +124,9 @@ struct Launch {
   bool async = false;
   /// Runs only in the run of the last micro-batch (gradient reductions).
   bool lastMicroBatch = false;
+  /// An async collective of the step phase waited for in the next step's
+  /// forward (by a firstMicroBatch wait).
+  bool nextStep = false;
   /// A wait that runs in the first micro-batch only, for a next_step
   /// collective of the previous step (none in the first step).
   bool firstMicroBatch = false;
