@@ -58,6 +58,22 @@ public:
       fail(path + "/" + key, "expected a string");
     return v.get<std::string>();
   }
+  /// Fails on a key of `object` that `keys` does not name, so that a
+  /// misspelt or misplaced field is not silently ignored.
+  void known(const json &object, const std::string &path,
+             std::initializer_list<const char *> keys) {
+    if (!object.is_object())
+      return;
+    for (const auto &[key, value] : object.items())
+      if (std::none_of(keys.begin(), keys.end(),
+                       [&, &key = key](const char *k) { return key == k; })) {
+        std::string expected;
+        for (const char *k : keys)
+          expected += (expected.empty() ? "" : ", ") + std::string(k);
+        fail(path + "/" + key,
+             "unknown key (expected one of " + expected + ")");
+      }
+  }
   const json &array(const json &object, const std::string &path,
                     const char *key) {
     const json &v = at(object, path, key);
@@ -135,6 +151,7 @@ void readKeptSets(Reader &r, const json &p, const std::string &path,
   const json &sets = r.array(p, path, "kept_sets");
   for (size_t i = 0; i < sets.size(); ++i) {
     std::string at = path + "/kept_sets/" + std::to_string(i);
+    r.known(sets[i], at, {"chunk", "bytes", "offsets"});
     KeptSet set;
     set.chunk = r.integer(sets[i], at, "chunk");
     set.bytes = r.integer(sets[i], at, "bytes");
@@ -163,6 +180,9 @@ void readKeptSets(Reader &r, const json &p, const std::string &path,
 /// read before it.
 BufferSpec readBuffer(Reader &r, const json &buffer, const std::string &at,
                       const Program &program) {
+  r.known(buffer, at,
+          {"name", "kind", "dtype", "shape", "bytes", "offset", "copies",
+           "param", "dp_shard", "kept_set", "set_offset"});
   BufferSpec b;
   b.name = r.string(buffer, at, "name");
   b.kind = parseKind(r, at + "/kind", r.string(buffer, at, "kind"));
@@ -228,6 +248,7 @@ public:
 
   Launch read(const json &l, const std::string &lat) {
     std::string op = r.string(l, lat, "op");
+    checkKeysAndStream(l, lat, op);
     Launch launch;
     if (op == "kernel") {
       kernel(l, lat, launch);
@@ -355,6 +376,30 @@ private:
                                  "step's forward waits for it");
   }
 
+  /// Each kind of launch's keys, and the stream it runs on: compute for
+  /// kernels and waits, comm for collectives and messages.
+  void checkKeysAndStream(const json &l, const std::string &lat,
+                          const std::string &op) {
+    if (op == "kernel")
+      r.known(l, lat,
+              {"op", "stream", "kernel", "ins", "outs", "accumulate", "params",
+               "layer"});
+    else if (op == "collective")
+      r.known(l, lat,
+              {"op", "stream", "collective", "group", "input", "output",
+               "reduction", "dim", "accumulate", "async", "last_micro_batch",
+               "next_step", "bucket"});
+    else if (op == "wait")
+      r.known(l, lat, {"op", "stream", "buffer", "first_micro_batch"});
+    else if (op == "send" || op == "recv")
+      r.known(l, lat, {"op", "stream", "buffer", "peer"});
+    std::string stream = r.optional(l, lat, "stream", std::string());
+    const char *expected = op == "kernel" || op == "wait" ? "compute" : "comm";
+    if (!stream.empty() && stream != expected)
+      r.fail(lat + "/stream", "a " + op + " runs on the " + expected +
+                                  " stream, not \"" + stream + "\"");
+  }
+
   Reader &r;
   const Program &program;
   const decltype(Plan::groups) &groups;
@@ -366,6 +411,7 @@ void readSchedule(Reader &r, const json &p, const std::string &path,
   const json &schedule = r.array(p, path, "schedule");
   for (size_t i = 0; i < schedule.size(); ++i) {
     std::string at = path + "/schedule/" + std::to_string(i);
+    r.known(schedule[i], at, {"phase", "chunk", "micro_batch"});
     std::string kind = r.string(schedule[i], at, "phase");
     int64_t chunk = r.integer(schedule[i], at, "chunk");
     Run run{-1, r.integer(schedule[i], at, "micro_batch")};
@@ -428,6 +474,9 @@ void checkNextStep(Reader &r, const Program &program, const std::string &path) {
 Program readProgram(Reader &r, const json &p, const std::string &path,
                     const decltype(Plan::groups) &groups,
                     int64_t numMicroBatches) {
+  r.known(p, path,
+          {"pp_rank", "max_in_flight", "arena_bytes", "runtime_bytes",
+           "kept_sets", "buffers", "phases", "schedule"});
   Program program;
   program.ppRank = r.integer(p, path, "pp_rank");
   program.maxInFlight = r.integer(p, path, "max_in_flight");
@@ -456,6 +505,7 @@ Program readProgram(Reader &r, const json &p, const std::string &path,
   const json &phases = r.array(p, path, "phases");
   for (size_t i = 0; i < phases.size(); ++i) {
     std::string at = path + "/phases/" + std::to_string(i);
+    r.known(phases[i], at, {"kind", "chunk", "launches"});
     Phase phase;
     phase.kind = r.string(phases[i], at, "kind");
     if (phase.kind == "step")
@@ -1069,6 +1119,9 @@ void checkBackwardPairs(Reader &r, const Program &program,
 /// /training: the batch, the sequence and the vocabulary, and the dtype.
 void readTraining(Reader &r, const json &doc, Plan &plan) {
   const json &t = r.at(doc, "", "training");
+  r.known(t, "/training",
+          {"seq_len", "vocab_size", "global_batch", "micro_batch_size",
+           "num_micro_batches", "dtype"});
   plan.seqLen = r.integer(t, "/training", "seq_len");
   plan.vocabSize = r.integer(t, "/training", "vocab_size");
   plan.globalBatch = r.integer(t, "/training", "global_batch");
@@ -1093,6 +1146,7 @@ void readTraining(Reader &r, const json &doc, Plan &plan) {
 /// /mesh and /devices: the parallel layout and each rank's place in it.
 void readMesh(Reader &r, const json &doc, Plan &plan) {
   const json &mesh = r.at(doc, "", "mesh");
+  r.known(mesh, "/mesh", {"world_size", "dp", "tp", "pp", "order", "kv_parts"});
   plan.dp = r.integer(mesh, "/mesh", "dp");
   plan.tp = r.integer(mesh, "/mesh", "tp");
   plan.pp = r.integer(mesh, "/mesh", "pp");
@@ -1106,6 +1160,7 @@ void readMesh(Reader &r, const json &doc, Plan &plan) {
   const json &devices = r.array(doc, "", "devices");
   for (size_t i = 0; i < devices.size(); ++i) {
     std::string at = "/devices/" + std::to_string(i);
+    r.known(devices[i], at, {"rank", "node", "local_device", "pp", "dp", "tp"});
     Coordinates c{
         r.integer(devices[i], at, "pp"), r.integer(devices[i], at, "dp"),
         r.integer(devices[i], at, "tp"), r.integer(devices[i], at, "node"),
@@ -1137,6 +1192,7 @@ void readGroups(Reader &r, const json &doc, Plan &plan) {
   const json &groups = r.at(doc, "", "groups");
   if (!groups.is_object())
     r.fail("/groups", "expected an object of group names");
+  r.known(groups, "/groups", {"tp", "tp_kv", "dp", "pp", "tied", "world"});
   for (auto &[name, lists] : groups.items()) {
     auto &out = plan.groups[name];
     auto bad = [&, name = name] {
@@ -1174,6 +1230,9 @@ void readGroups(Reader &r, const json &doc, Plan &plan) {
 /// buffers that hold it and its layer.
 ParameterSpec readParameter(Reader &r, const json &p, const std::string &at,
                             const Plan &plan) {
+  r.known(p, at,
+          {"name", "global_shape", "local_shape", "dtype", "init", "init_std",
+           "tp_dim", "tp_parts", "padded_from", "holders", "layer"});
   ParameterSpec spec;
   spec.name = r.string(p, at, "name");
   spec.globalShape = r.shape(p, at, "global_shape");
@@ -1225,6 +1284,7 @@ ParameterSpec readParameter(Reader &r, const json &p, const std::string &at,
   for (size_t k = 0; k < holders.size(); ++k) {
     std::string hat = at + "/holders/" + std::to_string(k);
     const json &h = holders[k];
+    r.known(h, hat, {"pp_rank", "buffer", "dp_shard"});
     const json &shard = r.at(h, hat, "dp_shard");
     if (!shard.is_boolean())
       r.fail(hat + "/dp_shard", "expected true or false");
@@ -1310,12 +1370,19 @@ Plan readPlan(Reader &r, const json &doc) {
     r.fail("/version", "plan format version " + std::to_string(version) +
                            "; this runtime executes version " +
                            std::to_string(kPlanVersion));
+  r.known(doc, "",
+          {"format", "version", "model", "training", "strategy", "mesh",
+           "topology", "devices", "groups", "optimizer", "parameters",
+           "programs", "predicted", "simulated", "memory"});
   Plan plan;
   plan.model = r.string(doc, "", "model");
   readTraining(r, doc, plan);
   readMesh(r, doc, plan);
   readGroups(r, doc, plan);
   const json &o = r.at(doc, "", "optimizer");
+  r.known(o, "/optimizer",
+          {"lr", "min_lr", "warmup_steps", "decay_steps", "decay", "beta1",
+           "beta2", "eps", "weight_decay", "clip_norm"});
   plan.optimizer = {r.number(o, "/optimizer", "lr"),
                     r.number(o, "/optimizer", "min_lr"),
                     r.number(o, "/optimizer", "beta1"),
@@ -1350,6 +1417,13 @@ Plan readPlan(Reader &r, const json &doc) {
         doc["predicted"].value("peak_memory_bytes_per_gpu", 0.0);
   }
   const json &s = r.at(doc, "", "strategy");
+  r.known(s, "/strategy",
+          {"dp", "tp", "pp", "vpp", "zero", "micro_batch_size",
+           "num_micro_batches", "global_batch", "recompute",
+           "sequence_parallel", "schedule", "stage_layers"});
+  if (doc.contains("topology"))
+    r.known(doc["topology"], "/topology",
+            {"name", "nodes", "devices_per_node", "device"});
   std::ostringstream os;
   os << "dp=" << s.value("dp", 1) << ",tp=" << s.value("tp", 1)
      << ",pp=" << s.value("pp", 1) << ",vpp=" << s.value("vpp", 1)
