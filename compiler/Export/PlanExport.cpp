@@ -479,9 +479,13 @@ llvm::Expected<Object> exportPlan(ModuleOp module) {
           program.getSymName().str().c_str());
     programs.push_back(programJson(program));
   }
+  // The decoder layers, as the launches number them: an even cut (the
+  // interleaved schedule's) gives no stage_layers to count.
   int64_t numLayers = 0;
-  for (int64_t n : config.stageLayers)
-    numLayers += n;
+  module.walk([&](Operation *op) {
+    if (std::optional<int64_t> layer = exec::launchLayer(op))
+      numLayers = std::max(numLayers, *layer + 1);
+  });
   int64_t kvParts = keyValueParts(module, config);
   ExportedParameters parameters = parametersJson(module);
   Object plan{{"format", "partita-plan"},

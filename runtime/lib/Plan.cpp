@@ -1157,6 +1157,14 @@ void readMesh(Reader &r, const json &doc, Plan &plan) {
     r.fail("/mesh", "expected dp, tp and pp from 1 to 2^20");
   if (plan.worldSize != plan.dp * plan.tp * plan.pp)
     r.fail("/mesh", "world_size is not dp x tp x pp");
+  // The layout ranks find their peers by (below).
+  if (r.at(mesh, "/mesh", "order") != json::array({"pp", "dp", "tp"}))
+    r.fail("/mesh/order", "expected [\"pp\", \"dp\", \"tp\"]: tp fastest, "
+                          "then dp, then pp");
+  plan.kvParts = r.integer(mesh, "/mesh", "kv_parts");
+  if (plan.kvParts < 1 || plan.tp % plan.kvParts != 0)
+    r.fail("/mesh/kv_parts",
+           "expected a divisor of tp (" + std::to_string(plan.tp) + ")");
   const json &devices = r.array(doc, "", "devices");
   for (size_t i = 0; i < devices.size(); ++i) {
     std::string at = "/devices/" + std::to_string(i);
@@ -1165,6 +1173,9 @@ void readMesh(Reader &r, const json &doc, Plan &plan) {
         r.integer(devices[i], at, "pp"), r.integer(devices[i], at, "dp"),
         r.integer(devices[i], at, "tp"), r.integer(devices[i], at, "node"),
         r.integer(devices[i], at, "local_device")};
+    if (r.integer(devices[i], at, "rank") != int64_t(i))
+      r.fail(at + "/rank",
+             "expected " + std::to_string(i) + ": devices are listed by rank");
     if (c.node < 0)
       r.fail(at + "/node", "expected a node number, at least 0");
     if (c.localDevice < 0)
@@ -1212,6 +1223,11 @@ void readGroups(Reader &r, const json &doc, Plan &plan) {
       }
     }
     // Every member sizes its collectives by its own list: one size for all.
+    if (name == "tp_kv" && !out.empty() &&
+        int64_t(out.front().size()) != plan.tp / plan.kvParts)
+      r.fail("/groups/tp_kv", "expected lists of tp / kv_parts = " +
+                                  std::to_string(plan.tp / plan.kvParts) +
+                                  " ranks");
     if (out.empty())
       r.fail("/groups/" + name, "expected at least one list of ranks");
     std::set<int64_t> seen;
@@ -1362,6 +1378,76 @@ void checkPlan(Reader &r, Plan &plan) {
     r.fail(problem->at, problem->what);
 }
 
+/// /strategy: the parallel configuration, as the mesh and the training
+/// settings give it, and the search's other choices.
+void readStrategy(Reader &r, const json &doc, Plan &plan) {
+  const json &s = r.at(doc, "", "strategy");
+  r.known(s, "/strategy",
+          {"dp", "tp", "pp", "vpp", "zero", "micro_batch_size",
+           "num_micro_batches", "global_batch", "recompute",
+           "sequence_parallel", "schedule", "stage_layers"});
+  auto same = [&](const char *key, int64_t expected, const char *from) {
+    if (r.integer(s, "/strategy", key) != expected)
+      r.fail(std::string("/strategy/") + key, "expected " +
+                                                  std::to_string(expected) +
+                                                  ", as " + from + " gives it");
+  };
+  same("dp", plan.dp, "/mesh");
+  same("tp", plan.tp, "/mesh");
+  same("pp", plan.pp, "/mesh");
+  same("micro_batch_size", plan.microBatchSize, "/training");
+  same("num_micro_batches", plan.numMicroBatches, "/training");
+  same("global_batch", plan.globalBatch, "/training");
+  int64_t vpp = r.integer(s, "/strategy", "vpp");
+  int64_t zero = r.integer(s, "/strategy", "zero");
+  if (vpp < 1)
+    r.fail("/strategy/vpp", "expected at least 1 model chunk per rank");
+  if (zero < 0 || zero > 3)
+    r.fail("/strategy/zero", "expected a ZeRO stage from 0 to 3");
+  std::string recompute = r.string(s, "/strategy", "recompute");
+  if (recompute != "none" && recompute != "selective" && recompute != "full")
+    r.fail("/strategy/recompute", "expected none, selective or full");
+  if (!r.at(s, "/strategy", "sequence_parallel").is_boolean())
+    r.fail("/strategy/sequence_parallel", "expected true or false");
+  std::string schedule = r.string(s, "/strategy", "schedule");
+  if (schedule != "1f1b" && schedule != "gpipe" && schedule != "interleaved")
+    r.fail("/strategy/schedule", "expected 1f1b, gpipe or interleaved");
+  const json &layers = r.array(s, "/strategy", "stage_layers");
+  if (int64_t(layers.size()) != plan.pp * vpp ||
+      std::any_of(layers.begin(), layers.end(), [](const json &n) {
+        return !n.is_number_integer() || n.get<int64_t>() < 1;
+      }))
+    r.fail("/strategy/stage_layers",
+           "expected the layers of each of the pp x vpp = " +
+               std::to_string(plan.pp * vpp) + " model chunks, at least 1");
+  plan.strategy =
+      "dp=" + std::to_string(plan.dp) + ",tp=" + std::to_string(plan.tp) +
+      ",pp=" + std::to_string(plan.pp) + ",vpp=" + std::to_string(vpp) +
+      ",zero=" + std::to_string(zero);
+}
+
+/// /topology: the machines the devices' node and local_device count in.
+void readTopology(Reader &r, const json &doc, const Plan &plan) {
+  if (!doc.contains("topology"))
+    return;
+  const json &t = doc["topology"];
+  r.known(t, "/topology", {"name", "nodes", "devices_per_node", "device"});
+  r.string(t, "/topology", "name");
+  r.string(t, "/topology", "device");
+  int64_t nodes = r.integer(t, "/topology", "nodes");
+  int64_t perNode = r.integer(t, "/topology", "devices_per_node");
+  if (nodes < 1 || perNode < 1 || nodes > plan.worldSize * 1024 ||
+      perNode > plan.worldSize * 1024)
+    r.fail("/topology", "expected at least 1 node and 1 device per node");
+  for (size_t i = 0; i < plan.devices.size(); ++i)
+    if (plan.devices[i].node >= nodes || plan.devices[i].localDevice >= perNode)
+      r.fail("/devices/" + std::to_string(i),
+             "node " + std::to_string(plan.devices[i].node) + ", device " +
+                 std::to_string(plan.devices[i].localDevice) +
+                 " lies outside the topology's " + std::to_string(nodes) +
+                 " nodes of " + std::to_string(perNode) + " devices");
+}
+
 Plan readPlan(Reader &r, const json &doc) {
   if (!doc.is_object() || doc.value("format", "") != "partita-plan")
     r.fail("/format", "not a Partita plan (expected \"partita-plan\")");
@@ -1416,19 +1502,8 @@ Plan readPlan(Reader &r, const json &doc) {
     plan.predictedPeakBytes =
         doc["predicted"].value("peak_memory_bytes_per_gpu", 0.0);
   }
-  const json &s = r.at(doc, "", "strategy");
-  r.known(s, "/strategy",
-          {"dp", "tp", "pp", "vpp", "zero", "micro_batch_size",
-           "num_micro_batches", "global_batch", "recompute",
-           "sequence_parallel", "schedule", "stage_layers"});
-  if (doc.contains("topology"))
-    r.known(doc["topology"], "/topology",
-            {"name", "nodes", "devices_per_node", "device"});
-  std::ostringstream os;
-  os << "dp=" << s.value("dp", 1) << ",tp=" << s.value("tp", 1)
-     << ",pp=" << s.value("pp", 1) << ",vpp=" << s.value("vpp", 1)
-     << ",zero=" << s.value("zero", 0);
-  plan.strategy = os.str();
+  readStrategy(r, doc, plan);
+  readTopology(r, doc, plan);
   return plan;
 }
 

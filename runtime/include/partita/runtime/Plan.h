@@ -250,6 +250,9 @@ struct Plan {
   std::string dtype;
   int64_t seqLen, vocabSize, globalBatch, microBatchSize, numMicroBatches;
   int64_t dp, tp, pp, worldSize;
+  /// The parts the key/value heads are split in over tp (tp_kv groups hold
+  /// tp / kvParts ranks).
+  int64_t kvParts = 1;
   std::vector<Coordinates> devices;
   /// Group name -> its groups, each a list of world ranks.
   std::map<std::string, std::vector<std::vector<int64_t>>> groups;
