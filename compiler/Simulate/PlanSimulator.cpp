@@ -157,7 +157,7 @@ void Simulator::span(RankState &r, llvm::StringRef stream, std::string name,
 
 llvm::Expected<double> Simulator::kernelTime(RankState &r,
                                              exec::KernelOp kernel) {
-  plan::Kernel known = kernel.getKernel();
+  plan::Kernel which = kernel.getKernel();
   std::vector<std::vector<int64_t>> shapes;
   for (mlir::Attribute ref : kernel.getIns()) {
     mlir::RankedTensorType t =
@@ -172,7 +172,7 @@ llvm::Expected<double> Simulator::kernelTime(RankState &r,
       params.window = window.getInt();
   }
   std::optional<plan::KernelWork> work =
-      plan::kernelWork(known, shapes, params);
+      plan::kernelWork(which, shapes, params);
   if (!work)
     return fail("exec.program @" + r.program.getSymName() + ": kernel '" +
                 kernel.getKernelName() +

@@ -1436,8 +1436,7 @@ void readTopology(Reader &r, const json &doc, const Plan &plan) {
   r.string(t, "/topology", "device");
   int64_t nodes = r.integer(t, "/topology", "nodes");
   int64_t perNode = r.integer(t, "/topology", "devices_per_node");
-  if (nodes < 1 || perNode < 1 || nodes > plan.worldSize * 1024 ||
-      perNode > plan.worldSize * 1024)
+  if (nodes < 1 || perNode < 1)
     r.fail("/topology", "expected at least 1 node and 1 device per node");
   for (size_t i = 0; i < plan.devices.size(); ++i)
     if (plan.devices[i].node >= nodes || plan.devices[i].localDevice >= perNode)
