@@ -10,11 +10,16 @@
 
 namespace partita {
 
+void TopologyGraph::addEdge(size_t from, size_t to, double bytesPerS,
+                            double latencyS) {
+  boost::add_edge(from, to, EdgeProps{bytesPerS, latencyS}, graph);
+}
+
 void TopologyGraph::addLink(size_t from, size_t to, double bytesPerS,
                             double upLatency) {
   // A link is two directed edges; its latency is charged once, going up.
-  boost::add_edge(from, to, EdgeProps{bytesPerS, upLatency}, graph);
-  boost::add_edge(to, from, EdgeProps{bytesPerS, 0.0}, graph);
+  addEdge(from, to, bytesPerS, upLatency);
+  addEdge(to, from, bytesPerS, 0.0);
 }
 
 /// The nodes that hold ranks 0 .. `devices` - 1: at least one.
@@ -59,22 +64,33 @@ TopologyGraph::TopologyGraph(const Topology &topology, int64_t usedDevices)
     return;
 
   // NICs: device d of a node uses NIC d * nics / devicesPerNode (its rail).
-  // The device-to-NIC hop (PCIe) is taken not to be the bottleneck.
+  // The device-to-NIC hop (PCIe) is taken not to be the bottleneck. A NIC
+  // is two vertices, one sending to the network and one receiving from it,
+  // so that no route turns around in a NIC: devices that share one talk
+  // through their node's fabric.
   const int64_t nics = net.nicsPerNode;
   const double nicRate = net.bytesPerSPerNic / net.oversubscription;
-  std::vector<size_t> nicVertex(nodes * nics);
+  std::vector<size_t> nicSend(nodes * nics), nicReceive(nodes * nics);
   for (int64_t n = 0; n < nodes; ++n) {
-    for (int64_t k = 0; k < nics; ++k)
-      nicVertex[n * nics + k] = boost::add_vertex(graph);
-    for (int64_t d = 0; d < perNode; ++d)
-      addLink(device(n, d), nicVertex[n * nics + d * nics / perNode],
-              net.bytesPerSPerNic, 0.0);
+    for (int64_t k = 0; k < nics; ++k) {
+      nicSend[n * nics + k] = boost::add_vertex(graph);
+      nicReceive[n * nics + k] = boost::add_vertex(graph);
+    }
+    for (int64_t d = 0; d < perNode; ++d) {
+      int64_t nic = n * nics + d * nics / perNode;
+      addEdge(device(n, d), nicSend[nic], net.bytesPerSPerNic, 0.0);
+      addEdge(nicReceive[nic], device(n, d), net.bytesPerSPerNic, 0.0);
+    }
   }
+  auto attachNic = [&](size_t nic, size_t networkSwitch, double bytesPerS) {
+    addEdge(nicSend[nic], networkSwitch, bytesPerS, net.latencyS);
+    addEdge(networkSwitch, nicReceive[nic], bytesPerS, 0.0);
+  };
   if (net.kind == dist::NetworkKind::fat_tree) {
     // A non-blocking (or oversubscribed) core every NIC reaches in one hop.
     size_t core = boost::add_vertex(graph);
-    for (size_t nic : nicVertex)
-      addLink(nic, core, nicRate, net.latencyS);
+    for (size_t nic = 0; nic < nicSend.size(); ++nic)
+      attachNic(nic, core, nicRate);
     return;
   }
   // Rail-optimized: NIC k of every node on leaf switch k; leaves joined by
@@ -84,8 +100,7 @@ TopologyGraph::TopologyGraph(const Topology &topology, int64_t usedDevices)
     leaf[k] = boost::add_vertex(graph);
   for (int64_t n = 0; n < nodes; ++n)
     for (int64_t k = 0; k < nics; ++k)
-      addLink(nicVertex[n * nics + k], leaf[k], net.bytesPerSPerNic,
-              net.latencyS);
+      attachNic(n * nics + k, leaf[k], net.bytesPerSPerNic);
   size_t spine = boost::add_vertex(graph);
   for (int64_t k = 0; k < nics; ++k)
     addLink(leaf[k], spine, topo.nodes * nicRate, 0.0);

@@ -1,8 +1,9 @@
 //===- TopologyGraph.h - Devices, switches and NICs as a graph --*- C++ -*-===//
 //
 // A Boost.Graph model of a Topology: one vertex per device, per node fabric
-// switch (NVSwitch, PCIe switch or host memory), per NIC, and per network
-// switch; directed edges carry a bandwidth per direction and a latency. It
+// switch (NVSwitch, PCIe switch or host memory), per network switch, and two
+// per NIC (sending, receiving); directed edges carry a bandwidth per
+// direction and a latency. It
 // answers what collectives need: the bottleneck bandwidth and the latency of
 // rings over groups of ranks, taking into account links that several flows
 // share.
@@ -75,6 +76,7 @@ private:
                             boost::no_property, EdgeProps>;
   using Edge = Graph::edge_descriptor;
 
+  void addEdge(size_t from, size_t to, double bytesPerS, double latencyS);
   void addLink(size_t from, size_t to, double bytesPerS, double upLatency);
   /// The fewest-hop route from device `src` to device `dst`, ties broken by
   /// the lower latency; memoised.

@@ -105,8 +105,9 @@ TEST(Topology, AttributeRoundTrip) {
 
 TEST(TopologyGraph, RingsInsideAndAcrossNodes) {
   TopologyGraph g(preset("dgx-h100", 2));
-  // 16 devices, 2 NVSwitches, 16 NICs, 8 rail leaves, 1 spine.
-  EXPECT_EQ(g.numVertices(), 16u + 2 + 16 + 8 + 1);
+  // 16 devices, 2 NVSwitches, 16 NICs (two vertices each), 8 rail leaves,
+  // 1 spine.
+  EXPECT_EQ(g.numVertices(), 16u + 2 + 2 * 16 + 8 + 1);
   RingCost node = g.ring(iota(8));
   EXPECT_TRUE(node.intraNode);
   EXPECT_DOUBLE_EQ(node.bytesPerS, 450e9);
@@ -124,6 +125,26 @@ TEST(TopologyGraph, RingsInsideAndAcrossNodes) {
   EXPECT_DOUBLE_EQ(g.concurrentRings({{0, 8}, {0, 8}}).bytesPerS, 25e9);
 }
 
+TEST(TopologyGraph, DevicesSharingANicTalkThroughTheirFabric) {
+  // Two hosts of two ranks with one slow NIC each (what plan-run
+  // --write-topology measures on a cluster of CPU hosts): ranks of a host
+  // must not be routed out to their NIC and back.
+  Topology t = preset("cpu", 2);
+  t.nodes = 2;
+  t.intraNode.latencyS = 50e-6;
+  t.interNode.bytesPerSPerNic = 12.5e6;
+  TopologyGraph g(t);
+  RingCost host = g.ring({0, 1});
+  EXPECT_TRUE(host.intraNode);
+  EXPECT_DOUBLE_EQ(host.bytesPerS, t.intraNode.bytesPerS);
+  EXPECT_DOUBLE_EQ(host.latencyS, 50e-6);
+  EXPECT_DOUBLE_EQ(g.path(0, 1).bytesPerS, t.intraNode.bytesPerS);
+  // Across hosts, the two ranks of a host share its NIC.
+  RingCost across = g.ring({0, 2, 1, 3});
+  EXPECT_FALSE(across.intraNode);
+  EXPECT_DOUBLE_EQ(across.bytesPerS, 12.5e6 / 2);
+}
+
 TEST(TopologyGraph, NVLinkMeshSharesLinksPerPair) {
   Topology t = preset("dgx-a100", 1);
   t.intraNode.kind = dist::LinkKind::nvlink;
@@ -137,10 +158,10 @@ TEST(TopologyGraph, APlansNodesRouteAsTheWholeCluster) {
   Topology t = preset("dgx-h100", 8);
   t.interNode.oversubscription = 4;
   TopologyGraph whole(t);
-  // Ranks 0-19 fill 3 nodes: 24 devices, 3 NVSwitches, 24 NICs, 8 leaves
-  // and the spine.
+  // Ranks 0-19 fill 3 nodes: 24 devices, 3 NVSwitches, 24 NICs (two
+  // vertices each), 8 leaves and the spine.
   TopologyGraph used(t, 20);
-  EXPECT_EQ(used.numVertices(), 24u + 3 + 24 + 8 + 1);
+  EXPECT_EQ(used.numVertices(), 24u + 3 + 2 * 24 + 8 + 1);
   EXPECT_EQ(used.topology().nodes, 8);
   // Three cross-rail flows leave leaf 0 for the spine: its capacity is the
   // whole cluster's, however few nodes the plan uses.
