@@ -41,14 +41,13 @@ struct DistEstimateCostPass : impl::DistEstimateCostBase<DistEstimateCostPass> {
       module.emitError(llvm::toString(partial.takeError()));
       return signalPassFailure();
     }
-    llvm::Expected<CostParams> params = parseCostParams(costParams);
+    std::string note;
+    Topology topology = moduleTopology(module, note);
+    llvm::Expected<CostParams> params = costParamsFor(topology, costParams);
     if (!params) {
       module.emitError(llvm::toString(params.takeError()));
       return signalPassFailure();
     }
-
-    std::string note;
-    Topology topology = moduleTopology(module, note);
     bool usesDefault = !note.empty();
     // The carried strategy's nodes only: a large cluster's whole graph
     // takes a second to build, and the confirmation costs many plans.

@@ -66,7 +66,8 @@ llvm::Expected<SearchOptions> searchOptionsFor(mlir::ModuleOp module,
   } else {
     options.pins = *pins;
   }
-  llvm::Expected<CostParams> params = parseCostParams(settings.costParams);
+  llvm::Expected<CostParams> params =
+      costParamsFor(graph.topology(), settings.costParams);
   if (!params)
     return params.takeError();
   options.costParams = *params;

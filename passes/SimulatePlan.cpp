@@ -51,7 +51,9 @@ struct ExecSimulatePlanPass : impl::ExecSimulatePlanBase<ExecSimulatePlanPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    llvm::Expected<CostParams> params = parseCostParams(costParams);
+    std::string note;
+    Topology topology = moduleTopology(module, note);
+    llvm::Expected<CostParams> params = costParamsFor(topology, costParams);
     if (!params) {
       module.emitError("exec-simulate-plan: ")
           << llvm::toString(params.takeError());
@@ -59,8 +61,6 @@ struct ExecSimulatePlanPass : impl::ExecSimulatePlanBase<ExecSimulatePlanPass> {
     }
     SimulationOptions options;
     options.costParams = *params;
-    std::string note;
-    Topology topology = moduleTopology(module, note);
     // The plan's nodes only: a large cluster's whole graph takes seconds.
     auto strategy =
         module->getAttrOfType<dist::StrategyAttr>(dist::kStrategyAttrName);

@@ -66,7 +66,29 @@ std::string CostParams::str() const {
 }
 
 llvm::Expected<CostParams> parseCostParams(llvm::StringRef text) {
-  CostParams p;
+  return parseCostParams(text, CostParams());
+}
+
+llvm::Expected<CostParams> costParamsFor(const Topology &topology,
+                                         llvm::StringRef text) {
+  CostParams measured;
+  const Calibration &c = topology.calibration;
+  measured.gemmEfficiency = c.gemmEfficiency.value_or(measured.gemmEfficiency);
+  measured.gemmHalfDim = c.gemmHalfDim.value_or(measured.gemmHalfDim);
+  measured.attentionEfficiency =
+      c.attentionEfficiency.value_or(measured.attentionEfficiency);
+  measured.hbmEfficiency = c.hbmEfficiency.value_or(measured.hbmEfficiency);
+  measured.collectiveEfficiency =
+      c.collectiveEfficiency.value_or(measured.collectiveEfficiency);
+  if (!c.empty())
+    measured.overrides.push_back("topology '" + topology.name +
+                                 "' calibration");
+  return parseCostParams(text, measured);
+}
+
+llvm::Expected<CostParams> parseCostParams(llvm::StringRef text,
+                                           const CostParams &base) {
+  CostParams p = base;
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
   llvm::StringSet<> given;

@@ -83,6 +83,13 @@ struct CostParams {
 /// Overrides the defaults with "gemm_efficiency=0.8,attention=unfused,...";
 /// errors name the key.
 llvm::Expected<CostParams> parseCostParams(llvm::StringRef text);
+/// Overrides `base` with `text`, as above.
+llvm::Expected<CostParams> parseCostParams(llvm::StringRef text,
+                                           const CostParams &base);
+/// The parameters for `topology`: the defaults, the efficiencies measured
+/// on it (its calibration) over them, and `text` (--cost-params) over those.
+llvm::Expected<CostParams> costParamsFor(const Topology &topology,
+                                         llvm::StringRef text);
 
 /// One device's speed: roofline times of GEMMs, attention and memory-bound
 /// kernels under the calibrated efficiencies. The cost model and the plan

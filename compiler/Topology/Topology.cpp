@@ -149,6 +149,19 @@ void readNumber(ObjectReader &r, StringRef key, double scale, double &field,
     field = *v * scale;
 }
 
+/// The measured efficiencies, within the bounds of --cost-params.
+void readCalibration(ObjectReader &c, Calibration &calibration) {
+  using N = ObjectReader::Need;
+  for (auto [key, field] :
+       {std::pair{"gemm_efficiency", &calibration.gemmEfficiency},
+        {"attention_efficiency", &calibration.attentionEfficiency},
+        {"hbm_efficiency", &calibration.hbmEfficiency},
+        {"collective_efficiency", &calibration.collectiveEfficiency}})
+    *field = c.number(key, N::Optional, 1e-6, 1.0);
+  calibration.gemmHalfDim = c.number("gemm_half_dim", N::Optional, 0.0, 1e6);
+  c.rejectUnknownKeys();
+}
+
 } // namespace
 
 llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
@@ -219,6 +232,8 @@ llvm::Expected<Topology> readTopology(StringRef text, StringRef fileName) {
                N::Optional, 1.0, false);
     n->rejectUnknownKeys();
   }
+  if (auto c = root.object("calibration", N::Optional))
+    readCalibration(*c, t.calibration);
   root.rejectUnknownKeys();
   if (errors.empty() && t.numDevices() > kMaxDevices)
     errors.add(root.where("nodes"),
@@ -258,8 +273,18 @@ dist::TopologyAttr toAttr(const Topology &t, mlir::MLIRContext *ctx) {
                              APFloat(t.interNode.bytesPerSPerNic * 8 / kGiga),
                              APFloat(t.interNode.latencyS / kMicro),
                              APFloat(t.interNode.oversubscription));
+  const Calibration &c = t.calibration;
+  auto f = [](std::optional<double> v) -> std::optional<APFloat> {
+    return v ? std::optional(APFloat(*v)) : std::nullopt;
+  };
+  auto calibration = c.empty()
+                         ? dist::CalibrationAttr()
+                         : dist::CalibrationAttr::get(
+                               ctx, f(c.gemmEfficiency), f(c.gemmHalfDim),
+                               f(c.attentionEfficiency), f(c.hbmEfficiency),
+                               f(c.collectiveEfficiency));
   return dist::TopologyAttr::get(ctx, t.name, t.nodes, t.devicesPerNode, device,
-                                 link, network);
+                                 link, network, calibration);
 }
 
 Topology fromAttr(dist::TopologyAttr attr) {
@@ -282,6 +307,13 @@ Topology fromAttr(dist::TopologyAttr attr) {
   t.interNode = {net.getKind(), net.getNicsPerNode(),
                  d(net.getGbitsPerS()) * kGiga / 8,
                  d(net.getLatencyUs()) * kMicro, d(net.getOversubscription())};
+  auto od = [&](const std::optional<llvm::APFloat> &v) {
+    return v ? std::optional(d(*v)) : std::nullopt;
+  };
+  if (dist::CalibrationAttr c = attr.getCalibration())
+    t.calibration = {od(c.getGemmEfficiency()), od(c.getGemmHalfDim()),
+                     od(c.getAttentionEfficiency()), od(c.getHbmEfficiency()),
+                     od(c.getCollectiveEfficiency())};
   return t;
 }
 

@@ -14,6 +14,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,18 @@ struct InterNodeNetwork {
   double oversubscription = 1;
 };
 
+/// Efficiencies measured on the cluster (#dist.calibration): each given one
+/// replaces the cost model's default (CostParams), --cost-params replaces
+/// it in turn.
+struct Calibration {
+  std::optional<double> gemmEfficiency, gemmHalfDim, attentionEfficiency,
+      hbmEfficiency, collectiveEfficiency;
+  bool empty() const {
+    return !gemmEfficiency && !gemmHalfDim && !attentionEfficiency &&
+           !hbmEfficiency && !collectiveEfficiency;
+  }
+};
+
 /// Bytes in a GiB, the unit of memory sizes in files and reports.
 constexpr double kGiB = 1073741824.0;
 
@@ -57,6 +70,7 @@ struct Topology {
   DeviceSpec device;
   IntraNodeLink intraNode;
   InterNodeNetwork interNode;
+  Calibration calibration;
 
   int64_t numDevices() const { return nodes * devicesPerNode; }
   int64_t nodeOf(int64_t rank) const { return rank / devicesPerNode; }

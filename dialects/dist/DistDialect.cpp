@@ -6,9 +6,12 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace partita::dist;
@@ -43,31 +46,41 @@ void DistDialect::initialize() {
 
 namespace {
 
-/// Parses `, key = number` pairs up to `>`; every key in `keys` is required
-/// and no other is accepted.
-ParseResult parseNumberFields(AsmParser &parser, ArrayRef<StringRef> keys,
-                              llvm::StringMap<double> &values) {
-  while (succeeded(parser.parseOptionalComma())) {
-    StringRef key;
-    SMLoc loc = parser.getCurrentLocation();
-    if (parser.parseKeyword(&key) || parser.parseEqual())
+/// Parses one `key = number` into `values`: a key of `keys` or
+/// `optionalKeys`, given once.
+ParseResult parseNumberField(AsmParser &parser, ArrayRef<StringRef> keys,
+                             ArrayRef<StringRef> optionalKeys,
+                             llvm::StringMap<double> &values) {
+  StringRef key;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&key) || parser.parseEqual())
+    return failure();
+  // Numbers are printed in their shortest form, so 312 reads back too.
+  double value;
+  int64_t integer;
+  OptionalParseResult isInteger = parser.parseOptionalInteger(integer);
+  if (isInteger.has_value()) {
+    if (failed(*isInteger))
       return failure();
-    // Numbers are printed in their shortest form, so 312 reads back too.
-    double value;
-    int64_t integer;
-    OptionalParseResult isInteger = parser.parseOptionalInteger(integer);
-    if (isInteger.has_value()) {
-      if (failed(*isInteger))
-        return failure();
-      value = static_cast<double>(integer);
-    } else if (parser.parseFloat(value)) {
-      return failure();
-    }
-    if (!llvm::is_contained(keys, key))
-      return parser.emitError(loc, "unknown field '") << key << "'";
-    if (!values.try_emplace(key, value).second)
-      return parser.emitError(loc, "field '") << key << "' given twice";
+    value = static_cast<double>(integer);
+  } else if (parser.parseFloat(value)) {
+    return failure();
   }
+  if (!llvm::is_contained(keys, key) && !llvm::is_contained(optionalKeys, key))
+    return parser.emitError(loc, "unknown field '") << key << "'";
+  if (!values.try_emplace(key, value).second)
+    return parser.emitError(loc, "field '") << key << "' given twice";
+  return success();
+}
+
+/// Parses `, key = number` pairs up to `>`; every key in `keys` is required,
+/// those in `optionalKeys` may be given, and no other is accepted.
+ParseResult parseNumberFields(AsmParser &parser, ArrayRef<StringRef> keys,
+                              llvm::StringMap<double> &values,
+                              ArrayRef<StringRef> optionalKeys = {}) {
+  while (succeeded(parser.parseOptionalComma()))
+    if (parseNumberField(parser, keys, optionalKeys, values))
+      return failure();
   for (StringRef key : keys)
     if (!values.count(key))
       return parser.emitError(parser.getCurrentLocation(), "missing field '")
@@ -77,8 +90,21 @@ ParseResult parseNumberFields(AsmParser &parser, ArrayRef<StringRef> keys,
 
 /// Prints the shortest text that reads back as the same double.
 void printNumber(AsmPrinter &printer, const APFloat &value) {
-  SmallString<24> text;
-  value.toString(text);
+  double v = value.convertToDouble();
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    printer << static_cast<int64_t>(v);
+    return;
+  }
+  std::string text;
+  for (int digits = 1; digits <= 17; ++digits) {
+    text = llvm::formatv("{0}", llvm::format("%.*g", digits, v)).str();
+    if (std::strtod(text.c_str(), nullptr) == v)
+      break;
+  }
+  // An exponent needs a fraction to lex as a float: 1e-06 as 1.0e-06.
+  size_t exponent = text.find('e');
+  if (exponent != std::string::npos && text.find('.') == std::string::npos)
+    text.insert(exponent, ".0");
   printer << text;
 }
 
@@ -239,13 +265,85 @@ LogicalResult NetworkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// CalibrationAttr
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr StringRef kCalibrationKeys[] = {
+    "gemm_efficiency", "gemm_half_dim", "attention_efficiency",
+    "hbm_efficiency", "collective_efficiency"};
+} // namespace
+
+Attribute CalibrationAttr::parse(AsmParser &parser, Type) {
+  llvm::StringMap<double> v;
+  if (parser.parseLess())
+    return {};
+  // Every field is optional: `<>` up to all five, in any order.
+  if (failed(parser.parseOptionalGreater()) &&
+      (parseNumberField(parser, {}, kCalibrationKeys, v) ||
+       parseNumberFields(parser, {}, v, kCalibrationKeys)))
+    return {};
+  auto field = [&](StringRef key) -> std::optional<APFloat> {
+    auto it = v.find(key);
+    return it == v.end() ? std::nullopt : std::optional(APFloat(it->second));
+  };
+  return parser.getChecked<CalibrationAttr>(
+      parser.getContext(), field("gemm_efficiency"), field("gemm_half_dim"),
+      field("attention_efficiency"), field("hbm_efficiency"),
+      field("collective_efficiency"));
+}
+
+void CalibrationAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  StringRef separator = "";
+  std::optional<APFloat> values[] = {
+      getGemmEfficiency(), getGemmHalfDim(), getAttentionEfficiency(),
+      getHbmEfficiency(), getCollectiveEfficiency()};
+  for (auto [key, value] : llvm::zip_equal(kCalibrationKeys, values)) {
+    if (!value)
+      continue;
+    printer << separator << key << " = ";
+    printNumber(printer, *value);
+    separator = ", ";
+  }
+  printer << ">";
+}
+
+LogicalResult CalibrationAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, std::optional<APFloat> gemm,
+    std::optional<APFloat> halfDim, std::optional<APFloat> attention,
+    std::optional<APFloat> hbm, std::optional<APFloat> collective) {
+  // The bounds --cost-params puts on the same parameters.
+  auto outside = [&](StringRef key, const std::optional<APFloat> &value,
+                     bool fraction) {
+    if (!value)
+      return false;
+    double v = value->convertToDouble();
+    if (fraction ? v >= 1e-6 && v <= 1 : v >= 0 && v <= 1e6)
+      return false;
+    SmallString<24> text;
+    value->toString(text);
+    emitError() << key << " must be from "
+                << (fraction ? "1e-6 to 1" : "0 to 1e6") << ", got " << text;
+    return true;
+  };
+  if (outside("gemm_efficiency", gemm, true) ||
+      outside("gemm_half_dim", halfDim, false) ||
+      outside("attention_efficiency", attention, true) ||
+      outside("hbm_efficiency", hbm, true) ||
+      outside("collective_efficiency", collective, true))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // TopologyAttr
 //===----------------------------------------------------------------------===//
 
 LogicalResult TopologyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef name, int64_t nodes,
                                    int64_t devicesPerNode, DeviceAttr, LinkAttr,
-                                   NetworkAttr) {
+                                   NetworkAttr, CalibrationAttr) {
   if (nodes < 1)
     return emitError() << "topology '" << name
                        << "' needs at least one node, got " << nodes;
@@ -339,8 +437,7 @@ LogicalResult AsyncOp::verifyRegions() {
   Block &body = getBody().front();
   auto yield = dyn_cast<YieldOp>(body.getTerminator());
   Operation *collective = &body.front();
-  if (!yield || body.getOperations().size() != 2 ||
-      !isCollective(collective) ||
+  if (!yield || body.getOperations().size() != 2 || !isCollective(collective) ||
       yield.getValue() != collective->getResult(0))
     return emitOpError("must hold one dist.all_reduce, dist.all_gather or "
                        "dist.reduce_scatter and yield its result");
@@ -409,8 +506,7 @@ StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dp,
   // Its rounds of pp micro-batches per model chunk (Narayanan et al. 2021).
   if (schedule == ScheduleKind::interleaved && numMicroBatches % pp != 0)
     return emitError() << "the interleaved schedule needs num_micro_batches ("
-                       << numMicroBatches << ") divisible by pp (" << pp
-                       << ")";
+                       << numMicroBatches << ") divisible by pp (" << pp << ")";
   if (static_cast<int64_t>(stageLayers.size()) != pp * vpp)
     return emitError() << "stage_layers has " << stageLayers.size()
                        << " entries for pp * vpp = " << pp * vpp

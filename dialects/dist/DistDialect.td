@@ -124,6 +124,32 @@ def Dist_NetworkAttr : Dist_Attr<"Network", "network"> {
   let genVerifyDecl = 1;
 }
 
+def Dist_CalibrationAttr : Dist_Attr<"Calibration", "calibration"> {
+  let summary = "efficiencies measured on the cluster";
+  let description = [{
+    What a measurement of the cluster found (plan-run --bandwidth-test
+    --write-topology): the fraction of the device's peak a large GEMM
+    reaches, the size at which GEMM efficiency halves in each dimension,
+    the fractions of peak of attention and of memory bandwidth of
+    memory-bound kernels, and the fraction of the links' bandwidth a
+    collective reaches. Each is optional; one given replaces the cost
+    model's default (docs/cost-model.md), and --cost-params replaces it in
+    turn.
+
+    `#dist.calibration<gemm_efficiency = 1, gemm_half_dim = 12.5,
+    collective_efficiency = 1>`
+  }];
+  let parameters = (ins
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$gemm_efficiency,
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$gemm_half_dim,
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$attention_efficiency,
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$hbm_efficiency,
+    OptionalParameter<"std::optional<::llvm::APFloat>">:$collective_efficiency
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
 def Dist_TopologyAttr : Dist_Attr<"Topology", "topology"> {
   let summary = "the cluster a model is compiled for";
   let description = [{
@@ -137,12 +163,14 @@ def Dist_TopologyAttr : Dist_Attr<"Topology", "topology"> {
     "int64_t":$devices_per_node,
     "DeviceAttr":$device,
     "LinkAttr":$intra_node,
-    "NetworkAttr":$inter_node
+    "NetworkAttr":$inter_node,
+    OptionalParameter<"CalibrationAttr">:$calibration
   );
   let assemblyFormat = [{
     `<` $name `,` `nodes` `=` $nodes `,` `devices_per_node` `=`
     $devices_per_node `,` `device` `=` qualified($device) `,` `intra_node`
-    `=` qualified($intra_node) `,` `inter_node` `=` qualified($inter_node) `>`
+    `=` qualified($intra_node) `,` `inter_node` `=` qualified($inter_node)
+    (`,` `calibration` `=` qualified($calibration)^)? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

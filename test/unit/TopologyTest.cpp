@@ -103,6 +103,45 @@ TEST(Topology, AttributeRoundTrip) {
   EXPECT_DOUBLE_EQ(back.intraNode.latencyS, t.intraNode.latencyS);
 }
 
+TEST(Topology, CalibrationOverridesTheDefaultsAndYieldsToCostParams) {
+  mlir::MLIRContext context;
+  auto t = readTopology(R"({"version": 1, "preset": "cpu", "nodes": 2,
+      "calibration": {"gemm_efficiency": 1, "gemm_half_dim": 12.5,
+                      "collective_efficiency": 1}})",
+                        "measured.json");
+  ASSERT_TRUE(bool(t)) << llvm::toString(t.takeError());
+  // Through the attribute and back, as passes read it.
+  Topology back = fromAttr(toAttr(*t, &context));
+  EXPECT_EQ(back.calibration.gemmHalfDim, 12.5);
+  EXPECT_FALSE(back.calibration.hbmEfficiency);
+  llvm::Expected<CostParams> params =
+      costParamsFor(back, "collective_efficiency=0.5");
+  ASSERT_TRUE(bool(params)) << llvm::toString(params.takeError());
+  CostParams defaults;
+  EXPECT_EQ(params->gemmEfficiency, 1);
+  EXPECT_EQ(params->gemmHalfDim, 12.5);
+  EXPECT_EQ(params->hbmEfficiency, defaults.hbmEfficiency);
+  EXPECT_EQ(params->collectiveEfficiency, 0.5);
+  ASSERT_EQ(params->overrides.size(), 1u);
+  EXPECT_EQ(params->overrides[0], "topology 'measured' calibration");
+  // A topology without one leaves the defaults and adds no override.
+  params = costParamsFor(preset("cpu", 2), "");
+  ASSERT_TRUE(bool(params));
+  EXPECT_EQ(params->gemmEfficiency, defaults.gemmEfficiency);
+  EXPECT_TRUE(params->overrides.empty());
+
+  auto bad = readTopology(R"({"version": 1, "preset": "cpu",
+      "calibration": {"hbm_efficiency": 2, "gemm": 1}})",
+                          "bad.json");
+  std::string text = llvm::toString(bad.takeError());
+  EXPECT_NE(text.find("bad.json: /calibration/hbm_efficiency"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("bad.json: /calibration/gemm: unknown field"),
+            std::string::npos)
+      << text;
+}
+
 TEST(TopologyGraph, RingsInsideAndAcrossNodes) {
   TopologyGraph g(preset("dgx-h100", 2));
   // 16 devices, 2 NVSwitches, 16 NICs (two vertices each), 8 rail leaves,

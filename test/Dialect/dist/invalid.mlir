@@ -66,6 +66,26 @@ module attributes {t = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 
 
 // -----
 
+// expected-error @+1 {{collective_efficiency must be from 1e-6 to 1, got 1.5}}
+module attributes {t = #dist.calibration<collective_efficiency = 1.5>} {}
+
+// -----
+
+// expected-error @+1 {{gemm_half_dim must be from 0 to 1e6, got -1}}
+module attributes {t = #dist.calibration<gemm_half_dim = -1>} {}
+
+// -----
+
+// expected-error @+1 {{unknown field 'gemm'}}
+module attributes {t = #dist.calibration<gemm = 1>} {}
+
+// -----
+
+// expected-error @+1 {{field 'hbm_efficiency' given twice}}
+module attributes {t = #dist.calibration<hbm_efficiency = 1, hbm_efficiency = 0.5>} {}
+
+// -----
+
 // expected-error @+1 {{topology 'x' needs at least one node, got 0}}
 module attributes {t = #dist.topology<"x", nodes = 0, devices_per_node = 1,
     device = #dist.device<"d", bf16_tflops = 1, fp16_tflops = 1, fp32_tflops = 1, memory_gib = 1, hbm_gbytes_per_s = 1>,

@@ -14,6 +14,27 @@ module attributes {dist.topology = #dist.topology<"lab", nodes = 2, devices_per_
 
 // -----
 
+// A measured cluster's calibration: any of its fields, printed in a fixed
+// order; an empty one and none are both allowed.
+// CHECK-LABEL: module attributes {dist.topology = #dist.topology<"measured", nodes = 2, devices_per_node = 2,
+// CHECK-SAME: calibration = #dist.calibration<gemm_half_dim = 0>>
+// CHECK-SAME: test.calibrations = [
+// CHECK-SAME: #dist.calibration<gemm_efficiency = 1, gemm_half_dim = 12.5, attention_efficiency = 0.25, hbm_efficiency = 1, collective_efficiency = 0.9>
+// CHECK-SAME: #dist.calibration<collective_efficiency = 1>
+// CHECK-SAME: #dist.calibration<>
+module attributes {test.calibrations = [
+    #dist.calibration<collective_efficiency = 0.9, hbm_efficiency = 1.0, gemm_efficiency = 1, gemm_half_dim = 12.5, attention_efficiency = 0.25>,
+    #dist.calibration<collective_efficiency = 1>,
+    #dist.calibration<>],
+  dist.topology = #dist.topology<"measured", nodes = 2, devices_per_node = 2,
+    device = #dist.device<"cpu rank", bf16_tflops = 0.03, fp16_tflops = 0.03, fp32_tflops = 0.03, memory_gib = 4, hbm_gbytes_per_s = 5>,
+    intra_node = #dist.link<shared_memory, gbytes_per_s = 0.4, latency_us = 10>,
+    inter_node = #dist.network<fat_tree, nics_per_node = 1, gbits_per_s = 0.1, latency_us = 40, oversubscription = 1>,
+    calibration = #dist.calibration<gemm_half_dim = 0>>} {
+}
+
+// -----
+
 // CHECK-LABEL: module attributes {test.links = [
 // CHECK-SAME: #dist.link<nvswitch, gbytes_per_s = 450, latency_us = 3>
 // CHECK-SAME: #dist.link<pcie, gbytes_per_s = 32, latency_us = 10>
