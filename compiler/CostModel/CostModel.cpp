@@ -232,9 +232,20 @@ double runtimeReserveBytes(const Topology &topology, const CostParams &params,
 constexpr int64_t kRoutedNodes = 4;
 
 CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
-                                 std::vector<int64_t> groupRanks)
+                                 std::vector<int64_t> groupRanks,
+                                 int64_t concurrent, int64_t shift)
     : ranks(std::move(groupRanks)) {
   const Topology &topo = fullGraph.topology();
+  ringOnly = topo.intraNode.kind == dist::LinkKind::shared_memory;
+  // The concurrent groups whose every rank shares its node with this
+  // group's: shifts, in ranks.
+  std::vector<int64_t> siblings;
+  for (int64_t k = 1; k < concurrent; ++k)
+    if (llvm::all_of(ranks, [&](int64_t r) {
+          return r + k * shift < topo.numDevices() &&
+                 topo.nodeOf(r + k * shift) == topo.nodeOf(r);
+        }))
+      siblings.push_back(k * shift);
   // Ranks a, a + s, a + 2s, ... (the groups of a mesh) with a the first
   // on its node's share of the pattern load every node they touch alike,
   // and identical nodes make the node numbers irrelevant: such a group
@@ -265,7 +276,19 @@ CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
     if (node < kRoutedNodes)
       routed.push_back(node * topo.devicesPerNode + r % topo.devicesPerNode);
   }
-  flat = graph.ring(routed);
+  // The group's ring and its siblings' (renumbering keeps a rank's node
+  // and its place in it, so a sibling shifts the routed ranks alike).
+  auto withSiblings = [&](std::vector<std::vector<int64_t>> rings) {
+    size_t own = rings.size();
+    for (int64_t s : siblings)
+      for (size_t i = 0; i < own; ++i) {
+        rings.push_back(rings[i]);
+        for (int64_t &r : rings.back())
+          r += s;
+      }
+    return rings;
+  };
+  flat = graph.concurrentRings(withSiblings({routed}));
   flat.hops = size();
   // Ranks per node, in group order.
   std::map<int64_t, std::vector<int64_t>> byNode;
@@ -288,8 +311,8 @@ CollectiveGroup::CollectiveGroup(const TopologyGraph &fullGraph,
     for (int64_t i = 0; i < perNode; ++i)
       interRings[i].push_back(local[i]);
   }
-  intra = graph.concurrentRings(intraRings);
-  inter = graph.concurrentRings(interRings);
+  intra = graph.concurrentRings(withSiblings(intraRings));
+  inter = graph.concurrentRings(withSiblings(interRings));
 }
 
 namespace {
@@ -325,6 +348,11 @@ double CollectiveGroup::time(CollectiveKind kind, double bytes,
   int64_t p = size();
   double best = ringTime(kind, bytes, p, flat, efficiency);
   std::string chosen = "ring";
+  if (ringOnly) {
+    if (algorithm)
+      *algorithm = chosen;
+    return best;
+  }
   if (hierarchical && kind != CollectiveKind::SendRecv) {
     // Reduce-scatter inside nodes, the collective on 1/perNode of the data
     // across nodes (perNode rings at once), all-gather inside nodes.
@@ -876,7 +904,8 @@ StepCoster::StepCoster(const ModelProfile &profile, const TopologyGraph &graph,
       V(double((profile.vocab + t - 1) / t * t)),
       sp(c.sequenceParallel ? t : 1), eff(params.collectiveEfficiency),
       tiedParams(double((profile.vocab + t - 1) / t) * double(profile.hidden)),
-      tpGroup(graph, strided(t, 1)), dpGroup(graph, strided(dp, t)) {
+      tpGroup(graph, strided(t, 1), dp, t),
+      dpGroup(graph, strided(dp, t), t, 1) {
   e.config = c;
   e.topologyName = topo.name;
   e.costOverrides = params.overrides;

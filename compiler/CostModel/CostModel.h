@@ -123,7 +123,12 @@ llvm::StringRef toString(CollectiveKind kind);
 class CollectiveGroup {
 public:
   CollectiveGroup() = default;
-  CollectiveGroup(const TopologyGraph &graph, std::vector<int64_t> ranks);
+  /// `ranks`, and `concurrent` - 1 groups like it, each `shift` ranks on
+  /// from the one before, that run the same collectives at the same time
+  /// (a stage's dp groups, one per tp rank): those on the same nodes share
+  /// these nodes' links with it.
+  CollectiveGroup(const TopologyGraph &graph, std::vector<int64_t> ranks,
+                  int64_t concurrent = 1, int64_t shift = 0);
 
   int64_t size() const { return static_cast<int64_t>(ranks.size()); }
   bool intraNode() const { return flat.intraNode; }
@@ -136,6 +141,9 @@ public:
               std::string *algorithm = nullptr) const;
 
   std::vector<int64_t> ranks;
+  /// CPU ranks run MPI's collectives, whose ring algorithms OpenMPI picks
+  /// for the sizes plans move: none of NCCL's hierarchical, tree or PAT.
+  bool ringOnly = false;
   RingCost flat;
   /// Hierarchical decomposition, when the group spans nodes with more than
   /// one rank in each: rings inside the nodes and concurrent rings across.

@@ -251,6 +251,42 @@ TEST(Collectives, AllReduceOneGigabyte) {
   EXPECT_EQ(algorithm, "hierarchical");
 }
 
+TEST(Collectives, CpuRanksRingAndShareTheirHostsNic) {
+  // Two hosts of two CPU ranks, one 100 Mbit/s NIC each, no latency.
+  Topology t = preset("cpu", 2);
+  t.nodes = 2;
+  t.intraNode.latencyS = 0;
+  t.interNode.bytesPerSPerNic = 12.5e6;
+  t.interNode.latencyS = 0;
+  TopologyGraph g(t);
+  // A dp group across the hosts, alone: 2 (p-1)/p S / B.
+  CollectiveGroup alone(g, {0, 2});
+  EXPECT_NEAR(alone.time(CollectiveKind::AllReduce, 1e6, 1.0), 1e6 / 12.5e6,
+              1e-12);
+  // With its sibling of the other tp rank ({1, 3}) at once: the two rings
+  // share each host's NIC.
+  CollectiveGroup withSibling(g, {0, 2}, 2, 1);
+  EXPECT_NEAR(withSibling.time(CollectiveKind::AllReduce, 1e6, 1.0),
+              2 * 1e6 / 12.5e6, 1e-12);
+  // A sibling on other nodes shares nothing (the core is non-blocking).
+  CollectiveGroup tpGroup(g, {0, 1}, 2, 2);
+  EXPECT_NEAR(tpGroup.time(CollectiveKind::AllReduce, 1e6, 1.0),
+              1e6 / t.intraNode.bytesPerS, 1e-12);
+  // MPI's rings, not NCCL's hierarchical algorithm, for all four ranks:
+  // (p-1)/p of twice the buffer over the NIC that two ring hops cross.
+  std::string algorithm;
+  CollectiveGroup world(g, iota(4));
+  EXPECT_NEAR(world.time(CollectiveKind::AllReduce, 1e6, 1.0, &algorithm),
+              2 * 3.0 / 4 * 1e6 / 12.5e6, 1e-12);
+  EXPECT_EQ(algorithm, "ring");
+  // The same cluster with a GPU's link inside the node may go hierarchical.
+  t.intraNode.kind = dist::LinkKind::pcie;
+  TopologyGraph gpus(t);
+  CollectiveGroup(gpus, iota(4))
+      .time(CollectiveKind::AllReduce, 1e6, 1.0, &algorithm);
+  EXPECT_EQ(algorithm, "hierarchical");
+}
+
 TEST(Collectives, AllGatherAndSendRecv) {
   TopologyGraph g(preset("dgx-a100", 2));
   CollectiveGroup node(g, iota(8));

@@ -1,6 +1,7 @@
 //===- BandwidthTest.cpp - The job's links, measured ----------------------===//
 
 #include "BandwidthTest.h"
+#include "DeviceRates.h"
 
 #include "../../runtime/mpi/RankHosts.h"
 
@@ -13,6 +14,8 @@
 #include <fstream>
 #include <iostream>
 #include <vector>
+
+#include <unistd.h>
 
 namespace partita {
 
@@ -153,10 +156,10 @@ void printTable(Collective c, const GroupKind &kind,
                 r.busbw / 1e9);
 }
 
-/// What the topology takes of a group kind: all_reduce's busbw at the
-/// largest size (the link bandwidth its ring formula implies; smaller
-/// sizes may ride a shaper's burst or a cache) and one smallest message's
-/// time.
+/// What the topology takes of a group kind: all_reduce's highest busbw
+/// over the sizes that take at least 10 times the smallest message (the
+/// sustained bandwidth its ring formula implies, above the sizes where
+/// latency counts), and one smallest message's time.
 struct Link {
   double bytesPerSecond = 0, latencySeconds = 0;
 };
@@ -164,20 +167,50 @@ struct Link {
 Link summarize(const std::vector<Row> &allReduce,
                const std::vector<Row> &sendRecv) {
   Link link;
-  if (!allReduce.empty())
-    link.bytesPerSecond = allReduce.back().busbw;
   if (!sendRecv.empty())
     link.latencySeconds = sendRecv.front().seconds;
+  if (allReduce.empty())
+    return link;
+  double floor = 10 * allReduce.front().seconds;
+  for (const Row &row : allReduce)
+    if (row.seconds >= floor)
+      link.bytesPerSecond = std::max(link.bytesPerSecond, row.busbw);
+  // Sizes too few to leave the latency's range: the largest.
+  if (link.bytesPerSecond == 0)
+    link.bytesPerSecond = allReduce.back().busbw;
   return link;
 }
 
+/// The topology of what was measured: the `cpu` preset's kinds of links
+/// with the measured rates, a device of the measured GEMM peak and
+/// element-wise bandwidth (memory: the host's, shared by its ranks), and
+/// the calibration that makes the cost model's roofline the measured one.
 nlohmann::json measuredTopology(int hosts, int perHost, const Link &intra,
-                                const Link &inter) {
+                                const Link &inter, const DeviceRates &rates) {
+  double tflops = rates.gemmPeak / 1e12;
+  long pages = sysconf(_SC_PHYS_PAGES), pageBytes = sysconf(_SC_PAGE_SIZE);
+  double memoryGib = pages > 0 && pageBytes > 0
+                         ? double(pages) * double(pageBytes) / perHost /
+                               double(int64_t(1) << 30)
+                         : 4.0;
   nlohmann::json t = {{"version", 1},
                       {"name", "measured"},
                       {"preset", "cpu"},
                       {"nodes", hosts},
-                      {"devices_per_node", perHost}};
+                      {"devices_per_node", perHost},
+                      {"device",
+                       {{"kind", "cpu rank (measured)"},
+                        {"bf16_tflops", tflops},
+                        {"fp16_tflops", tflops},
+                        {"fp32_tflops", tflops},
+                        {"memory_gib", memoryGib},
+                        {"hbm_gbytes_per_s", rates.memoryBytesPerS / 1e9}}},
+                      {"calibration",
+                       {{"gemm_efficiency", 1},
+                        {"gemm_half_dim", rates.gemmHalfDim},
+                        {"attention_efficiency", rates.attentionEfficiency},
+                        {"hbm_efficiency", 1},
+                        {"collective_efficiency", 1}}}};
   if (perHost > 1)
     t["intra_node"] = {{"kind", "shared_memory"},
                        {"gbytes_per_s", intra.bytesPerSecond / 1e9},
@@ -236,6 +269,9 @@ int runBandwidthTest(const BandwidthOptions &o,
                 hosts.size(), byHost.size(), byHost.size() == 1 ? "" : "s",
                 hosts.map().c_str(), (long long)o.minBytes,
                 (long long)o.maxBytes);
+  DeviceRates rates = measureDeviceRates(MPI_COMM_WORLD);
+  if (rank == 0)
+    printDeviceRates(rates, "every rank at once (" + hosts.map() + ")");
   Link links[2];
   for (bool across : {false, true}) {
     GroupKind kind = makeGroup(across, hosts, rank);
@@ -276,7 +312,8 @@ int runBandwidthTest(const BandwidthOptions &o,
       std::cerr << "plan-run: warning: the hosts run different numbers of "
                    "ranks; the topology gives each "
                 << perHost << " devices, as the first host has\n";
-    out << measuredTopology(int(byHost.size()), perHost, links[0], links[1])
+    out << measuredTopology(int(byHost.size()), perHost, links[0], links[1],
+                            rates)
                .dump(2)
         << "\n";
     out.close();

@@ -684,6 +684,10 @@ int bandwidthTestMain(const Options &o, int argc, char **argv) {
   {
     RankHosts hosts(MPI_COMM_WORLD);
     MonitorLink::connect(rank);
+    // The device part times the CPU backend's kernels with the BLAS
+    // threads training gives each rank.
+    std::unique_ptr<Device> device =
+        createCpuDevice(blasThreads(o, hosts, rank));
     status = partita::runBandwidthTest(o.bandwidth, hosts);
   }
   MonitorLink::done();
