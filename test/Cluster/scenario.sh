@@ -278,13 +278,18 @@ bandwidth)
   on node1 plan-run --bandwidth-test --hostfile hosts2 --max-size 1M \
     --write-topology measured.json >bandwidth.out 2>&1
   echo "status $?"
-  grep -E '^# (all_reduce|all_gather|reduce_scatter|all_to_all|send/recv) ' \
+  grep -E '^# (device:|(all_reduce|all_gather|reduce_scatter|all_to_all|send/recv) )' \
     bandwidth.out
   "$python" - measured.json <<'EOF'
 import json, sys
 t = json.load(open(sys.argv[1]))
 rate = t["inter_node"]["gbits_per_s"]
 print("nodes", t["nodes"], "devices_per_node", t["devices_per_node"])
+device, calibration = t["device"], t["calibration"]
+print("device", device["kind"], "measured:",
+      device["fp32_tflops"] > 0 and device["hbm_gbytes_per_s"] > 0)
+print("calibration", sorted(calibration), "collective_efficiency",
+      calibration["collective_efficiency"])
 # TCP over a token bucket gets less than the rate, never more.
 print("across hosts", "within 0.3x-1.05x of 20 Mbit/s"
       if 0.3 * 0.02 <= rate <= 1.05 * 0.02 else f"{rate} Gbit/s")
