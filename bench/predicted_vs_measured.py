@@ -5,9 +5,11 @@
 
 Compiles the tiny example models for `cpu` topologies under a few
 strategies, runs each plan with plan-run, and prints per plan the cost
-model's predicted step time (with the `cpu` preset's figures), the measured
-median step time (first step excluded) and the relative error, then the
-mean absolute error. The trace of each run (plan-run --trace) is kept next
+model's predicted step time, the measured median step time (first step
+excluded) and the relative error, then the mean absolute error. The
+topology of N ranks is what `plan-run --bandwidth-test --ranks N
+--write-topology` measured on this machine, or with --preset the `cpu`
+preset's documented assumptions. The trace of each run (plan-run --trace) is kept next
 to the plan with --keep DIR.
 """
 
@@ -35,6 +37,8 @@ def main():
     parser.add_argument("--build", default=os.path.join(root, "build"))
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--keep", help="keep plans and traces here")
+    parser.add_argument("--preset", action="store_true",
+                        help="plan for the cpu preset, not a measurement")
     args = parser.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     errors = []
@@ -42,6 +46,21 @@ def main():
         out = args.keep or tmp
         os.makedirs(out, exist_ok=True)
         print(f"{'plan':44} {'predicted':>10} {'measured':>10} {'error':>8}")
+        topologies = {}
+
+        def topology_of(preset):
+            if args.preset:
+                return preset
+            ranks = preset.split(":")[1]
+            if ranks not in topologies:
+                topologies[ranks] = os.path.join(out, f"measured{ranks}.json")
+                subprocess.run([os.path.join(bin_dir, "plan-run"),
+                                "--bandwidth-test", "--ranks", ranks,
+                                "--max-size", "4M", "--write-topology",
+                                topologies[ranks]],
+                               check=True, capture_output=True)
+            return topologies[ranks]
+
         for model, topology, strategy in PLANS:
             name = f"{model}-{topology.replace(':', '')}-{strategy}"
             plan = os.path.join(out, name + ".json")
@@ -49,7 +68,8 @@ def main():
             subprocess.run([os.path.join(bin_dir, "plan-opt"),
                             os.path.join(root, "examples", "models",
                                          model + ".json"),
-                            f"--topology={topology}", "--no-search",
+                            f"--topology={topology_of(topology)}",
+                            "--no-search",
                             f"--strategy={strategy}", "-o", plan],
                            check=True, capture_output=True)
             subprocess.run([os.path.join(bin_dir, "plan-run"), plan,

@@ -663,6 +663,20 @@ std::string splitGroupError(const Plan &plan, const RankHosts &hosts) {
   return "";
 }
 
+/// OpenMPI settings of every rank, each unless the user set it: ranks
+/// waiting in MPI give their core to the others (a host may have more ranks
+/// than cores), and all-reduce runs as a ring, the algorithm the cost model
+/// costs. OpenMPI's fixed choice for some group sizes is slower on a
+/// bandwidth-bound link: 6 ranks on 3 hosts at 100 Mbit/s took 0.295 s a
+/// step with it and 0.168 s with the ring (docs/cluster.md).
+void setMpiDefaults() {
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  if (!getenv("OMPI_MCA_coll_tuned_allreduce_algorithm")) {
+    setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
+    setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", 0);
+  }
+}
+
 /// plan-run --bandwidth-test: alone, launches the test's ranks (--ranks,
 /// else one per slot of the hostfile, else 2); as a rank, takes part.
 int bandwidthTestMain(const Options &o, int argc, char **argv) {
@@ -677,7 +691,7 @@ int bandwidthTestMain(const Options &o, int argc, char **argv) {
     ranks = ranks ? ranks : placed ? placed : 2;
     return launch(o, ranks, "the bandwidth test", argv);
   }
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  setMpiDefaults();
   MPI_Init(&argc, &argv);
   int status, rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -902,9 +916,7 @@ void train(const Options &o, const Plan &plan, int rank, int size,
 /// plan's size; the rank and size, or the exit status after MPI_Finalize.
 std::optional<int> startMpi(const Options &o, const Plan &plan, int &argc,
                             char **&argv, int &rank, int &size) {
-  // Ranks waiting in MPI give their core to the others (a host may have
-  // more ranks than cores), unless the user chose otherwise.
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  setMpiDefaults();
   // Every MPI call is made by the communicator's comm thread, one at a
   // time, while this thread computes.
   int provided;
