@@ -225,7 +225,8 @@ void addPlacementOptions(CLI::App &app, RunOptions &o) {
 void addBandwidthOptions(CLI::App &app, RunOptions &o) {
   const char *group = "Bandwidth test (plan-run --bandwidth-test, no plan)";
   app.add_flag("--bandwidth-test", o.bandwidthTest,
-               "Time all_reduce, all_gather, reduce_scatter, all_to_all and "
+               "Time the CPU backend's kernels on every rank at once, then "
+               "all_reduce, all_gather, reduce_scatter, all_to_all and "
                "send/recv inside a host and across hosts (nccl-tests' "
                "sizes, algbw and busbw)")
       ->group(group);
@@ -245,7 +246,8 @@ void addBandwidthOptions(CLI::App &app, RunOptions &o) {
       ->transform(kBytes)
       ->group(group);
   app.add_option("--write-topology", o.bandwidth.topologyPath,
-                 "Write what was measured as a topology for plan-opt")
+                 "Write what was measured as a topology for plan-opt: the "
+                 "links, the device and its calibration")
       ->type_name("FILE")
       ->check(kNonEmpty)
       ->group(group);
