@@ -1102,11 +1102,27 @@ void StepCoster::costPipelineTransfers() {
   }
   double perTransfer = p2p + gather;
   e.ppCommS = calls * perTransfer;
-  // Asynchronous transfers overlap the neighbouring micro-batch's compute
-  // in the steady state; those that fill and drain the pipeline (p - 1
-  // hops each way, per model chunk) wait.
+  // GPipe's forwards stream, as do the interleaved schedule's chunks: a
+  // transfer overlaps the next micro-batch's (or chunk's) compute in the
+  // steady state, and only those that fill and drain the pipeline (p - 1
+  // hops each way, per model chunk) wait. 1F1B streams only as far as its
+  // stages differ: a stage's backward of micro-batch i waits for the next
+  // stage's forward and backward of i and both transfers, with one forward
+  // of its own in between, so with stages alike every transfer adds to the
+  // step, and a stage faster than the slowest hides that much of its
+  // transfers.
+  double fillAndDrain = 2.0 * (p - 1) * v * perTransfer;
+  double steady = 0;
+  if (c.schedule == Schedule::OneFOneB && v == 1) {
+    double slowest = 0, fastest = std::numeric_limits<double>::infinity();
+    for (const RankCost &r : ranks) {
+      slowest = std::max(slowest, r.perMicroBatch());
+      fastest = std::min(fastest, r.perMicroBatch());
+    }
+    steady = m * std::max(0.0, calls / m * perTransfer - (slowest - fastest));
+  }
   e.ppCommExposedS = params.overlapP2P
-                         ? std::min(e.ppCommS, 2.0 * (p - 1) * v * perTransfer)
+                         ? std::min(e.ppCommS, fillAndDrain + steady)
                          : e.ppCommS;
 }
 

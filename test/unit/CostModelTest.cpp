@@ -191,6 +191,29 @@ TEST(CostModel, PipelineBubble) {
   EXPECT_LT(deep.bubbleFraction, 1.0);
 }
 
+TEST(CostModel, PipelineTransfersHideOnlyWhereTheScheduleStreams) {
+  // Stages on two nodes joined by a slow network: a transfer takes longer
+  // than any difference between the stages.
+  Fixture f(readModelSpec(kGpt, "gpt.json", "", {}));
+  Topology slow = *presetTopology("dgx-a100", 2);
+  slow.interNode.bytesPerSPerNic = 1e6;
+  // m = 16 / dp = 8 micro-batches, one transfer each on either rank of a
+  // two-stage pipeline.
+  CostEstimate gpipe =
+      estimate(f.profile, slow, "pp=2,tp=4,dp=2,schedule=gpipe");
+  CostEstimate oneF = estimate(f.profile, slow, "pp=2,tp=4,dp=2,schedule=1f1b");
+  double perTransfer = oneF.ppCommS / 8;
+  EXPECT_GT(perTransfer, 1e-3);
+  // GPipe's forwards stream: only filling and draining the pipeline waits.
+  EXPECT_NEAR(gpipe.ppCommExposedS, 2 * perTransfer, 1e-9);
+  // 1F1B's stages wait for each other's transfers every micro-batch.
+  EXPECT_NEAR(oneF.ppCommExposedS, oneF.ppCommS, 1e-9);
+  EXPECT_NEAR(oneF.stepTimeS - gpipe.stepTimeS,
+              oneF.ppCommS - gpipe.ppCommExposedS +
+                  (oneF.bubbleS - gpipe.bubbleS),
+              1e-6 * oneF.stepTimeS);
+}
+
 TEST(CostModel, MicroBatchesInFlightFollowTheSchedule) {
   auto config = [](int64_t m, int64_t p, int64_t v, Schedule schedule) {
     ParallelConfig c;
