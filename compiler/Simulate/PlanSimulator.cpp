@@ -128,12 +128,21 @@ double Simulator::bytes(RankState &r, llvm::StringRef buffer) const {
 
 const CollectiveGroup &Simulator::group(RankState &r, llvm::StringRef name) {
   auto it = r.groups.find(name.str());
-  if (it == r.groups.end())
-    it = r.groups
-             .emplace(name.str(),
-                      CollectiveGroup(graph, groupMembers(name, config, kvParts,
-                                                          r.pp, 0, 0)))
-             .first;
+  if (it == r.groups.end()) {
+    // The stage's groups of the kind run at once, as the cost model has
+    // them: a dp group per tp rank, a tp group per dp rank.
+    int64_t concurrent = name == "dp"   ? config.tp
+                         : name == "tp" ? config.dp
+                                        : 1;
+    int64_t shift = name == "tp" ? config.tp : 1;
+    it =
+        r.groups
+            .emplace(name.str(),
+                     CollectiveGroup(
+                         graph, groupMembers(name, config, kvParts, r.pp, 0, 0),
+                         concurrent, shift))
+            .first;
+  }
   return it->second;
 }
 
