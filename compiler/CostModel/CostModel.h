@@ -141,8 +141,8 @@ public:
               std::string *algorithm = nullptr) const;
 
   std::vector<int64_t> ranks;
-  /// CPU ranks run MPI's collectives, whose ring algorithms OpenMPI picks
-  /// for the sizes plans move: none of NCCL's hierarchical, tree or PAT.
+  /// CPU ranks run MPI's collectives as rings (plan-run asks OpenMPI for
+  /// ring all-reduces): none of NCCL's hierarchical, tree or PAT.
   bool ringOnly = false;
   RingCost flat;
   /// Hierarchical decomposition, when the group spans nodes with more than
